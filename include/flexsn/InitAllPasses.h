@@ -1,0 +1,12 @@
+//===- InitAllPasses.h - Register every pass flexsn tools use ---*- C++ -*-===//
+
+#ifndef FLEXSN_INITALLPASSES_H
+#define FLEXSN_INITALLPASSES_H
+
+namespace flexsn {
+/// Registers flexsn's passes and pipelines and the upstream passes they use
+/// (for flexsn-opt and the C API).
+void registerAllPasses();
+} // namespace flexsn
+
+#endif // FLEXSN_INITALLPASSES_H

@@ -1,0 +1,402 @@
+//===- FlexSNOps.cpp - FlexSN operations ----------------------------------===//
+//
+// Verifiers, folders and canonicalization patterns of the flexsn ops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/SetVector.h"
+
+using namespace mlir;
+using namespace mlir::flexsn;
+
+#define GET_OP_CLASSES
+#include "flexsn/Dialect/FlexSN/IR/FlexSNOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+/// Element types a sequence or state may be stored as.
+static bool isStorageType(Type type) {
+  return type.isF16() || type.isBF16() || type.isF32() || type.isF64();
+}
+
+/// Checks `type` is a ranked tensor of `rank` with a storage element type;
+/// `what` names the value in the message ("input #0").
+static LogicalResult verifyStorageTensor(Operation *op, Type type,
+                                         int64_t rank, const Twine &what,
+                                         StringRef shape) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || tensor.getRank() != rank)
+    return op->emitOpError() << what << " must be a rank-" << rank
+                             << " tensor " << shape << ", got " << type;
+  if (!isStorageType(tensor.getElementType()))
+    return op->emitOpError()
+           << what << " must be stored as f16, bf16, f32 or f64, got "
+           << tensor.getElementType();
+  return success();
+}
+
+namespace {
+/// Static sizes seen so far for the time (T) and neuron (NCL) dimensions.
+struct DimChecker {
+  Operation *op;
+  int64_t t = ShapedType::kDynamic;
+  int64_t ncl = ShapedType::kDynamic;
+  std::string tWhere, nclWhere;
+
+  LogicalResult check(int64_t &seen, std::string &seenWhere, int64_t size,
+                      const Twine &where, StringRef dimName) {
+    if (ShapedType::isDynamic(size))
+      return success();
+    if (ShapedType::isDynamic(seen)) {
+      seen = size;
+      seenWhere = where.str();
+      return success();
+    }
+    if (seen != size)
+      return op->emitOpError()
+             << dimName << " mismatch: " << seenWhere << " has " << seen
+             << " but " << where << " has " << size;
+    return success();
+  }
+  LogicalResult sequence(Type type, const Twine &where) {
+    auto tensor = cast<RankedTensorType>(type);
+    if (failed(check(t, tWhere, tensor.getDimSize(0), where,
+                     "time dimension (T)")))
+      return failure();
+    return check(ncl, nclWhere, tensor.getDimSize(1), where,
+                 "neuron dimension (NCL)");
+  }
+  LogicalResult perNeuron(Type type, const Twine &where) {
+    return check(ncl, nclWhere, cast<RankedTensorType>(type).getDimSize(0),
+                 where, "neuron dimension (NCL)");
+  }
+};
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// ScanOp
+//===----------------------------------------------------------------------===//
+
+YieldOp ScanOp::getYield() {
+  return cast<YieldOp>(getBodyBlock().getTerminator());
+}
+
+Type ScanOp::getComputeType() {
+  Block &block = getBodyBlock();
+  if (block.getNumArguments() > 0)
+    return block.getArgument(0).getType();
+  if (auto yield = dyn_cast<YieldOp>(block.getTerminator()))
+    if (!yield.getValues().empty())
+      return yield.getValues().front().getType();
+  return Float32Type::get(getContext());
+}
+
+LogicalResult ScanOp::verify() {
+  Operation *op = getOperation();
+  DimChecker dims{op};
+  for (auto [i, v] : llvm::enumerate(getInputs())) {
+    std::string what = "input #" + std::to_string(i);
+    if (failed(verifyStorageTensor(op, v.getType(), 2, what, "[T, NCL]")) ||
+        failed(dims.sequence(v.getType(), what)))
+      return failure();
+  }
+  for (auto [i, v] : llvm::enumerate(getInitStates())) {
+    std::string what = "initial state #" + std::to_string(i);
+    if (failed(verifyStorageTensor(op, v.getType(), 1, what, "[NCL]")) ||
+        failed(dims.perNeuron(v.getType(), what)))
+      return failure();
+  }
+  for (auto [i, v] : llvm::enumerate(getParams())) {
+    std::string what = "param #" + std::to_string(i);
+    Type type = v.getType();
+    if (isa<RankedTensorType>(type)) {
+      if (failed(verifyStorageTensor(op, type, 1, what, "[NCL]")) ||
+          failed(dims.perNeuron(type, what)))
+        return failure();
+    } else if (!isStorageType(type)) {
+      return emitOpError() << what
+                           << " must be a float scalar (f16, bf16, f32, f64) "
+                              "or a per-neuron tensor [NCL], got "
+                           << type;
+    }
+  }
+
+  unsigned numStates = getNumStates();
+  if (getResults().size() < numStates)
+    return emitOpError() << "has " << getResults().size()
+                         << " result(s), fewer than its " << numStates
+                         << " state(s): results are outputs, then one per "
+                            "state";
+  if (getResults().empty())
+    return emitOpError("produces nothing: it needs at least one output or "
+                       "state");
+
+  for (auto [i, r] : llvm::enumerate(getOutputResults())) {
+    std::string what = "output #" + std::to_string(i);
+    if (failed(verifyStorageTensor(op, r.getType(), 2, what, "[T, NCL]")) ||
+        failed(dims.sequence(r.getType(), what)))
+      return failure();
+  }
+  bool finalOnly = getFinalStates();
+  for (auto [i, r] : llvm::enumerate(getStateResults())) {
+    std::string what = "state result #" + std::to_string(i);
+    if (finalOnly) {
+      if (failed(verifyStorageTensor(op, r.getType(), 1,
+                                     what + " (final_states)", "[NCL]")) ||
+          failed(dims.perNeuron(r.getType(), what)))
+        return failure();
+    } else if (failed(verifyStorageTensor(op, r.getType(), 2,
+                                          what + " (a state sequence)",
+                                          "[T, NCL]")) ||
+               failed(dims.sequence(r.getType(), what))) {
+      return failure();
+    }
+    Type stateElt =
+        cast<RankedTensorType>(getInitStates()[i].getType()).getElementType();
+    Type resultElt = cast<RankedTensorType>(r.getType()).getElementType();
+    if (stateElt != resultElt)
+      return emitOpError() << what << " is stored as " << resultElt
+                           << " but initial state #" << i << " as "
+                           << stateElt << "; a state keeps its storage type";
+  }
+  return success();
+}
+
+LogicalResult ScanOp::verifyRegions() {
+  Block &block = getBodyBlock();
+  unsigned numOperands = getNumInputs() + getNumStates() + getNumParams();
+  if (block.getNumArguments() != numOperands)
+    return emitOpError() << "body has " << block.getNumArguments()
+                         << " argument(s), but the scan has "
+                         << getNumInputs() << " input(s) + " << getNumStates()
+                         << " state(s) + " << getNumParams()
+                         << " param(s) = " << numOperands;
+
+  Type computeType = getComputeType();
+  if (!computeType.isF32() && !computeType.isF64())
+    return emitOpError() << "body computes in " << computeType
+                         << "; the compute type must be f32 or f64";
+  for (BlockArgument arg : block.getArguments())
+    if (arg.getType() != computeType)
+      return emitOpError() << "body argument #" << arg.getArgNumber()
+                           << " has type " << arg.getType()
+                           << " but argument #0 has " << computeType
+                           << "; all body arguments share the compute type";
+
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield)
+    return emitOpError("body must end in 'flexsn.yield'");
+  unsigned numResults = getResults().size();
+  if (yield.getValues().size() != numResults)
+    return yield.emitOpError()
+           << "yields " << yield.getValues().size()
+           << " value(s), but the scan has " << getNumOutputs()
+           << " output(s) + " << getNumStates() << " state(s) = "
+           << numResults;
+  for (auto [i, v] : llvm::enumerate(yield.getValues()))
+    if (v.getType() != computeType)
+      return yield.emitOpError()
+             << "value #" << i << " has type " << v.getType()
+             << "; yielded values must have the compute type "
+             << computeType;
+
+  for (Operation &inner : block.without_terminator()) {
+    if (inner.getNumRegions() != 0)
+      return inner.emitOpError()
+             << "is not allowed in a flexsn.scan body: the body is "
+                "straight-line scalar code without nested regions";
+    if (!isMemoryEffectFree(&inner))
+      return inner.emitOpError()
+             << "is not allowed in a flexsn.scan body: it has (or may "
+                "have) side effects";
+    for (Type t : llvm::concat<const Type>(inner.getOperandTypes(),
+                                           inner.getResultTypes()))
+      if (!t.isIntOrIndexOrFloat())
+        return inner.emitOpError()
+               << "is not allowed in a flexsn.scan body: it uses a value of "
+                  "type "
+               << t << "; the body is elementwise, on scalars only";
+  }
+  return success();
+}
+
+namespace {
+/// Drops what a scan computes for nobody: unused output results, states
+/// whose result is unused and whose value feeds no live result, and
+/// inputs/params the body no longer reads. Scalar params that are constants
+/// move into the body.
+struct SimplifyScanOperands : public OpRewritePattern<ScanOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ScanOp scan,
+                                PatternRewriter &rewriter) const override {
+    Block &body = scan.getBodyBlock();
+    YieldOp yield = scan.getYield();
+    unsigned numIn = scan.getNumInputs(), numSt = scan.getNumStates(),
+             numPa = scan.getNumParams(), numOut = scan.getNumOutputs();
+
+    // Inline constant scalar params first: it frees block arguments.
+    bool changed = false;
+    for (unsigned i = 0; i < numPa; ++i) {
+      Value param = scan.getParams()[i];
+      FloatAttr attr;
+      BlockArgument arg = scan.getParamArgs()[i];
+      if (arg.use_empty() || !matchPattern(param, m_Constant(&attr)))
+        continue;
+      rewriter.setInsertionPointToStart(&body);
+      auto cst = arith::ConstantOp::create(
+          rewriter, param.getLoc(),
+          rewriter.getFloatAttr(arg.getType(), attr.getValueAsDouble()));
+      rewriter.replaceAllUsesWith(arg, cst);
+      changed = true;
+    }
+
+    // Liveness of yielded values: outputs with uses, states with used
+    // results, and (to a fixpoint) states whose argument feeds a live value.
+    llvm::BitVector liveOut(numOut), liveState(numSt);
+    for (unsigned i = 0; i < numOut; ++i)
+      liveOut[i] = !scan.getOutputResults()[i].use_empty();
+    for (unsigned i = 0; i < numSt; ++i)
+      liveState[i] = !scan.getStateResults()[i].use_empty();
+    auto argsReachedBy = [&](Value root, llvm::SetVector<Value> &seen) {
+      SmallVector<Value> stack{root};
+      while (!stack.empty()) {
+        Value v = stack.pop_back_val();
+        if (!seen.insert(v))
+          continue;
+        if (Operation *def = v.getDefiningOp())
+          for (Value operand : def->getOperands())
+            stack.push_back(operand);
+      }
+    };
+    llvm::SetVector<Value> reached;
+    bool grew = true;
+    while (grew) {
+      grew = false;
+      reached.clear();
+      for (unsigned i = 0; i < numOut; ++i)
+        if (liveOut[i])
+          argsReachedBy(yield.getValues()[i], reached);
+      for (unsigned i = 0; i < numSt; ++i)
+        if (liveState[i])
+          argsReachedBy(yield.getValues()[numOut + i], reached);
+      for (unsigned i = 0; i < numSt; ++i)
+        if (!liveState[i] && reached.contains(scan.getStateArgs()[i])) {
+          liveState[i] = true;
+          grew = true;
+        }
+    }
+    if (liveOut.none() && liveState.none())
+      return changed ? success() : failure(); // the whole scan is dead
+    llvm::BitVector liveIn(numIn), livePa(numPa);
+    for (unsigned i = 0; i < numIn; ++i)
+      liveIn[i] = reached.contains(scan.getInputArgs()[i]);
+    for (unsigned i = 0; i < numPa; ++i)
+      livePa[i] = reached.contains(scan.getParamArgs()[i]);
+
+    if (liveOut.all() && liveState.all() && liveIn.all() && livePa.all())
+      return changed ? success() : failure();
+
+    // Rebuild with the live subset.
+    SmallVector<Value> inputs, states, params;
+    SmallVector<Type> resultTypes;
+    SmallVector<Value> oldResults;
+    llvm::BitVector keepArgs(body.getNumArguments());
+    for (unsigned i = 0; i < numIn; ++i)
+      if (liveIn[i]) {
+        inputs.push_back(scan.getInputs()[i]);
+        keepArgs.set(i);
+      }
+    for (unsigned i = 0; i < numSt; ++i)
+      if (liveState[i]) {
+        states.push_back(scan.getInitStates()[i]);
+        keepArgs.set(numIn + i);
+      }
+    for (unsigned i = 0; i < numPa; ++i)
+      if (livePa[i]) {
+        params.push_back(scan.getParams()[i]);
+        keepArgs.set(numIn + numSt + i);
+      }
+    SmallVector<Value> yielded;
+    for (unsigned i = 0; i < numOut; ++i)
+      if (liveOut[i]) {
+        resultTypes.push_back(scan.getOutputResults()[i].getType());
+        oldResults.push_back(scan.getOutputResults()[i]);
+        yielded.push_back(yield.getValues()[i]);
+      }
+    for (unsigned i = 0; i < numSt; ++i)
+      if (liveState[i]) {
+        resultTypes.push_back(scan.getStateResults()[i].getType());
+        oldResults.push_back(scan.getStateResults()[i]);
+        yielded.push_back(yield.getValues()[numOut + i]);
+      }
+
+    rewriter.setInsertionPoint(scan);
+    auto newScan = ScanOp::create(rewriter, scan.getLoc(), resultTypes, inputs,
+                                  states, params, scan.getReverse(),
+                                  scan.getFinalStates());
+    newScan->setDiscardableAttrs(scan->getDiscardableAttrDictionary());
+    rewriter.inlineRegionBefore(scan.getBody(), newScan.getBody(),
+                                newScan.getBody().end());
+    Block &newBody = newScan.getBodyBlock();
+    rewriter.setInsertionPoint(yield);
+    rewriter.replaceOpWithNewOp<YieldOp>(yield, yielded);
+    // Dead block arguments may still have (dead) uses: give them a
+    // placeholder zero so the body stays valid; canonicalization removes it.
+    rewriter.setInsertionPointToStart(&newBody);
+    for (int i = newBody.getNumArguments() - 1; i >= 0; --i) {
+      if (keepArgs.test(i))
+        continue;
+      BlockArgument arg = newBody.getArgument(i);
+      if (!arg.use_empty()) {
+        auto zero = arith::ConstantOp::create(
+            rewriter, arg.getLoc(), rewriter.getFloatAttr(arg.getType(), 0.0));
+        rewriter.replaceAllUsesWith(arg, zero);
+      }
+      newBody.eraseArgument(i);
+    }
+    for (auto [oldResult, newResult] :
+         llvm::zip_equal(oldResults, newScan.getResults()))
+      rewriter.replaceAllUsesWith(oldResult, newResult);
+    rewriter.eraseOp(scan);
+    return success();
+  }
+};
+} // namespace
+
+void ScanOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                         MLIRContext *context) {
+  results.add<SimplifyScanOperands>(context);
+}
+
+//===----------------------------------------------------------------------===//
+// SpikeOp / DetachOp
+//===----------------------------------------------------------------------===//
+
+OpFoldResult SpikeOp::fold(FoldAdaptor adaptor) {
+  auto input = dyn_cast_or_null<FloatAttr>(adaptor.getInput());
+  if (!input)
+    return {};
+  // NaN >= 0 is false: a NaN never spikes.
+  double x = input.getValueAsDouble();
+  return FloatAttr::get(getType(), x >= 0.0 ? 1.0 : 0.0);
+}
+
+OpFoldResult DetachOp::fold(FoldAdaptor adaptor) {
+  if (adaptor.getInput())
+    return adaptor.getInput();
+  if (auto inner = getInput().getDefiningOp<DetachOp>())
+    return inner.getResult();
+  return {};
+}
