@@ -23,6 +23,9 @@ config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.flexsn_tools_dir, append_path=True)
+
 tool_dirs = [config.flexsn_tools_dir, config.llvm_tools_dir]
 tools = ["flexsn-opt"]
 for optional in ["flexsn-translate", "flexsn-run"]:

@@ -178,10 +178,23 @@ Attribute SurrogateAttr::parse(AsmParser &parser, Type) {
   while (succeeded(parser.parseOptionalComma())) {
     SMLoc nameLoc = parser.getCurrentLocation();
     StringRef name;
-    double value;
-    if (parser.parseKeyword(&name) || parser.parseEqual() ||
-        parser.parseFloat(value))
+    Attribute literal;
+    if (parser.parseKeyword(&name) || parser.parseEqual())
       return {};
+    SMLoc valueLoc = parser.getCurrentLocation();
+    // Integers (`n = 4`) and floats (`alpha = 0.5`, `c = -1e-2`) both read.
+    if (parser.parseAttribute(literal))
+      return {};
+    double value;
+    if (auto f = dyn_cast<FloatAttr>(literal)) {
+      value = f.getValueAsDouble();
+    } else if (auto i = dyn_cast<IntegerAttr>(literal)) {
+      value = static_cast<double>(i.getValue().getSExtValue());
+    } else {
+      parser.emitError(valueLoc)
+          << "surrogate parameter '" << name << "' must be a number";
+      return {};
+    }
     auto it = llvm::find_if(info.params, [&](const SurrogateParamInfo &p) {
       return p.name == name;
     });
