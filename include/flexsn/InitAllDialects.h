@@ -3,14 +3,14 @@
 #ifndef FLEXSN_INITALLDIALECTS_H
 #define FLEXSN_INITALLDIALECTS_H
 
-namespace mlir {
-class DialectRegistry;
-} // namespace mlir
+#include "mlir/IR/DialectRegistry.h"
 
+namespace mlir {
 namespace flexsn {
 /// Adds the flexsn dialect and every upstream dialect that a scan body or
 /// one of our pipelines produces, with their interface models.
-void registerAllDialects(mlir::DialectRegistry &registry);
+void registerAllDialects(DialectRegistry &registry);
 } // namespace flexsn
+} // namespace mlir
 
 #endif // FLEXSN_INITALLDIALECTS_H

@@ -12,9 +12,9 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 int main(int argc, char **argv) {
-  flexsn::registerAllPasses();
+  mlir::flexsn::registerAllPasses();
   mlir::DialectRegistry registry;
-  flexsn::registerAllDialects(registry);
+  mlir::flexsn::registerAllDialects(registry);
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "flexsn optimizer driver\n", registry));
 }

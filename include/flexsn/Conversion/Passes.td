@@ -1,0 +1,64 @@
+//===- Passes.td - flexsn conversion passes ----------------*- tablegen -*-===//
+
+#ifndef FLEXSN_CONVERSION_PASSES_TD
+#define FLEXSN_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertFlexSNToSCF : Pass<"convert-flexsn-to-scf", "ModuleOp"> {
+  let summary = "Lower each scan kernel function to CPU loops";
+  let description = [{
+    Replaces every `func.func` that holds a `flexsn.scan` (kernel form: the
+    scan's operands are the function's arguments) by one CPU kernel per
+    variant, `@<func>_inference` (state sequences) and `@<func>_final_state`,
+    with the flat ABI
+
+        (ptr inputs..., ptr init_states..., ptr params..., ptr outputs...,
+         ptr state results..., i64 T, i64 NCL, i64 begin, i64 end)
+
+    The kernel loops over neurons `begin .. end` (callers split NCL across
+    threads) and, inside, sequentially over time with the states in
+    registers. The body is copied with `flexsn.spike` lowered to a compare
+    and select and `flexsn.detach` to its operand; loads and stores are
+    `llvm.load`/`llvm.store` on the storage type with `arith.extf`/`truncf`
+    to the compute type. A body op other than arith/math/flexsn is an error
+    that names it.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect"];
+}
+
+def ConvertFlexSNToGPU : Pass<"convert-flexsn-to-gpu", "ModuleOp"> {
+  let summary = "Lower each scan kernel function to GPU kernels";
+  let description = [{
+    Replaces every kernel-form `func.func` holding a `flexsn.scan` by
+    `gpu.func` kernels `@<func>_inference` and `@<func>_final_state` in a
+    `gpu.module @flexsn_kernels`, with the flat ABI
+
+        (ptr inputs..., ptr init_states..., ptr params..., ptr outputs...,
+         ptr state results..., i64 T, i64 NCL)
+
+    Thread g handles neurons [g * W, g * W + W) with W = `neurons-per-thread`
+    and loops over time with the states in registers. When NCL is a multiple
+    of W and every pointer is aligned to W elements (checked at run time,
+    uniformly), loads and stores are W-wide vectors (128-bit for f32 and
+    W = 4); otherwise each lane loads on its own and stores under a bound
+    check. T and NCL are run-time values: one PTX serves every shape. Launch
+    with `block-size` threads per block and ceil(NCL / (W * block-size))
+    blocks.
+  }];
+  let options = [
+    Option<"neuronsPerThread", "neurons-per-thread", "unsigned", "4",
+           "neurons each thread handles (1, 2, 4 or 8)">,
+    Option<"blockSize", "block-size", "unsigned", "256",
+           "threads per block the kernels are built for">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::LLVM::LLVMDialect"];
+}
+
+#endif // FLEXSN_CONVERSION_PASSES_TD

@@ -1,0 +1,106 @@
+//===- ScanKernel.h - Kernel ABI and body emission for scans ----*- C++ -*-===//
+//
+// What the CPU and GPU lowerings share: the flat kernel ABI of a scan (one
+// pointer per tensor, then T and NCL as i64) and the emission of the loop
+// over time for a group of neurons.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FLEXSN_CONVERSION_SCANKERNEL_H
+#define FLEXSN_CONVERSION_SCANKERNEL_H
+
+#include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace mlir {
+namespace func {
+class FuncOp;
+} // namespace func
+namespace flexsn {
+
+/// Kernel variants generated from one scan.
+enum class KernelVariant {
+  /// Outputs and state sequences (what `flexsn.scan` returns without
+  /// `final_states`).
+  Inference,
+  /// Outputs and final states only.
+  FinalState,
+};
+llvm::StringRef stringifyKernelVariant(KernelVariant variant);
+std::optional<KernelVariant> symbolizeKernelVariant(llvm::StringRef name);
+/// Every variant, in manifest order.
+llvm::ArrayRef<KernelVariant> getAllKernelVariants();
+
+/// The role of one kernel argument.
+enum class KernelArgRole {
+  Input,      // [T, NCL] pointer
+  InitState,  // [NCL] pointer
+  Param,      // [NCL] pointer (per-neuron parameter)
+  ParamScalar,// pointer to one element (shared parameter)
+  Output,     // [T, NCL] pointer
+  StateSeq,   // [T, NCL] pointer
+  FinalState, // [NCL] pointer
+  T,          // i64
+  NCL,        // i64
+  Begin,      // i64, CPU kernels only: first neuron
+  End,        // i64, CPU kernels only: one past the last neuron
+};
+llvm::StringRef stringifyKernelArgRole(KernelArgRole role);
+
+struct KernelArg {
+  KernelArgRole role;
+  /// Index among the arguments of the same role group (input #i, ...).
+  unsigned index;
+  /// Storage element type for pointers, i64 for sizes.
+  Type type;
+  bool isPointer() const;
+};
+
+/// The flat argument list of a scan's kernel: inputs, initial states,
+/// params, outputs, state results, T, NCL (+ begin, end on the CPU).
+llvm::SmallVector<KernelArg> getKernelABI(ScanOp scan, KernelVariant variant,
+                                          bool cpu);
+
+/// A scan can become a kernel when it is the only scan of a func.func whose
+/// arguments are the scan's tensor operands (scalar params may also be
+/// constants, which canonicalization folds away). Emits an error naming the
+/// problem otherwise.
+LogicalResult verifyKernelForm(ScanOp scan);
+
+/// Checks every body op has a lowering (arith, math, flexsn.spike,
+/// flexsn.detach); emits an error naming the first that does not.
+LogicalResult verifyBodyIsLowerable(ScanOp scan, llvm::StringRef backend);
+
+/// Collects the scans of `module` and checks each is in kernel form with a
+/// lowerable body (`backend` names the target in messages).
+LogicalResult collectKernelScans(ModuleOp module, llvm::StringRef backend,
+                                 llvm::SmallVectorImpl<ScanOp> &scans);
+
+/// The name of the kernel of `variant` made from the function `funcName`.
+std::string getKernelName(llvm::StringRef funcName, KernelVariant variant);
+
+/// How the lanes of a neuron group touch memory.
+enum class LaneAccess {
+  /// The lanes are contiguous, inside the tensors and aligned to the group
+  /// size: width-wide vector loads and stores.
+  Vector,
+  /// Each lane loads on its own at min(neuron + lane, NCL - 1) and stores
+  /// only when neuron + lane < NCL.
+  ScalarGuarded,
+  /// Each lane loads and stores on its own; the caller guarantees
+  /// neuron + lane < NCL.
+  Scalar,
+};
+
+/// Emits the time loop of `scan` for `width` neurons starting at `neuron`
+/// (i64). `args` are the kernel's arguments in ABI order (pointers, then T
+/// and NCL; trailing arguments are ignored).
+void emitNeuronScan(OpBuilder &b, Location loc, ScanOp scan,
+                    KernelVariant variant, ValueRange args, Value neuron,
+                    unsigned width, LaneAccess access);
+
+} // namespace flexsn
+} // namespace mlir
+
+#endif // FLEXSN_CONVERSION_SCANKERNEL_H

@@ -1,0 +1,146 @@
+//===- FlexSNToGPU.cpp - flexsn.scan to GPU kernels -----------------------===//
+
+#include "flexsn/Conversion/Passes.h"
+#include "flexsn/Conversion/ScanKernel.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+namespace mlir {
+namespace flexsn {
+#define GEN_PASS_DEF_CONVERTFLEXSNTOGPU
+#include "flexsn/Conversion/Passes.h.inc"
+} // namespace flexsn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::flexsn;
+
+namespace {
+struct ConvertFlexSNToGPUPass
+    : public mlir::flexsn::impl::ConvertFlexSNToGPUBase<ConvertFlexSNToGPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    unsigned width = neuronsPerThread;
+    if (width != 1 && width != 2 && width != 4 && width != 8) {
+      module.emitError() << "neurons-per-thread must be 1, 2, 4 or 8, got "
+                         << width;
+      return signalPassFailure();
+    }
+    if (blockSize == 0 || blockSize > 1024 || blockSize % 32 != 0) {
+      module.emitError() << "block-size must be a multiple of 32 in [32, "
+                            "1024], got "
+                         << blockSize;
+      return signalPassFailure();
+    }
+    SmallVector<ScanOp> scans;
+    if (failed(collectKernelScans(module, "GPU", scans)))
+      return signalPassFailure();
+    if (scans.empty())
+      return;
+
+    MLIRContext *ctx = &getContext();
+    OpBuilder b(ctx);
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    b.getUnitAttr());
+    b.setInsertionPointToEnd(module.getBody());
+    auto gpuModule = gpu::GPUModuleOp::create(b, module.getLoc(),
+                                              "flexsn_kernels");
+    Type ptrType = LLVM::LLVMPointerType::get(ctx);
+
+    for (ScanOp scan : scans) {
+      auto func = cast<func::FuncOp>(scan->getParentOp());
+      Location loc = scan.getLoc();
+      for (KernelVariant variant : getAllKernelVariants()) {
+        SmallVector<KernelArg> abi =
+            getKernelABI(scan, variant, /*cpu=*/false);
+        SmallVector<Type> types;
+        for (const KernelArg &arg : abi)
+          types.push_back(arg.isPointer() ? ptrType : arg.type);
+        b.setInsertionPoint(gpuModule.getBody(),
+                            gpuModule.getBody()->end());
+        auto kernel = gpu::GPUFuncOp::create(
+            b, loc, getKernelName(func.getSymName(), variant),
+            FunctionType::get(ctx, types, {}));
+        kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                        b.getUnitAttr());
+        kernel.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr(
+            {static_cast<int32_t>(blockSize.getValue()), 1, 1}));
+        kernel->setAttr("flexsn.variant",
+                        b.getStringAttr(stringifyKernelVariant(variant)));
+        buildKernelBody(b, loc, scan, variant, abi, kernel, width);
+      }
+      func.erase();
+    }
+  }
+
+  void buildKernelBody(OpBuilder &b, Location loc, ScanOp scan,
+                       KernelVariant variant, ArrayRef<KernelArg> abi,
+                       gpu::GPUFuncOp kernel, unsigned width) {
+    Block &entry = kernel.getBody().front();
+    b.setInsertionPointToStart(&entry);
+    ValueRange args = entry.getArguments();
+    auto cst = [&](int64_t v) -> Value {
+      return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+    };
+    auto toI64 = [&](Value index) -> Value {
+      return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), index);
+    };
+    Value bid = toI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
+    Value tid = toI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+    Value g = arith::AddIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, bid, cst(blockSize)), tid);
+    Value base = arith::MulIOp::create(b, loc, g, cst(width));
+    Value ncl;
+    SmallVector<std::pair<Value, unsigned>> vectorPtrs; // (ptr, bytes)
+    for (auto [arg, value] : llvm::zip(abi, args)) {
+      if (arg.role == KernelArgRole::NCL)
+        ncl = value;
+      else if (arg.isPointer() && arg.role != KernelArgRole::ParamScalar)
+        vectorPtrs.push_back(
+            {value, arg.type.getIntOrFloatBitWidth() / 8 * width});
+    }
+    Value inRange =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, base, ncl);
+    scf::IfOp::create(b, loc, inRange, [&](OpBuilder &nb, Location) {
+      if (width == 1) {
+        emitNeuronScan(nb, loc, scan, variant, args, base, 1,
+                       LaneAccess::Scalar);
+        scf::YieldOp::create(nb, loc);
+        return;
+      }
+      // Vector path: NCL a multiple of the group and every pointer aligned.
+      Value ok = arith::CmpIOp::create(
+          nb, loc, arith::CmpIPredicate::eq,
+          arith::RemUIOp::create(nb, loc, ncl, cst(width)), cst(0));
+      for (auto [ptr, bytes] : vectorPtrs) {
+        Value addr = LLVM::PtrToIntOp::create(nb, loc, nb.getI64Type(), ptr);
+        Value low = arith::AndIOp::create(nb, loc, addr, cst(bytes - 1));
+        ok = arith::AndIOp::create(
+            nb, loc, ok,
+            arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::eq, low,
+                                  cst(0)));
+      }
+      scf::IfOp::create(
+          nb, loc, ok,
+          [&](OpBuilder &tb, Location) {
+            emitNeuronScan(tb, loc, scan, variant, args, base, width,
+                           LaneAccess::Vector);
+            scf::YieldOp::create(tb, loc);
+          },
+          [&](OpBuilder &eb, Location) {
+            emitNeuronScan(eb, loc, scan, variant, args, base, width,
+                           LaneAccess::ScalarGuarded);
+            scf::YieldOp::create(eb, loc);
+          });
+      scf::YieldOp::create(nb, loc);
+    });
+    gpu::ReturnOp::create(b, loc);
+  }
+};
+} // namespace

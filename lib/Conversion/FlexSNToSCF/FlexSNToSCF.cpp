@@ -1,0 +1,65 @@
+//===- FlexSNToSCF.cpp - flexsn.scan to CPU loops -------------------------===//
+
+#include "flexsn/Conversion/Passes.h"
+#include "flexsn/Conversion/ScanKernel.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+namespace mlir {
+namespace flexsn {
+#define GEN_PASS_DEF_CONVERTFLEXSNTOSCF
+#include "flexsn/Conversion/Passes.h.inc"
+} // namespace flexsn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::flexsn;
+
+namespace {
+struct ConvertFlexSNToSCFPass
+    : public mlir::flexsn::impl::ConvertFlexSNToSCFBase<ConvertFlexSNToSCFPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<ScanOp> scans;
+    if (failed(collectKernelScans(module, "CPU", scans)))
+      return signalPassFailure();
+
+    MLIRContext *ctx = &getContext();
+    Type ptrType = LLVM::LLVMPointerType::get(ctx);
+    for (ScanOp scan : scans) {
+      auto func = cast<func::FuncOp>(scan->getParentOp());
+      Location loc = scan.getLoc();
+      OpBuilder b(func);
+      for (KernelVariant variant : getAllKernelVariants()) {
+        SmallVector<KernelArg> abi = getKernelABI(scan, variant, /*cpu=*/true);
+        SmallVector<Type> types;
+        for (const KernelArg &arg : abi)
+          types.push_back(arg.isPointer() ? ptrType : arg.type);
+        b.setInsertionPoint(func);
+        auto kernel = func::FuncOp::create(
+            b, loc, getKernelName(func.getSymName(), variant),
+            FunctionType::get(ctx, types, {}));
+        kernel->setAttr("flexsn.variant",
+                        b.getStringAttr(stringifyKernelVariant(variant)));
+        Block *entry = kernel.addEntryBlock();
+        b.setInsertionPointToStart(entry);
+        ValueRange args = entry->getArguments();
+        Value begin = args[args.size() - 2], end = args.back();
+        Value one = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1));
+        scf::ForOp::create(
+            b, loc, begin, end, one, ValueRange{},
+            [&](OpBuilder &nb, Location, Value n, ValueRange) {
+              emitNeuronScan(nb, loc, scan, variant, args, n, /*width=*/1,
+                             LaneAccess::Scalar);
+              scf::YieldOp::create(nb, loc);
+            });
+        func::ReturnOp::create(b, loc);
+      }
+      func.erase();
+    }
+  }
+};
+} // namespace

@@ -1,0 +1,440 @@
+//===- ScanKernel.cpp - Kernel ABI and body emission for scans ------------===//
+
+#include "flexsn/Conversion/ScanKernel.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
+
+using namespace mlir;
+using namespace mlir::flexsn;
+
+//===----------------------------------------------------------------------===//
+// Names
+//===----------------------------------------------------------------------===//
+
+StringRef mlir::flexsn::stringifyKernelVariant(KernelVariant variant) {
+  switch (variant) {
+  case KernelVariant::Inference:
+    return "inference";
+  case KernelVariant::FinalState:
+    return "final_state";
+  }
+  llvm_unreachable("unknown variant");
+}
+
+std::optional<KernelVariant>
+mlir::flexsn::symbolizeKernelVariant(StringRef name) {
+  for (KernelVariant v : getAllKernelVariants())
+    if (stringifyKernelVariant(v) == name)
+      return v;
+  return std::nullopt;
+}
+
+ArrayRef<KernelVariant> mlir::flexsn::getAllKernelVariants() {
+  static const KernelVariant all[] = {KernelVariant::Inference,
+                                      KernelVariant::FinalState};
+  return all;
+}
+
+StringRef mlir::flexsn::stringifyKernelArgRole(KernelArgRole role) {
+  switch (role) {
+  case KernelArgRole::Input:
+    return "input";
+  case KernelArgRole::InitState:
+    return "init_state";
+  case KernelArgRole::Param:
+    return "param";
+  case KernelArgRole::ParamScalar:
+    return "param_scalar";
+  case KernelArgRole::Output:
+    return "output";
+  case KernelArgRole::StateSeq:
+    return "state_seq";
+  case KernelArgRole::FinalState:
+    return "final_state";
+  case KernelArgRole::T:
+    return "T";
+  case KernelArgRole::NCL:
+    return "NCL";
+  case KernelArgRole::Begin:
+    return "begin";
+  case KernelArgRole::End:
+    return "end";
+  }
+  llvm_unreachable("unknown role");
+}
+
+bool KernelArg::isPointer() const {
+  return role != KernelArgRole::T && role != KernelArgRole::NCL &&
+         role != KernelArgRole::Begin && role != KernelArgRole::End;
+}
+
+//===----------------------------------------------------------------------===//
+// ABI
+//===----------------------------------------------------------------------===//
+
+static Type elementTypeOf(Type type) {
+  if (auto tensor = dyn_cast<RankedTensorType>(type))
+    return tensor.getElementType();
+  return type;
+}
+
+SmallVector<KernelArg> mlir::flexsn::getKernelABI(ScanOp scan,
+                                                  KernelVariant variant,
+                                                  bool cpu) {
+  SmallVector<KernelArg> abi;
+  Type i64 = IntegerType::get(scan.getContext(), 64);
+  for (auto [i, v] : llvm::enumerate(scan.getInputs()))
+    abi.push_back({KernelArgRole::Input, (unsigned)i, elementTypeOf(v.getType())});
+  for (auto [i, v] : llvm::enumerate(scan.getInitStates()))
+    abi.push_back(
+        {KernelArgRole::InitState, (unsigned)i, elementTypeOf(v.getType())});
+  for (auto [i, v] : llvm::enumerate(scan.getParams()))
+    abi.push_back({scan.isPerNeuronParam(i) ? KernelArgRole::Param
+                                            : KernelArgRole::ParamScalar,
+                   (unsigned)i, elementTypeOf(v.getType())});
+  for (auto [i, v] : llvm::enumerate(scan.getOutputResults()))
+    abi.push_back({KernelArgRole::Output, (unsigned)i, elementTypeOf(v.getType())});
+  KernelArgRole stateRole = variant == KernelVariant::FinalState
+                                ? KernelArgRole::FinalState
+                                : KernelArgRole::StateSeq;
+  for (auto [i, v] : llvm::enumerate(scan.getInitStates()))
+    abi.push_back({stateRole, (unsigned)i, elementTypeOf(v.getType())});
+  abi.push_back({KernelArgRole::T, 0, i64});
+  abi.push_back({KernelArgRole::NCL, 0, i64});
+  if (cpu) {
+    abi.push_back({KernelArgRole::Begin, 0, i64});
+    abi.push_back({KernelArgRole::End, 0, i64});
+  }
+  return abi;
+}
+
+LogicalResult mlir::flexsn::verifyKernelForm(ScanOp scan) {
+  auto func = scan->getParentOfType<func::FuncOp>();
+  if (!func || scan->getParentOp() != func.getOperation())
+    return scan.emitOpError(
+        "must sit directly in a func.func to become a kernel");
+  unsigned numScans = 0;
+  func.walk([&](ScanOp) { ++numScans; });
+  if (numScans != 1)
+    return func.emitOpError() << "holds " << numScans
+                              << " flexsn.scan ops; a kernel function holds "
+                                 "exactly one";
+  for (auto [i, operand] : llvm::enumerate(scan->getOperands())) {
+    if (auto arg = dyn_cast<BlockArgument>(operand))
+      if (arg.getOwner()->getParentOp() == func.getOperation())
+        continue;
+    return scan.emitOpError()
+           << "operand #" << i
+           << " must be an argument of the enclosing function to become a "
+              "kernel argument (run -canonicalize to fold constant params)";
+  }
+  return success();
+}
+
+static bool hasLowering(Operation *op) {
+  if (isa<SpikeOp, DetachOp>(op))
+    return true;
+  StringRef ns = op->getDialect() ? op->getDialect()->getNamespace() : "";
+  return ns == arith::ArithDialect::getDialectNamespace() ||
+         ns == math::MathDialect::getDialectNamespace();
+}
+
+LogicalResult mlir::flexsn::verifyBodyIsLowerable(ScanOp scan,
+                                                  StringRef backend) {
+  for (Operation &op : scan.getBodyBlock().without_terminator())
+    if (!hasLowering(&op))
+      return op.emitOpError()
+             << "has no lowering to " << backend
+             << " kernels; a scan body may use arith, math, flexsn.spike "
+                "and flexsn.detach";
+  return success();
+}
+
+LogicalResult mlir::flexsn::collectKernelScans(ModuleOp module,
+                                              StringRef backend,
+                                              SmallVectorImpl<ScanOp> &scans) {
+  WalkResult walk = module.walk([&](ScanOp scan) {
+    if (failed(verifyKernelForm(scan)) ||
+        failed(verifyBodyIsLowerable(scan, backend)))
+      return WalkResult::interrupt();
+    scans.push_back(scan);
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+std::string mlir::flexsn::getKernelName(StringRef funcName,
+                                        KernelVariant variant) {
+  return (funcName + "_" + stringifyKernelVariant(variant)).str();
+}
+
+//===----------------------------------------------------------------------===//
+// Emission
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Builds the loads, stores and body copies of one neuron group.
+class NeuronScanEmitter {
+public:
+  NeuronScanEmitter(OpBuilder &b, Location loc, ScanOp scan, unsigned width,
+                    LaneAccess access, Value ncl, Value neuron)
+      : b(b), loc(loc), scan(scan), width(width),
+        vectorized(access == LaneAccess::Vector),
+        guarded(access == LaneAccess::ScalarGuarded), ncl(ncl),
+        neuron(neuron), computeType(scan.getComputeType()) {
+    ptrType = LLVM::LLVMPointerType::get(b.getContext());
+    if (vectorized)
+      return;
+    Value last =
+        guarded ? arith::SubIOp::create(b, loc, ncl, cst(1)).getResult()
+                : Value();
+    for (unsigned l = 0; l < width; ++l) {
+      Value n = l == 0 ? neuron
+                       : arith::AddIOp::create(b, loc, neuron, cst(l)).getResult();
+      if (!guarded) {
+        laneIndex.push_back(n);
+        continue;
+      }
+      laneIndex.push_back(arith::MinSIOp::create(b, loc, n, last));
+      laneValid.push_back(
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, n, ncl));
+    }
+  }
+
+  Value cst(int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+  }
+
+  Value convert(Value v, Type to) {
+    Type from = v.getType();
+    if (from == to)
+      return v;
+    if (cast<FloatType>(from).getWidth() < cast<FloatType>(to).getWidth())
+      return arith::ExtFOp::create(b, loc, to, v);
+    return arith::TruncFOp::create(b, loc, to, v);
+  }
+
+  Value gep(Value base, Type elt, Value offset) {
+    return LLVM::GEPOp::create(b, loc, ptrType, elt, base, ValueRange{offset});
+  }
+
+  unsigned bytes(Type elt) { return elt.getIntOrFloatBitWidth() / 8; }
+
+  /// Loads `width` values of storage type `elt` from base[rowOffset + lane
+  /// neuron] and converts them to the compute type.
+  SmallVector<Value> load(Value base, Type elt, Value rowOffset) {
+    SmallVector<Value> out;
+    if (vectorized) {
+      auto vecType = VectorType::get({width}, elt);
+      Value offset = rowOffset ? arith::AddIOp::create(b, loc, rowOffset, neuron)
+                               : neuron;
+      Value vec = LLVM::LoadOp::create(b, loc, vecType, gep(base, elt, offset),
+                                       bytes(elt) * width);
+      Value wide = convert(vec, VectorType::get({width}, computeType));
+      for (unsigned l = 0; l < width; ++l)
+        out.push_back(LLVM::ExtractElementOp::create(
+            b, loc, wide,
+            arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(l))));
+      return out;
+    }
+    for (unsigned l = 0; l < width; ++l) {
+      Value offset = rowOffset ? arith::AddIOp::create(b, loc, rowOffset,
+                                                       laneIndex[l])
+                               : laneIndex[l];
+      Value v = LLVM::LoadOp::create(b, loc, elt, gep(base, elt, offset),
+                                     bytes(elt));
+      out.push_back(convert(v, computeType));
+    }
+    return out;
+  }
+
+  /// Stores `values` (compute type) as `elt` at base[rowOffset + neuron].
+  void store(Value base, Type elt, Value rowOffset, ArrayRef<Value> values) {
+    if (vectorized) {
+      auto vecType = VectorType::get({width}, elt);
+      Value vec = LLVM::PoisonOp::create(b, loc, vecType);
+      for (unsigned l = 0; l < width; ++l)
+        vec = LLVM::InsertElementOp::create(
+            b, loc, vec, convert(values[l], elt),
+            arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(l)));
+      Value offset = rowOffset ? arith::AddIOp::create(b, loc, rowOffset, neuron)
+                               : neuron;
+      LLVM::StoreOp::create(b, loc, vec, gep(base, elt, offset),
+                            bytes(elt) * width);
+      return;
+    }
+    for (unsigned l = 0; l < width; ++l) {
+      Value v = convert(values[l], elt);
+      Value offset = rowOffset ? arith::AddIOp::create(b, loc, rowOffset,
+                                                       laneIndex[l])
+                               : laneIndex[l];
+      auto emitStore = [&](OpBuilder &nb) {
+        LLVM::StoreOp::create(nb, loc, v, gep(base, elt, offset), bytes(elt));
+      };
+      if (!guarded) {
+        emitStore(b);
+        continue;
+      }
+      scf::IfOp::create(b, loc, laneValid[l], [&](OpBuilder &nb, Location) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        emitStore(b);
+        scf::YieldOp::create(b, loc);
+      });
+    }
+  }
+
+  /// Copies the body for one lane, lowering spike and detach on the way.
+  /// Returns the yielded values (outputs, then new states).
+  SmallVector<Value> emitBody(ArrayRef<Value> args) {
+    Block &body = scan.getBodyBlock();
+    IRMapping map;
+    for (auto [arg, v] : llvm::zip_equal(body.getArguments(), args))
+      map.map(arg, v);
+    for (Operation &op : body.without_terminator()) {
+      if (auto spike = dyn_cast<SpikeOp>(op)) {
+        Value x = map.lookup(spike.getInput());
+        Type t = x.getType();
+        Value zero = arith::ConstantOp::create(b, loc, b.getFloatAttr(t, 0.0));
+        Value one = arith::ConstantOp::create(b, loc, b.getFloatAttr(t, 1.0));
+        Value ge = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, x,
+                                         zero);
+        map.map(spike.getResult(),
+                arith::SelectOp::create(b, loc, ge, one, zero));
+        continue;
+      }
+      if (auto detach = dyn_cast<DetachOp>(op)) {
+        map.map(detach.getResult(), map.lookup(detach.getInput()));
+        continue;
+      }
+      b.clone(op, map);
+    }
+    SmallVector<Value> results;
+    for (Value v : scan.getYield().getValues())
+      results.push_back(map.lookupOrDefault(v));
+    return results;
+  }
+
+private:
+  OpBuilder &b;
+  Location loc;
+  ScanOp scan;
+  unsigned width;
+  bool vectorized, guarded;
+  Value ncl, neuron;
+  Type computeType, ptrType;
+  SmallVector<Value> laneIndex, laneValid;
+};
+} // namespace
+
+void mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc, ScanOp scan,
+                                  KernelVariant variant, ValueRange args,
+                                  Value neuron, unsigned width,
+                                  LaneAccess access) {
+  SmallVector<KernelArg> abi = getKernelABI(scan, variant, /*cpu=*/false);
+  Value tSize, ncl;
+  SmallVector<std::pair<KernelArg, Value>> inputs, states, params, outputs,
+      stateOuts;
+  for (auto [arg, value] : llvm::zip(abi, args)) {
+    switch (arg.role) {
+    case KernelArgRole::Input:
+      inputs.push_back({arg, value});
+      break;
+    case KernelArgRole::InitState:
+      states.push_back({arg, value});
+      break;
+    case KernelArgRole::Param:
+    case KernelArgRole::ParamScalar:
+      params.push_back({arg, value});
+      break;
+    case KernelArgRole::Output:
+      outputs.push_back({arg, value});
+      break;
+    case KernelArgRole::StateSeq:
+    case KernelArgRole::FinalState:
+      stateOuts.push_back({arg, value});
+      break;
+    case KernelArgRole::T:
+      tSize = value;
+      break;
+    case KernelArgRole::NCL:
+      ncl = value;
+      break;
+    default:
+      break;
+    }
+  }
+
+  NeuronScanEmitter e(b, loc, scan, width, access, ncl, neuron);
+  unsigned numStates = states.size();
+
+  // Lane-major values: value[k * width + lane].
+  SmallVector<Value> init;
+  for (auto &[arg, ptr] : states)
+    llvm::append_range(init, e.load(ptr, arg.type, Value()));
+  SmallVector<Value> paramVals;
+  for (auto &[arg, ptr] : params) {
+    if (arg.role == KernelArgRole::Param) {
+      llvm::append_range(paramVals, e.load(ptr, arg.type, Value()));
+      continue;
+    }
+    Value v = LLVM::LoadOp::create(b, loc, arg.type, ptr,
+                                   arg.type.getIntOrFloatBitWidth() / 8);
+    v = e.convert(v, scan.getComputeType());
+    for (unsigned l = 0; l < width; ++l)
+      paramVals.push_back(v);
+  }
+
+  Value zero = e.cst(0), one = e.cst(1);
+  Value tLast = arith::SubIOp::create(b, loc, tSize, one);
+  bool reverse = scan.getReverse();
+  bool finalOnly = variant == KernelVariant::FinalState;
+  auto loop = scf::ForOp::create(
+      b, loc, zero, tSize, one, init,
+      [&](OpBuilder &nb, Location, Value iv, ValueRange carried) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        Value t = reverse ? arith::SubIOp::create(b, loc, tLast, iv).getResult()
+                          : iv;
+        Value row = arith::MulIOp::create(b, loc, t, ncl);
+        SmallVector<Value> inVals;
+        for (auto &[arg, ptr] : inputs)
+          llvm::append_range(inVals, e.load(ptr, arg.type, row));
+
+        // One body copy per lane.
+        unsigned numYield = outputs.size() + numStates;
+        SmallVector<Value> yielded(numYield * width);
+        for (unsigned l = 0; l < width; ++l) {
+          SmallVector<Value> laneArgs;
+          for (unsigned k = 0; k < inputs.size(); ++k)
+            laneArgs.push_back(inVals[k * width + l]);
+          for (unsigned k = 0; k < numStates; ++k)
+            laneArgs.push_back(carried[k * width + l]);
+          for (unsigned k = 0; k < params.size(); ++k)
+            laneArgs.push_back(paramVals[k * width + l]);
+          SmallVector<Value> res = e.emitBody(laneArgs);
+          for (unsigned k = 0; k < numYield; ++k)
+            yielded[k * width + l] = res[k];
+        }
+        for (auto [k, out] : llvm::enumerate(outputs))
+          e.store(out.second, out.first.type, row,
+                  ArrayRef<Value>(yielded).slice(k * width, width));
+        SmallVector<Value> next(
+            ArrayRef<Value>(yielded).drop_front(outputs.size() * width));
+        if (!finalOnly)
+          for (auto [k, st] : llvm::enumerate(stateOuts))
+            e.store(st.second, st.first.type, row,
+                    ArrayRef<Value>(next).slice(k * width, width));
+        scf::YieldOp::create(b, loc, next);
+      });
+  if (finalOnly)
+    for (auto [k, st] : llvm::enumerate(stateOuts))
+      e.store(st.second, st.first.type, Value(),
+              SmallVector<Value>(loop.getResults().slice(k * width, width)));
+}
