@@ -27,10 +27,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.flexsn_tools_dir, append_path=True)
 
 tool_dirs = [config.flexsn_tools_dir, config.llvm_tools_dir]
-tools = ["flexsn-opt"]
-for optional in ["flexsn-translate", "flexsn-run"]:
-    if os.path.exists(os.path.join(config.flexsn_tools_dir, optional)):
-        tools.append(optional)
+tools = ["flexsn-opt", "flexsn-translate", "flexsn-run"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # ptxas (CUDA toolkit) assembles the PTX we emit.

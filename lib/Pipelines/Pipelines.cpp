@@ -127,8 +127,15 @@ static std::string typeName(Type type) {
 
 LogicalResult mlir::flexsn::writeManifest(ModuleOp module, const GPUOptions &options,
                                     llvm::raw_ostream &os) {
+  // The kernels are built after canonicalization (which may drop unused
+  // operands): describe them from the same canonical form.
+  OwningOpRef<ModuleOp> canonical = module.clone();
+  PassManager pm(module.getContext());
+  pm.addPass(createCanonicalizerPass());
+  if (failed(pm.run(*canonical)))
+    return failure();
   SmallVector<ScanOp> scans;
-  if (failed(collectKernelScans(module, "GPU", scans)))
+  if (failed(collectKernelScans(*canonical, "GPU", scans)))
     return failure();
   llvm::json::OStream j(os, 2);
   j.object([&] {

@@ -1,0 +1,323 @@
+//===- Interpreter.cpp - Reference interpreter of flexsn.scan -------------===//
+
+#include "flexsn/Interpreter/Interpreter.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::flexsn;
+
+double mlir::flexsn::roundToType(double x, Type type) {
+  if (type.isF64() || !isa<FloatType>(type))
+    return x;
+  if (type.isF32())
+    return static_cast<double>(static_cast<float>(x));
+  llvm::APFloat v(x);
+  bool lost;
+  v.convert(cast<FloatType>(type).getFloatSemantics(),
+            llvm::APFloat::rmNearestTiesToEven, &lost);
+  v.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven,
+            &lost);
+  return v.convertToDouble();
+}
+
+static bool compareF(arith::CmpFPredicate p, double a, double b) {
+  bool unordered = std::isnan(a) || std::isnan(b);
+  using P = arith::CmpFPredicate;
+  switch (p) {
+  case P::AlwaysFalse:
+    return false;
+  case P::AlwaysTrue:
+    return true;
+  case P::OEQ:
+    return !unordered && a == b;
+  case P::OGT:
+    return !unordered && a > b;
+  case P::OGE:
+    return !unordered && a >= b;
+  case P::OLT:
+    return !unordered && a < b;
+  case P::OLE:
+    return !unordered && a <= b;
+  case P::ONE:
+    return !unordered && a != b;
+  case P::ORD:
+    return !unordered;
+  case P::UEQ:
+    return unordered || a == b;
+  case P::UGT:
+    return unordered || a > b;
+  case P::UGE:
+    return unordered || a >= b;
+  case P::ULT:
+    return unordered || a < b;
+  case P::ULE:
+    return unordered || a <= b;
+  case P::UNE:
+    return unordered || a != b;
+  case P::UNO:
+    return unordered;
+  }
+  return false;
+}
+
+static bool compareI(arith::CmpIPredicate p, double a, double b) {
+  using P = arith::CmpIPredicate;
+  switch (p) {
+  case P::eq:
+    return a == b;
+  case P::ne:
+    return a != b;
+  case P::slt:
+  case P::ult:
+    return a < b;
+  case P::sle:
+  case P::ule:
+    return a <= b;
+  case P::sgt:
+  case P::ugt:
+    return a > b;
+  case P::sge:
+  case P::uge:
+    return a >= b;
+  }
+  return false;
+}
+
+namespace {
+/// Evaluates one body op; returns false when the op is not supported.
+struct Evaluator {
+  llvm::DenseMap<Value, double> &env;
+  double get(Value v) { return env.lookup(v); }
+
+  bool eval(Operation *op) {
+    auto unary = [&](double (*f)(double)) {
+      env[op->getResult(0)] = f(get(op->getOperand(0)));
+      return true;
+    };
+    auto binary = [&](auto f) {
+      env[op->getResult(0)] = f(get(op->getOperand(0)), get(op->getOperand(1)));
+      return true;
+    };
+    return llvm::TypeSwitch<Operation *, bool>(op)
+        .Case([&](arith::ConstantOp c) {
+          if (auto f = dyn_cast<FloatAttr>(c.getValue()))
+            env[c] = f.getValueAsDouble();
+          else if (auto i = dyn_cast<IntegerAttr>(c.getValue()))
+            env[c] = i.getType().isInteger(1)
+                         ? (i.getValue().getBoolValue() ? 1.0 : 0.0)
+                         : static_cast<double>(i.getValue().getSExtValue());
+          else
+            return false;
+          return true;
+        })
+        .Case([&](arith::AddFOp) { return binary(std::plus<double>()); })
+        .Case([&](arith::SubFOp) { return binary(std::minus<double>()); })
+        .Case([&](arith::MulFOp) { return binary(std::multiplies<double>()); })
+        .Case([&](arith::DivFOp) { return binary(std::divides<double>()); })
+        .Case([&](arith::RemFOp) {
+          return binary([](double a, double b) { return std::fmod(a, b); });
+        })
+        .Case([&](arith::NegFOp) {
+          return unary([](double a) { return -a; });
+        })
+        .Case([&](arith::MaximumFOp) {
+          return binary([](double a, double b) {
+            return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+          });
+        })
+        .Case([&](arith::MinimumFOp) {
+          return binary([](double a, double b) {
+            return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+          });
+        })
+        .Case([&](arith::MaxNumFOp) {
+          return binary([](double a, double b) { return std::fmax(a, b); });
+        })
+        .Case([&](arith::MinNumFOp) {
+          return binary([](double a, double b) { return std::fmin(a, b); });
+        })
+        .Case([&](arith::CmpFOp c) {
+          env[c] = compareF(c.getPredicate(), get(c.getLhs()), get(c.getRhs()))
+                       ? 1.0
+                       : 0.0;
+          return true;
+        })
+        .Case([&](arith::CmpIOp c) {
+          env[c] = compareI(c.getPredicate(), get(c.getLhs()), get(c.getRhs()))
+                       ? 1.0
+                       : 0.0;
+          return true;
+        })
+        .Case([&](arith::SelectOp s) {
+          env[s] = get(s.getCondition()) != 0.0 ? get(s.getTrueValue())
+                                                : get(s.getFalseValue());
+          return true;
+        })
+        .Case<arith::ExtFOp, arith::TruncFOp, arith::UIToFPOp,
+              arith::SIToFPOp>([&](Operation *) {
+          env[op->getResult(0)] = get(op->getOperand(0));
+          return true;
+        })
+        .Case<arith::FPToSIOp, arith::FPToUIOp>([&](Operation *) {
+          return unary([](double a) { return std::trunc(a); });
+        })
+        .Case([&](arith::AndIOp) {
+          return binary([](double a, double b) {
+            return static_cast<double>(static_cast<int64_t>(a) &
+                                       static_cast<int64_t>(b));
+          });
+        })
+        .Case([&](arith::OrIOp) {
+          return binary([](double a, double b) {
+            return static_cast<double>(static_cast<int64_t>(a) |
+                                       static_cast<int64_t>(b));
+          });
+        })
+        .Case([&](arith::XOrIOp) {
+          return binary([](double a, double b) {
+            return static_cast<double>(static_cast<int64_t>(a) ^
+                                       static_cast<int64_t>(b));
+          });
+        })
+        .Case([&](arith::AddIOp) { return binary(std::plus<double>()); })
+        .Case([&](arith::SubIOp) { return binary(std::minus<double>()); })
+        .Case([&](arith::MulIOp) { return binary(std::multiplies<double>()); })
+        .Case([&](math::ExpOp) { return unary(std::exp); })
+        .Case([&](math::Exp2Op) { return unary(std::exp2); })
+        .Case([&](math::ExpM1Op) { return unary(std::expm1); })
+        .Case([&](math::LogOp) { return unary(std::log); })
+        .Case([&](math::Log2Op) { return unary(std::log2); })
+        .Case([&](math::Log10Op) { return unary(std::log10); })
+        .Case([&](math::Log1pOp) { return unary(std::log1p); })
+        .Case([&](math::SqrtOp) { return unary(std::sqrt); })
+        .Case([&](math::RsqrtOp) {
+          return unary([](double a) { return 1.0 / std::sqrt(a); });
+        })
+        .Case([&](math::CbrtOp) { return unary(std::cbrt); })
+        .Case([&](math::TanhOp) { return unary(std::tanh); })
+        .Case([&](math::SinhOp) { return unary(std::sinh); })
+        .Case([&](math::CoshOp) { return unary(std::cosh); })
+        .Case([&](math::SinOp) { return unary(std::sin); })
+        .Case([&](math::CosOp) { return unary(std::cos); })
+        .Case([&](math::TanOp) { return unary(std::tan); })
+        .Case([&](math::AsinOp) { return unary(std::asin); })
+        .Case([&](math::AcosOp) { return unary(std::acos); })
+        .Case([&](math::AtanOp) { return unary(std::atan); })
+        .Case([&](math::AsinhOp) { return unary(std::asinh); })
+        .Case([&](math::AcoshOp) { return unary(std::acosh); })
+        .Case([&](math::AtanhOp) { return unary(std::atanh); })
+        .Case([&](math::ErfOp) { return unary(std::erf); })
+        .Case([&](math::AbsFOp) { return unary(std::fabs); })
+        .Case([&](math::FloorOp) { return unary(std::floor); })
+        .Case([&](math::CeilOp) { return unary(std::ceil); })
+        .Case([&](math::RoundOp) { return unary(std::round); })
+        .Case([&](math::RoundEvenOp) { return unary(std::nearbyint); })
+        .Case([&](math::TruncOp) { return unary(std::trunc); })
+        .Case([&](math::Atan2Op) {
+          return binary([](double a, double b) { return std::atan2(a, b); });
+        })
+        .Case([&](math::PowFOp) {
+          return binary([](double a, double b) { return std::pow(a, b); });
+        })
+        .Case([&](math::FPowIOp) {
+          return binary([](double a, double b) { return std::pow(a, b); });
+        })
+        .Case([&](math::CopySignOp) {
+          return binary([](double a, double b) { return std::copysign(a, b); });
+        })
+        .Case([&](math::FmaOp f) {
+          env[f] = std::fma(get(f.getA()), get(f.getB()), get(f.getC()));
+          return true;
+        })
+        .Case([&](SpikeOp s) {
+          env[s] = get(s.getInput()) >= 0.0 ? 1.0 : 0.0;
+          return true;
+        })
+        .Case([&](DetachOp d) {
+          env[d] = get(d.getInput());
+          return true;
+        })
+        .Default([](Operation *) { return false; });
+  }
+};
+} // namespace
+
+LogicalResult
+mlir::flexsn::interpretScan(ScanOp scan, KernelVariant variant, int64_t T,
+                            int64_t NCL,
+                            const std::vector<std::vector<double>> &operands,
+                            std::vector<std::vector<double>> &results) {
+  Block &body = scan.getBodyBlock();
+  Type computeType = scan.getComputeType();
+  for (Operation &op : body.without_terminator()) {
+    llvm::DenseMap<Value, double> probe;
+    for (Value v : op.getOperands())
+      probe[v] = 0.0;
+    Evaluator e{probe};
+    if (!e.eval(&op))
+      return op.emitOpError("is not supported by the reference interpreter");
+  }
+  unsigned numIn = scan.getNumInputs(), numSt = scan.getNumStates(),
+           numPa = scan.getNumParams(), numOut = scan.getNumOutputs();
+  auto storageOf = [](Value v) {
+    Type t = v.getType();
+    if (auto tensor = dyn_cast<RankedTensorType>(t))
+      return tensor.getElementType();
+    return t;
+  };
+  bool finalOnly = variant == KernelVariant::FinalState;
+  results.assign(numOut + numSt, {});
+  for (unsigned k = 0; k < numOut; ++k)
+    results[k].assign(T * NCL, 0.0);
+  for (unsigned k = 0; k < numSt; ++k)
+    results[numOut + k].assign(finalOnly ? NCL : T * NCL, 0.0);
+
+  YieldOp yield = scan.getYield();
+  llvm::DenseMap<Value, double> env;
+  Evaluator e{env};
+  std::vector<double> state(numSt);
+  for (int64_t n = 0; n < NCL; ++n) {
+    for (unsigned k = 0; k < numSt; ++k)
+      state[k] = roundToType(operands[numIn + k][n], computeType);
+    for (unsigned k = 0; k < numPa; ++k) {
+      const std::vector<double> &p = operands[numIn + numSt + k];
+      env[scan.getParamArgs()[k]] =
+          roundToType(scan.isPerNeuronParam(k) ? p[n] : p[0], computeType);
+    }
+    for (int64_t i = 0; i < T; ++i) {
+      int64_t t = scan.getReverse() ? T - 1 - i : i;
+      int64_t off = t * NCL + n;
+      for (unsigned k = 0; k < numIn; ++k)
+        env[scan.getInputArgs()[k]] =
+            roundToType(operands[k][off], computeType);
+      for (unsigned k = 0; k < numSt; ++k)
+        env[scan.getStateArgs()[k]] = state[k];
+      for (Operation &op : body.without_terminator()) {
+        e.eval(&op);
+        for (Value r : op.getResults())
+          env[r] = roundToType(env[r], r.getType());
+      }
+      for (unsigned k = 0; k < numOut; ++k)
+        results[k][off] = roundToType(env.lookup(yield.getValues()[k]),
+                                      storageOf(scan.getOutputResults()[k]));
+      for (unsigned k = 0; k < numSt; ++k) {
+        state[k] = env.lookup(yield.getValues()[numOut + k]);
+        if (!finalOnly)
+          results[numOut + k][off] =
+              roundToType(state[k], storageOf(scan.getInitStates()[k]));
+      }
+    }
+    if (finalOnly)
+      for (unsigned k = 0; k < numSt; ++k)
+        results[numOut + k][n] =
+            roundToType(state[k], storageOf(scan.getInitStates()[k]));
+  }
+  return success();
+}

@@ -1,0 +1,87 @@
+//===- CPUBackend.cpp - JIT-compiled CPU kernels --------------------------===//
+
+#include "flexsn/Runtime/CPU/CPUBackend.h"
+
+#include "flexsn/Pipelines/Pipelines.h"
+
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/TargetSelect.h"
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+using namespace mlir;
+using namespace mlir::flexsn;
+
+FailureOr<std::unique_ptr<CPUKernels>> CPUKernels::compile(ModuleOp module) {
+  static bool initialized = [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    return true;
+  }();
+  (void)initialized;
+
+  OwningOpRef<ModuleOp> clone = module.clone();
+  PassManager pm(module.getContext());
+  buildCPUPipeline(pm);
+  if (failed(pm.run(*clone)))
+    return failure();
+
+  ExecutionEngineOptions options;
+  options.transformer = makeOptimizingTransformer(/*optLevel=*/3,
+                                                  /*sizeLevel=*/0,
+                                                  /*targetMachine=*/nullptr);
+  options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  auto engine = ExecutionEngine::create(*clone, options);
+  if (!engine) {
+    std::string message = llvm::toString(engine.takeError());
+    return module.emitError() << "JIT compilation failed: " << message;
+  }
+  auto kernels = std::make_unique<CPUKernels>();
+  kernels->engine = std::move(*engine);
+  return kernels;
+}
+
+FailureOr<CPUKernels::KernelFn> CPUKernels::lookup(StringRef name) {
+  auto fn = engine->lookupPacked(name);
+  if (!fn) {
+    llvm::consumeError(fn.takeError());
+    return failure();
+  }
+  return *fn;
+}
+
+void CPUKernels::run(KernelFn fn, ArrayRef<void *> ptrs, int64_t T,
+                     int64_t NCL, unsigned threads) {
+  if (threads == 0)
+    threads = std::max(1u, std::thread::hardware_concurrency());
+  // Small problems are not worth a thread each.
+  int64_t minChunk = 4096;
+  int64_t chunks = std::max<int64_t>(
+      1, std::min<int64_t>(threads, (NCL + minChunk - 1) / minChunk));
+  auto runRange = [&](int64_t begin, int64_t end) {
+    std::vector<void *> ptrCopies(ptrs.begin(), ptrs.end());
+    int64_t scalars[4] = {T, NCL, begin, end};
+    std::vector<void *> args;
+    for (void *&p : ptrCopies)
+      args.push_back(&p);
+    for (int64_t &s : scalars)
+      args.push_back(&s);
+    fn(args.data());
+  };
+  if (chunks == 1) {
+    runRange(0, NCL);
+    return;
+  }
+  std::vector<std::thread> pool;
+  int64_t per = (NCL + chunks - 1) / chunks;
+  for (int64_t c = 0; c < chunks; ++c) {
+    int64_t begin = c * per, end = std::min(NCL, begin + per);
+    if (begin < end)
+      pool.emplace_back(runRange, begin, end);
+  }
+  for (std::thread &t : pool)
+    t.join();
+}
