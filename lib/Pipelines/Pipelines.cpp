@@ -44,9 +44,10 @@ void mlir::flexsn::buildCPUPipeline(OpPassManager &pm) {
   arith::ArithExpandOpsPassOptions expand;
   expand.includeBf16 = true;
   pm.addPass(arith::createArithExpandOpsPass(expand));
-  // Ops without an LLVM intrinsic (erf, tan, atan, ...) call libm.
-  pm.addPass(createConvertMathToLibmPass());
+  // LLVM intrinsics where they exist; libm calls for the rest (erf, tan,
+  // atan, ...), which the JIT resolves from the process.
   pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createConvertFuncToLLVMPass());

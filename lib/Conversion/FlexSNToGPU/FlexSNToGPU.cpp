@@ -35,7 +35,7 @@ struct ConvertFlexSNToGPUPass
     if (blockSize == 0 || blockSize > 1024 || blockSize % 32 != 0) {
       module.emitError() << "block-size must be a multiple of 32 in [32, "
                             "1024], got "
-                         << blockSize;
+                         << static_cast<unsigned>(blockSize);
       return signalPassFailure();
     }
     SmallVector<ScanOp> scans;

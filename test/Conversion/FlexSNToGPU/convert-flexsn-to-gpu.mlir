@@ -1,0 +1,49 @@
+// RUN: flexsn-opt %s -convert-flexsn-to-gpu -split-input-file -verify-diagnostics | FileCheck %s --implicit-check-not=flexsn.scan --implicit-check-not=flexsn.spike
+// RUN: flexsn-opt %s -convert-flexsn-to-gpu="neurons-per-thread=1 block-size=128" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=W1 --implicit-check-not=flexsn.scan
+
+// CHECK: module attributes {gpu.container_module}
+// CHECK: gpu.module @flexsn_kernels
+// CHECK: gpu.func @lif_inference(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[T:.*]]: i64, %[[NCL:.*]]: i64) kernel attributes {flexsn.variant = "inference", known_block_size = array<i32: 256, 1, 1>}
+// CHECK: gpu.block_id x
+// CHECK: gpu.thread_id x
+// Alignment and divisibility pick the vector path at run time.
+// CHECK: llvm.ptrtoint
+// CHECK: scf.if
+// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
+// CHECK: scf.for
+// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
+// CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr
+// CHECK: } else {
+// Scalar lanes with clamped loads and guarded stores.
+// CHECK: arith.minsi
+// CHECK: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> f32
+// CHECK: gpu.func @lif_final_state
+// W1: gpu.func @lif_inference
+// W1-SAME: known_block_size = array<i32: 128, 1, 1>
+// W1-NOT: vector<
+// W1: gpu.func @lif_final_state
+func.func @lif(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  %s, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %vt: f32):
+    %one = arith.constant 1.0 : f32
+    %h = arith.addf %vt, %xt : f32
+    %hm = arith.subf %h, %one : f32
+    %st = flexsn.spike %hm surrogate <atan> : f32
+    %k = arith.subf %one, %st : f32
+    %vn = arith.mulf %h, %k : f32
+    flexsn.yield %st, %vn : f32, f32
+  }
+  return %s, %v : tensor<?x?xf32>, tensor<?x?xf32>
+}
+
+// -----
+
+func.func @no_lowering(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %y = flexsn.scan ins(%x : tensor<?x?xf32>) -> (tensor<?x?xf32>) {
+  ^bb0(%xt: f32):
+    // expected-error @+1 {{'ub.poison' op has no lowering to GPU kernels}}
+    %p = ub.poison : f32
+    flexsn.yield %p : f32
+  }
+  return %y : tensor<?x?xf32>
+}
