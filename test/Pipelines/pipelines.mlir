@@ -5,7 +5,7 @@
 // CPU: llvm.func @plif_inference
 // CPU: llvm.intr.exp
 // CPU: llvm.func @plif_final_state
-// GPU: gpu.binary @flexsn_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_80">, "
+// GPU: gpu.binary @flexsn_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_80">
 // GPU-SAME: .target sm_80
 // GPU-SAME: .visible .entry plif_inference(
 // GPU-SAME: .visible .entry plif_final_state(
