@@ -9,6 +9,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/TypeUtilities.h"
 
 using namespace mlir;
 using namespace mlir::flexsn;
@@ -215,7 +216,9 @@ public:
     Type from = v.getType();
     if (from == to)
       return v;
-    if (cast<FloatType>(from).getWidth() < cast<FloatType>(to).getWidth())
+    // Scalars or vectors: compare the element widths.
+    if (getElementTypeOrSelf(from).getIntOrFloatBitWidth() <
+        getElementTypeOrSelf(to).getIntOrFloatBitWidth())
       return arith::ExtFOp::create(b, loc, to, v);
     return arith::TruncFOp::create(b, loc, to, v);
   }
