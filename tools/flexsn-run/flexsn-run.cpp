@@ -71,8 +71,9 @@ static cl::opt<unsigned> clReps("reps", cl::desc("timed repetitions"),
                                 cl::init(20));
 static cl::opt<double>
     clTolerance("tolerance",
-                cl::desc("max relative error for --check (default by dtype: "
-                         "f64 1e-12, f32 1e-5, f16/bf16 1e-2)"),
+                cl::desc("max relative error for --check (default: by the "
+                         "coarser of storage and compute type: f64 1e-12, "
+                         "f32 1e-5, f16/bf16 1e-2)"),
                 cl::init(-1.0));
 
 static int fail(const Twine &message) {
@@ -297,9 +298,13 @@ int main(int argc, char **argv) {
              }))) {
       if (!isResultRole(arg.role))
         continue;
+      // Default: the tolerance of the coarser of storage and compute type.
+      auto tolOf = [](Type t) {
+        return t.isF64() ? 1e-12 : t.isF32() ? 1e-5 : 1e-2;
+      };
       double tol = tolerance;
       if (tol < 0)
-        tol = arg.type.isF64() ? 1e-12 : arg.type.isF32() ? 1e-5 : 1e-2;
+        tol = std::max(tolOf(arg.type), tolOf(scan.getComputeType()));
       const std::vector<double> &ref = expected[resultIdx++];
       const uint8_t *data = buffers[argIdx].data();
       unsigned width = byteWidth(arg.type);
