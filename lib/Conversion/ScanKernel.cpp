@@ -229,14 +229,19 @@ public:
 
   unsigned bytes(Type elt) { return elt.getIntOrFloatBitWidth() / 8; }
 
+  /// rowOffset + index, or index alone for per-neuron tensors (no row).
+  Value offsetOf(Value rowOffset, Value index) {
+    return rowOffset ? arith::AddIOp::create(b, loc, rowOffset, index).getResult()
+                     : index;
+  }
+
   /// Loads `width` values of storage type `elt` from base[rowOffset + lane
   /// neuron] and converts them to the compute type.
   SmallVector<Value> load(Value base, Type elt, Value rowOffset) {
     SmallVector<Value> out;
     if (vectorized) {
       auto vecType = VectorType::get({width}, elt);
-      Value offset = rowOffset ? arith::AddIOp::create(b, loc, rowOffset, neuron)
-                               : neuron;
+      Value offset = offsetOf(rowOffset, neuron);
       Value vec = LLVM::LoadOp::create(b, loc, vecType, gep(base, elt, offset),
                                        bytes(elt) * width);
       Value wide = convert(vec, VectorType::get({width}, computeType));
@@ -247,9 +252,7 @@ public:
       return out;
     }
     for (unsigned l = 0; l < width; ++l) {
-      Value offset = rowOffset ? arith::AddIOp::create(b, loc, rowOffset,
-                                                       laneIndex[l])
-                               : laneIndex[l];
+      Value offset = offsetOf(rowOffset, laneIndex[l]);
       Value v = LLVM::LoadOp::create(b, loc, elt, gep(base, elt, offset),
                                      bytes(elt));
       out.push_back(convert(v, computeType));
@@ -266,17 +269,14 @@ public:
         vec = LLVM::InsertElementOp::create(
             b, loc, vec, convert(values[l], elt),
             arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(l)));
-      Value offset = rowOffset ? arith::AddIOp::create(b, loc, rowOffset, neuron)
-                               : neuron;
+      Value offset = offsetOf(rowOffset, neuron);
       LLVM::StoreOp::create(b, loc, vec, gep(base, elt, offset),
                             bytes(elt) * width);
       return;
     }
     for (unsigned l = 0; l < width; ++l) {
       Value v = convert(values[l], elt);
-      Value offset = rowOffset ? arith::AddIOp::create(b, loc, rowOffset,
-                                                       laneIndex[l])
-                               : laneIndex[l];
+      Value offset = offsetOf(rowOffset, laneIndex[l]);
       auto emitStore = [&](OpBuilder &nb) {
         LLVM::StoreOp::create(nb, loc, v, gep(base, elt, offset), bytes(elt));
       };
