@@ -79,33 +79,27 @@ bool KernelArg::isPointer() const {
 // ABI
 //===----------------------------------------------------------------------===//
 
-static Type elementTypeOf(Type type) {
-  if (auto tensor = dyn_cast<RankedTensorType>(type))
-    return tensor.getElementType();
-  return type;
-}
-
 SmallVector<KernelArg> mlir::flexsn::getKernelABI(ScanOp scan,
                                                   KernelVariant variant,
                                                   bool cpu) {
   SmallVector<KernelArg> abi;
   Type i64 = IntegerType::get(scan.getContext(), 64);
   for (auto [i, v] : llvm::enumerate(scan.getInputs()))
-    abi.push_back({KernelArgRole::Input, (unsigned)i, elementTypeOf(v.getType())});
+    abi.push_back({KernelArgRole::Input, (unsigned)i, getElementTypeOrSelf(v.getType())});
   for (auto [i, v] : llvm::enumerate(scan.getInitStates()))
     abi.push_back(
-        {KernelArgRole::InitState, (unsigned)i, elementTypeOf(v.getType())});
+        {KernelArgRole::InitState, (unsigned)i, getElementTypeOrSelf(v.getType())});
   for (auto [i, v] : llvm::enumerate(scan.getParams()))
     abi.push_back({scan.isPerNeuronParam(i) ? KernelArgRole::Param
                                             : KernelArgRole::ParamScalar,
-                   (unsigned)i, elementTypeOf(v.getType())});
+                   (unsigned)i, getElementTypeOrSelf(v.getType())});
   for (auto [i, v] : llvm::enumerate(scan.getOutputResults()))
-    abi.push_back({KernelArgRole::Output, (unsigned)i, elementTypeOf(v.getType())});
+    abi.push_back({KernelArgRole::Output, (unsigned)i, getElementTypeOrSelf(v.getType())});
   KernelArgRole stateRole = variant == KernelVariant::FinalState
                                 ? KernelArgRole::FinalState
                                 : KernelArgRole::StateSeq;
   for (auto [i, v] : llvm::enumerate(scan.getInitStates()))
-    abi.push_back({stateRole, (unsigned)i, elementTypeOf(v.getType())});
+    abi.push_back({stateRole, (unsigned)i, getElementTypeOrSelf(v.getType())});
   abi.push_back({KernelArgRole::T, 0, i64});
   abi.push_back({KernelArgRole::NCL, 0, i64});
   if (cpu) {

@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -266,12 +267,6 @@ mlir::flexsn::interpretScan(ScanOp scan, KernelVariant variant, int64_t T,
   }
   unsigned numIn = scan.getNumInputs(), numSt = scan.getNumStates(),
            numPa = scan.getNumParams(), numOut = scan.getNumOutputs();
-  auto storageOf = [](Value v) {
-    Type t = v.getType();
-    if (auto tensor = dyn_cast<RankedTensorType>(t))
-      return tensor.getElementType();
-    return t;
-  };
   bool finalOnly = variant == KernelVariant::FinalState;
   results.assign(numOut + numSt, {});
   for (unsigned k = 0; k < numOut; ++k)
@@ -306,18 +301,18 @@ mlir::flexsn::interpretScan(ScanOp scan, KernelVariant variant, int64_t T,
       }
       for (unsigned k = 0; k < numOut; ++k)
         results[k][off] = roundToType(env.lookup(yield.getValues()[k]),
-                                      storageOf(scan.getOutputResults()[k]));
+                                      getElementTypeOrSelf(scan.getOutputResults()[k]));
       for (unsigned k = 0; k < numSt; ++k) {
         state[k] = env.lookup(yield.getValues()[numOut + k]);
         if (!finalOnly)
           results[numOut + k][off] =
-              roundToType(state[k], storageOf(scan.getInitStates()[k]));
+              roundToType(state[k], getElementTypeOrSelf(scan.getInitStates()[k]));
       }
     }
     if (finalOnly)
       for (unsigned k = 0; k < numSt; ++k)
         results[numOut + k][n] =
-            roundToType(state[k], storageOf(scan.getInitStates()[k]));
+            roundToType(state[k], getElementTypeOrSelf(scan.getInitStates()[k]));
   }
   return success();
 }
