@@ -1,12 +1,14 @@
 //===- ScanKernel.cpp - Kernel ABI and body emission for scans ------------===//
 
 #include "flexsn/Conversion/ScanKernel.h"
+#include "flexsn/Dialect/FlexSN/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -46,6 +48,10 @@ StringRef mlir::flexsn::stringifyKernelArgRole(KernelArgRole role) {
   switch (role) {
   case KernelArgRole::Input:
     return "input";
+  case KernelArgRole::Lagged:
+    return "lagged";
+  case KernelArgRole::LaggedInit:
+    return "lagged_init";
   case KernelArgRole::InitState:
     return "init_state";
   case KernelArgRole::Param:
@@ -58,6 +64,8 @@ StringRef mlir::flexsn::stringifyKernelArgRole(KernelArgRole role) {
     return "state_seq";
   case KernelArgRole::FinalState:
     return "final_state";
+  case KernelArgRole::SumState:
+    return "sum_state";
   case KernelArgRole::T:
     return "T";
   case KernelArgRole::NCL:
@@ -79,27 +87,51 @@ bool KernelArg::isPointer() const {
 // ABI
 //===----------------------------------------------------------------------===//
 
+std::optional<double> mlir::flexsn::getConstantInitState(ScanOp scan,
+                                                         unsigned i) {
+  auto splat = scan.getInitStates()[i].getDefiningOp<tensor::SplatOp>();
+  FloatAttr value;
+  if (!splat || !matchPattern(splat.getInput(), m_Constant(&value)))
+    return std::nullopt;
+  return value.getValueAsDouble();
+}
+
 SmallVector<KernelArg> mlir::flexsn::getKernelABI(ScanOp scan,
                                                   KernelVariant variant,
                                                   bool cpu) {
   SmallVector<KernelArg> abi;
   Type i64 = IntegerType::get(scan.getContext(), 64);
+  auto add = [&](KernelArgRole role, unsigned i, Value v) {
+    abi.push_back({role, i, getElementTypeOrSelf(v.getType())});
+  };
   for (auto [i, v] : llvm::enumerate(scan.getInputs()))
-    abi.push_back({KernelArgRole::Input, (unsigned)i, getElementTypeOrSelf(v.getType())});
+    add(KernelArgRole::Input, i, v);
+  for (auto [i, v] : llvm::enumerate(scan.getLagged()))
+    add(KernelArgRole::Lagged, i, v);
+  for (auto [i, v] : llvm::enumerate(scan.getLaggedInit()))
+    add(KernelArgRole::LaggedInit, i, v);
   for (auto [i, v] : llvm::enumerate(scan.getInitStates()))
-    abi.push_back(
-        {KernelArgRole::InitState, (unsigned)i, getElementTypeOrSelf(v.getType())});
+    if (!getConstantInitState(scan, i))
+      add(KernelArgRole::InitState, i, v);
   for (auto [i, v] : llvm::enumerate(scan.getParams()))
-    abi.push_back({scan.isPerNeuronParam(i) ? KernelArgRole::Param
-                                            : KernelArgRole::ParamScalar,
-                   (unsigned)i, getElementTypeOrSelf(v.getType())});
+    add(scan.isPerNeuronParam(i) ? KernelArgRole::Param
+                                 : KernelArgRole::ParamScalar,
+        i, v);
   for (auto [i, v] : llvm::enumerate(scan.getOutputResults()))
-    abi.push_back({KernelArgRole::Output, (unsigned)i, getElementTypeOrSelf(v.getType())});
+    if (!v.use_empty())
+      add(KernelArgRole::Output, i, v);
   KernelArgRole stateRole = variant == KernelVariant::FinalState
                                 ? KernelArgRole::FinalState
                                 : KernelArgRole::StateSeq;
-  for (auto [i, v] : llvm::enumerate(scan.getInitStates()))
-    abi.push_back({stateRole, (unsigned)i, getElementTypeOrSelf(v.getType())});
+  for (auto [i, v] : llvm::enumerate(scan.getStateResults())) {
+    if (v.use_empty())
+      continue;
+    if (scan.isSumState(i) && variant == KernelVariant::FinalState)
+      add(KernelArgRole::SumState, i, v);
+    else
+      abi.push_back({stateRole, (unsigned)i,
+                     getElementTypeOrSelf(scan.getInitStates()[i].getType())});
+  }
   abi.push_back({KernelArgRole::T, 0, i64});
   abi.push_back({KernelArgRole::NCL, 0, i64});
   if (cpu) {
@@ -107,6 +139,26 @@ SmallVector<KernelArg> mlir::flexsn::getKernelABI(ScanOp scan,
     abi.push_back({KernelArgRole::End, 0, i64});
   }
   return abi;
+}
+
+SmallVector<KernelSpec> mlir::flexsn::getKernelSpecs(ScanOp scan) {
+  auto func = cast<func::FuncOp>(scan->getParentOp());
+  if (auto kind = func->getAttrOfType<StringAttr>(kKernelKindAttr))
+    return {{func.getSymName().str(),
+             scan.getFinalStates() ? KernelVariant::FinalState
+                                   : KernelVariant::Inference,
+             kind.str()}};
+  SmallVector<KernelSpec> specs;
+  for (KernelVariant v : getAllKernelVariants())
+    specs.push_back({getKernelName(func.getSymName(), v), v,
+                     stringifyKernelVariant(v).str()});
+  return specs;
+}
+
+void mlir::flexsn::emitAtomicAdd(OpBuilder &b, Location loc, Value ptr,
+                                 Value value) {
+  LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::fadd, ptr, value,
+                            LLVM::AtomicOrdering::monotonic);
 }
 
 LogicalResult mlir::flexsn::verifyKernelForm(ScanOp scan) {
@@ -120,14 +172,19 @@ LogicalResult mlir::flexsn::verifyKernelForm(ScanOp scan) {
     return func.emitOpError() << "holds " << numScans
                               << " flexsn.scan ops; a kernel function holds "
                                  "exactly one";
+  unsigned firstState = scan.getNumInputs() + 2 * scan.getNumLagged();
   for (auto [i, operand] : llvm::enumerate(scan->getOperands())) {
     if (auto arg = dyn_cast<BlockArgument>(operand))
       if (arg.getOwner()->getParentOp() == func.getOperation())
         continue;
+    if (i >= firstState && i < firstState + scan.getNumStates() &&
+        getConstantInitState(scan, i - firstState))
+      continue;
     return scan.emitOpError()
            << "operand #" << i
            << " must be an argument of the enclosing function to become a "
-              "kernel argument (run -canonicalize to fold constant params)";
+              "kernel argument (run -canonicalize to fold constant params; an "
+              "initial state may also be a tensor.splat of a constant)";
   }
   return success();
 }
@@ -287,6 +344,20 @@ public:
     }
   }
 
+  /// The sum of `lanes` (compute type) over the lanes inside the tensors.
+  Value sumValidLanes(ArrayRef<Value> lanes) {
+    Value sum;
+    for (auto [l, lane] : llvm::enumerate(lanes)) {
+      Value v = lane;
+      if (guarded)
+        v = arith::SelectOp::create(
+            b, loc, laneValid[l], v,
+            arith::ConstantOp::create(b, loc, b.getFloatAttr(computeType, 0.0)));
+      sum = sum ? arith::AddFOp::create(b, loc, sum, v).getResult() : v;
+    }
+    return sum;
+  }
+
   /// Copies the body for one lane, lowering spike and detach on the way.
   /// Returns the yielded values (outputs, then new states).
   SmallVector<Value> emitBody(ArrayRef<Value> args) {
@@ -330,32 +401,48 @@ private:
 };
 } // namespace
 
-void mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc, ScanOp scan,
-                                  KernelVariant variant, ValueRange args,
-                                  Value neuron, unsigned width,
-                                  LaneAccess access) {
+SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
+                                                ScanOp scan,
+                                                KernelVariant variant,
+                                                ValueRange args, Value neuron,
+                                                unsigned width,
+                                                LaneAccess access) {
   SmallVector<KernelArg> abi = getKernelABI(scan, variant, /*cpu=*/false);
+  unsigned numIn = scan.getNumInputs(), numLa = scan.getNumLagged(),
+           numSt = scan.getNumStates(), numPa = scan.getNumParams(),
+           numOut = scan.getNumOutputs();
   Value tSize, ncl;
-  SmallVector<std::pair<KernelArg, Value>> inputs, states, params, outputs,
-      stateOuts;
+  // Pointer (and storage type) of each operand/result, by role and index;
+  // null where the ABI has none.
+  using Slot = std::pair<Value, Type>;
+  SmallVector<Slot> inputs(numIn), lagged(numLa), laggedInit(numLa),
+      states(numSt), params(numPa), outputs(numOut), stateOuts(numSt);
   for (auto [arg, value] : llvm::zip(abi, args)) {
+    Slot slot{value, arg.type};
     switch (arg.role) {
     case KernelArgRole::Input:
-      inputs.push_back({arg, value});
+      inputs[arg.index] = slot;
+      break;
+    case KernelArgRole::Lagged:
+      lagged[arg.index] = slot;
+      break;
+    case KernelArgRole::LaggedInit:
+      laggedInit[arg.index] = slot;
       break;
     case KernelArgRole::InitState:
-      states.push_back({arg, value});
+      states[arg.index] = slot;
       break;
     case KernelArgRole::Param:
     case KernelArgRole::ParamScalar:
-      params.push_back({arg, value});
+      params[arg.index] = slot;
       break;
     case KernelArgRole::Output:
-      outputs.push_back({arg, value});
+      outputs[arg.index] = slot;
       break;
     case KernelArgRole::StateSeq:
     case KernelArgRole::FinalState:
-      stateOuts.push_back({arg, value});
+    case KernelArgRole::SumState:
+      stateOuts[arg.index] = slot;
       break;
     case KernelArgRole::T:
       tSize = value;
@@ -369,23 +456,31 @@ void mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc, ScanOp scan,
   }
 
   NeuronScanEmitter e(b, loc, scan, width, access, ncl, neuron);
-  unsigned numStates = states.size();
+  Type computeType = scan.getComputeType();
+  auto splat = [&](SmallVectorImpl<Value> &into, Value v) {
+    into.append(width, v);
+  };
 
   // Lane-major values: value[k * width + lane].
   SmallVector<Value> init;
-  for (auto &[arg, ptr] : states)
-    llvm::append_range(init, e.load(ptr, arg.type, Value()));
-  SmallVector<Value> paramVals;
-  for (auto &[arg, ptr] : params) {
-    if (arg.role == KernelArgRole::Param) {
-      llvm::append_range(paramVals, e.load(ptr, arg.type, Value()));
+  for (auto [k, slot] : llvm::enumerate(states)) {
+    if (slot.first) {
+      llvm::append_range(init, e.load(slot.first, slot.second, Value()));
       continue;
     }
-    Value v = LLVM::LoadOp::create(b, loc, arg.type, ptr,
-                                   arg.type.getIntOrFloatBitWidth() / 8);
-    v = e.convert(v, scan.getComputeType());
-    for (unsigned l = 0; l < width; ++l)
-      paramVals.push_back(v);
+    double c = *getConstantInitState(scan, k);
+    splat(init, arith::ConstantOp::create(b, loc,
+                                          b.getFloatAttr(computeType, c)));
+  }
+  SmallVector<Value> paramVals;
+  for (auto [k, slot] : llvm::enumerate(params)) {
+    if (scan.isPerNeuronParam(k)) {
+      llvm::append_range(paramVals, e.load(slot.first, slot.second, Value()));
+      continue;
+    }
+    Value v = LLVM::LoadOp::create(b, loc, slot.second, slot.first,
+                                   slot.second.getIntOrFloatBitWidth() / 8);
+    splat(paramVals, e.convert(v, computeType));
   }
 
   Value zero = e.cst(0), one = e.cst(1);
@@ -401,37 +496,64 @@ void mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc, ScanOp scan,
                           : iv;
         Value row = arith::MulIOp::create(b, loc, t, ncl);
         SmallVector<Value> inVals;
-        for (auto &[arg, ptr] : inputs)
-          llvm::append_range(inVals, e.load(ptr, arg.type, row));
+        for (auto &[ptr, elt] : inputs)
+          llvm::append_range(inVals, e.load(ptr, elt, row));
+        // Lagged operands read row t-1, or their init at t = 0.
+        SmallVector<Value> lagVals;
+        if (numLa) {
+          Value started = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::sgt, t, zero);
+          Value prevRow = arith::SubIOp::create(b, loc, row, ncl);
+          for (auto [seq, first] : llvm::zip_equal(lagged, laggedInit)) {
+            Value fromSeq = e.gep(seq.first, seq.second, prevRow);
+            Value base = LLVM::SelectOp::create(b, loc, started, fromSeq,
+                                                first.first);
+            llvm::append_range(lagVals, e.load(base, seq.second, Value()));
+          }
+        }
 
         // One body copy per lane.
-        unsigned numYield = outputs.size() + numStates;
+        unsigned numYield = numOut + numSt;
         SmallVector<Value> yielded(numYield * width);
         for (unsigned l = 0; l < width; ++l) {
           SmallVector<Value> laneArgs;
-          for (unsigned k = 0; k < inputs.size(); ++k)
+          for (unsigned k = 0; k < numIn; ++k)
             laneArgs.push_back(inVals[k * width + l]);
-          for (unsigned k = 0; k < numStates; ++k)
+          for (unsigned k = 0; k < numLa; ++k)
+            laneArgs.push_back(lagVals[k * width + l]);
+          for (unsigned k = 0; k < numSt; ++k)
             laneArgs.push_back(carried[k * width + l]);
-          for (unsigned k = 0; k < params.size(); ++k)
+          for (unsigned k = 0; k < numPa; ++k)
             laneArgs.push_back(paramVals[k * width + l]);
           SmallVector<Value> res = e.emitBody(laneArgs);
           for (unsigned k = 0; k < numYield; ++k)
             yielded[k * width + l] = res[k];
         }
         for (auto [k, out] : llvm::enumerate(outputs))
-          e.store(out.second, out.first.type, row,
-                  ArrayRef<Value>(yielded).slice(k * width, width));
+          if (out.first)
+            e.store(out.first, out.second, row,
+                    ArrayRef<Value>(yielded).slice(k * width, width));
         SmallVector<Value> next(
-            ArrayRef<Value>(yielded).drop_front(outputs.size() * width));
+            ArrayRef<Value>(yielded).drop_front(numOut * width));
         if (!finalOnly)
           for (auto [k, st] : llvm::enumerate(stateOuts))
-            e.store(st.second, st.first.type, row,
-                    ArrayRef<Value>(next).slice(k * width, width));
+            if (st.first)
+              e.store(st.first, st.second, row,
+                      ArrayRef<Value>(next).slice(k * width, width));
         scf::YieldOp::create(b, loc, next);
       });
-  if (finalOnly)
-    for (auto [k, st] : llvm::enumerate(stateOuts))
-      e.store(st.second, st.first.type, Value(),
-              SmallVector<Value>(loop.getResults().slice(k * width, width)));
+  SmallVector<Value> partials;
+  if (!finalOnly)
+    return partials;
+  for (auto [k, st] : llvm::enumerate(stateOuts)) {
+    SmallVector<Value> lanes(loop.getResults().slice(k * width, width));
+    if (scan.isSumState(k)) {
+      if (st.first)
+        partials.push_back(e.sumValidLanes(lanes));
+      continue;
+    }
+    if (st.first)
+      e.store(st.first, st.second, Value(), lanes);
+  }
+  return partials;
 }

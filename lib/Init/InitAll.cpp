@@ -5,12 +5,15 @@
 
 #include "flexsn/Conversion/Passes.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNDialect.h"
+#include "flexsn/Dialect/FlexSN/IR/FlexSNInterfaces.h"
+#include "flexsn/Dialect/FlexSN/Transforms/Passes.h"
 #include "flexsn/Pipelines/Pipelines.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
@@ -24,6 +27,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -39,14 +43,18 @@ void mlir::flexsn::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<mlir::flexsn::FlexSNDialect, mlir::arith::ArithDialect,
                   mlir::cf::ControlFlowDialect, mlir::func::FuncDialect,
                   mlir::gpu::GPUDialect, mlir::LLVM::LLVMDialect,
-                  mlir::math::MathDialect, mlir::NVVM::NVVMDialect,
+                  mlir::math::MathDialect, mlir::memref::MemRefDialect,
+                  mlir::NVVM::NVVMDialect,
                   mlir::scf::SCFDialect, mlir::tensor::TensorDialect,
                   mlir::ub::UBDialect, mlir::vector::VectorDialect>();
+  // Reverse-mode rules of the arith and math ops (flexsn-differentiate).
+  mlir::flexsn::registerAdjointExternalModels(registry);
   // Patterns convert-gpu-to-nvvm (and convert-to-llvm) pick up per dialect.
   mlir::arith::registerConvertArithToLLVMInterface(registry);
   mlir::cf::registerConvertControlFlowToLLVMInterface(registry);
   mlir::registerConvertFuncToLLVMInterface(registry);
   mlir::registerConvertMathToLLVMInterface(registry);
+  mlir::registerConvertMemRefToLLVMInterface(registry);
   mlir::registerConvertNVVMToLLVMInterface(registry);
   mlir::ub::registerConvertUBToLLVMInterface(registry);
   // MLIR -> LLVM IR (CPU JIT, PTX) and the NVVM serializer.
@@ -62,6 +70,7 @@ void mlir::flexsn::registerAllPasses() {
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
   mlir::flexsn::registerFlexSNConversionPasses();
+  mlir::flexsn::registerFlexSNTransformsPasses();
   mlir::flexsn::registerPipelines();
   // Upstream passes our pipelines use, for stepping through them by hand.
   mlir::registerSCFToControlFlowPass();

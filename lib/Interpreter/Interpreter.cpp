@@ -215,6 +215,7 @@ struct Evaluator {
         .Case([&](math::AcoshOp) { return unary(std::acosh); })
         .Case([&](math::AtanhOp) { return unary(std::atanh); })
         .Case([&](math::ErfOp) { return unary(std::erf); })
+        .Case([&](math::ErfcOp) { return unary(std::erfc); })
         .Case([&](math::AbsFOp) { return unary(std::fabs); })
         .Case([&](math::FloorOp) { return unary(std::floor); })
         .Case([&](math::CeilOp) { return unary(std::ceil); })
@@ -250,14 +251,8 @@ struct Evaluator {
 };
 } // namespace
 
-LogicalResult
-mlir::flexsn::interpretScan(ScanOp scan, KernelVariant variant, int64_t T,
-                            int64_t NCL,
-                            const std::vector<std::vector<double>> &operands,
-                            std::vector<std::vector<double>> &results) {
-  Block &body = scan.getBodyBlock();
-  Type computeType = scan.getComputeType();
-  for (Operation &op : body.without_terminator()) {
+LogicalResult mlir::flexsn::checkInterpretable(ScanOp scan) {
+  for (Operation &op : scan.getBodyBlock().without_terminator()) {
     llvm::DenseMap<Value, double> probe;
     for (Value v : op.getOperands())
       probe[v] = 0.0;
@@ -265,24 +260,50 @@ mlir::flexsn::interpretScan(ScanOp scan, KernelVariant variant, int64_t T,
     if (!e.eval(&op))
       return op.emitOpError("is not supported by the reference interpreter");
   }
-  unsigned numIn = scan.getNumInputs(), numSt = scan.getNumStates(),
-           numPa = scan.getNumParams(), numOut = scan.getNumOutputs();
+  return success();
+}
+
+void mlir::flexsn::evaluateBody(ScanOp scan,
+                                llvm::DenseMap<Value, double> &env) {
+  Evaluator e{env};
+  for (Operation &op : scan.getBodyBlock().without_terminator()) {
+    e.eval(&op);
+    for (Value r : op.getResults())
+      env[r] = roundToType(env[r], r.getType());
+  }
+}
+
+LogicalResult
+mlir::flexsn::interpretScan(ScanOp scan, KernelVariant variant, int64_t T,
+                            int64_t NCL,
+                            const std::vector<std::vector<double>> &operands,
+                            std::vector<std::vector<double>> &results) {
+  if (failed(checkInterpretable(scan)))
+    return failure();
+  Type computeType = scan.getComputeType();
+  unsigned numIn = scan.getNumInputs(), numLa = scan.getNumLagged(),
+           numSt = scan.getNumStates(), numPa = scan.getNumParams(),
+           numOut = scan.getNumOutputs();
+  unsigned firstState = numIn + 2 * numLa, firstParam = firstState + numSt;
   bool finalOnly = variant == KernelVariant::FinalState;
   results.assign(numOut + numSt, {});
   for (unsigned k = 0; k < numOut; ++k)
     results[k].assign(T * NCL, 0.0);
   for (unsigned k = 0; k < numSt; ++k)
-    results[numOut + k].assign(finalOnly ? NCL : T * NCL, 0.0);
+    results[numOut + k].assign(
+        !finalOnly ? T * NCL : (scan.isSumState(k) ? 1 : NCL), 0.0);
+  auto stateElt = [&](unsigned k) {
+    return getElementTypeOrSelf(scan.getStateResults()[k].getType());
+  };
 
   YieldOp yield = scan.getYield();
   llvm::DenseMap<Value, double> env;
-  Evaluator e{env};
   std::vector<double> state(numSt);
   for (int64_t n = 0; n < NCL; ++n) {
     for (unsigned k = 0; k < numSt; ++k)
-      state[k] = roundToType(operands[numIn + k][n], computeType);
+      state[k] = roundToType(operands[firstState + k][n], computeType);
     for (unsigned k = 0; k < numPa; ++k) {
-      const std::vector<double> &p = operands[numIn + numSt + k];
+      const std::vector<double> &p = operands[firstParam + k];
       env[scan.getParamArgs()[k]] =
           roundToType(scan.isPerNeuronParam(k) ? p[n] : p[0], computeType);
     }
@@ -292,27 +313,30 @@ mlir::flexsn::interpretScan(ScanOp scan, KernelVariant variant, int64_t T,
       for (unsigned k = 0; k < numIn; ++k)
         env[scan.getInputArgs()[k]] =
             roundToType(operands[k][off], computeType);
+      for (unsigned k = 0; k < numLa; ++k)
+        env[scan.getLaggedArgs()[k]] = roundToType(
+            t > 0 ? operands[numIn + k][off - NCL] : operands[numIn + numLa + k][n],
+            computeType);
       for (unsigned k = 0; k < numSt; ++k)
         env[scan.getStateArgs()[k]] = state[k];
-      for (Operation &op : body.without_terminator()) {
-        e.eval(&op);
-        for (Value r : op.getResults())
-          env[r] = roundToType(env[r], r.getType());
-      }
+      evaluateBody(scan, env);
       for (unsigned k = 0; k < numOut; ++k)
-        results[k][off] = roundToType(env.lookup(yield.getValues()[k]),
-                                      getElementTypeOrSelf(scan.getOutputResults()[k]));
+        results[k][off] = roundToType(
+            env.lookup(yield.getValues()[k]),
+            getElementTypeOrSelf(scan.getOutputResults()[k]));
       for (unsigned k = 0; k < numSt; ++k) {
         state[k] = env.lookup(yield.getValues()[numOut + k]);
         if (!finalOnly)
-          results[numOut + k][off] =
-              roundToType(state[k], getElementTypeOrSelf(scan.getInitStates()[k]));
+          results[numOut + k][off] = roundToType(state[k], stateElt(k));
       }
     }
     if (finalOnly)
-      for (unsigned k = 0; k < numSt; ++k)
-        results[numOut + k][n] =
-            roundToType(state[k], getElementTypeOrSelf(scan.getInitStates()[k]));
+      for (unsigned k = 0; k < numSt; ++k) {
+        if (scan.isSumState(k))
+          results[numOut + k][0] += state[k];
+        else
+          results[numOut + k][n] = roundToType(state[k], stateElt(k));
+      }
   }
   return success();
 }

@@ -58,7 +58,9 @@ def ConvertFlexSNToGPU : Pass<"convert-flexsn-to-gpu", "ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::gpu::GPUDialect",
-                           "::mlir::LLVM::LLVMDialect"];
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::cf::ControlFlowDialect"];
 }
 
 #endif // FLEXSN_CONVERSION_PASSES_TD

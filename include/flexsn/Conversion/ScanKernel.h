@@ -35,12 +35,16 @@ llvm::ArrayRef<KernelVariant> getAllKernelVariants();
 /// The role of one kernel argument.
 enum class KernelArgRole {
   Input,      // [T, NCL] pointer
+  Lagged,     // [T, NCL] pointer, read one step late
+  LaggedInit, // [NCL] pointer, what a lagged operand reads at t = 0
   InitState,  // [NCL] pointer
   Param,      // [NCL] pointer (per-neuron parameter)
   ParamScalar,// pointer to one element (shared parameter)
   Output,     // [T, NCL] pointer
   StateSeq,   // [T, NCL] pointer
   FinalState, // [NCL] pointer
+  SumState,   // pointer to one compute-type element the kernel atomically
+              // adds its final states to (the caller zeroes it first)
   T,          // i64
   NCL,        // i64
   Begin,      // i64, CPU kernels only: first neuron
@@ -57,10 +61,31 @@ struct KernelArg {
   bool isPointer() const;
 };
 
-/// The flat argument list of a scan's kernel: inputs, initial states,
-/// params, outputs, state results, T, NCL (+ begin, end on the CPU).
+/// The flat argument list of a scan's kernel: inputs, lagged sequences,
+/// lagged inits, initial states, params, outputs, state results, T, NCL
+/// (+ begin, end on the CPU). Initial states that are splats of a constant
+/// (see getConstantInitState) and results nobody uses get no argument.
 llvm::SmallVector<KernelArg> getKernelABI(ScanOp scan, KernelVariant variant,
                                           bool cpu);
+
+/// The constant of initial state `i` when it is a `tensor.splat` of an
+/// `arith.constant` (the zero gradients and accumulators of a backward
+/// scan): kernels then start from the constant and read no memory.
+std::optional<double> getConstantInitState(ScanOp scan, unsigned i);
+
+/// One kernel a kernel function becomes.
+struct KernelSpec {
+  std::string name;
+  /// How states are written: sequences (Inference) or final values.
+  KernelVariant variant;
+  /// "inference", "final_state", "forward" or "backward".
+  std::string kind;
+};
+
+/// The kernels of the function holding `scan`: `<f>_inference` and
+/// `<f>_final_state` for a user function, or the one kernel (named after
+/// the function) of a function made by flexsn-differentiate.
+llvm::SmallVector<KernelSpec> getKernelSpecs(ScanOp scan);
 
 /// A scan can become a kernel when it is the only scan of a func.func whose
 /// arguments are the scan's tensor operands (scalar params may also be
@@ -95,10 +120,16 @@ enum class LaneAccess {
 
 /// Emits the time loop of `scan` for `width` neurons starting at `neuron`
 /// (i64). `args` are the kernel's arguments in ABI order (pointers, then T
-/// and NCL; trailing arguments are ignored).
-void emitNeuronScan(OpBuilder &b, Location loc, ScanOp scan,
-                    KernelVariant variant, ValueRange args, Value neuron,
-                    unsigned width, LaneAccess access);
+/// and NCL; trailing arguments are ignored). Returns, per `sum_states`
+/// state, the sum of its final value over this group's valid lanes (compute
+/// type); the caller reduces these across groups.
+llvm::SmallVector<Value> emitNeuronScan(OpBuilder &b, Location loc,
+                                        ScanOp scan, KernelVariant variant,
+                                        ValueRange args, Value neuron,
+                                        unsigned width, LaneAccess access);
+
+/// Adds `value` to `*ptr` atomically (llvm.atomicrmw fadd, monotonic).
+void emitAtomicAdd(OpBuilder &b, Location loc, Value ptr, Value value);
 
 } // namespace flexsn
 } // namespace mlir

@@ -12,6 +12,8 @@
 #include "flexsn/Conversion/ScanKernel.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
 
+#include "llvm/ADT/DenseMap.h"
+
 #include <vector>
 
 namespace mlir {
@@ -21,15 +23,53 @@ namespace flexsn {
 /// f64), ties to even.
 double roundToType(double x, Type type);
 
+/// Fails with a diagnostic naming the first body op the interpreter cannot
+/// evaluate.
+LogicalResult checkInterpretable(ScanOp scan);
+
+/// Evaluates the body ops of `scan` once; `env` maps the block arguments
+/// (in) and every op result (out) to doubles, each rounded to its type.
+void evaluateBody(ScanOp scan, llvm::DenseMap<Value, double> &env);
+
 /// Runs `scan` (the kernel `variant`) for T steps over NCL neurons.
-/// `operands` hold inputs [T*NCL], initial states [NCL], params ([NCL] or
-/// [1]) in operand order. `results` receives outputs [T*NCL], then per state
-/// [T*NCL] (Inference) or [NCL] (FinalState). Fails with a diagnostic on an
-/// op it cannot evaluate.
+/// `operands` hold, in operand order, inputs [T*NCL], lagged sequences
+/// [T*NCL], lagged inits [NCL], initial states [NCL] (a constant initial
+/// state too), params ([NCL] or [1]). `results` receives outputs [T*NCL],
+/// then per state [T*NCL] (Inference), [NCL] (FinalState) or [1] (a
+/// sum_states state, summed in double). Fails with a diagnostic on an op it
+/// cannot evaluate.
 LogicalResult interpretScan(ScanOp scan, KernelVariant variant, int64_t T,
                             int64_t NCL,
                             const std::vector<std::vector<double>> &operands,
                             std::vector<std::vector<double>> &results);
+
+/// What the reference adjoint of a primal scan needs: the primal operands,
+/// the state sequences the backward reads (as the forward stored them), and
+/// the gradients flowing into the results.
+struct AdjointCase {
+  std::vector<std::vector<double>> inputs;     // [T*NCL] per input
+  std::vector<std::vector<double>> initStates; // [NCL] per state
+  std::vector<std::vector<double>> params;     // [NCL] or [1] per param
+  std::vector<std::vector<double>> stateSeqs;  // [T*NCL] per state
+  /// Per output: [T*NCL], or empty for no gradient.
+  std::vector<std::vector<double>> gradOutputs;
+  /// Per state: [T*NCL] (state sequences) or [NCL] (final states), or empty.
+  std::vector<std::vector<double>> gradStates;
+};
+
+/// Gradients of every input [T*NCL], initial state [NCL] and param ([NCL],
+/// or [1] summed over neurons for a scalar).
+struct AdjointGrads {
+  std::vector<std::vector<double>> inputs, initStates, params;
+};
+
+/// Reverse-mode BPTT of `primal`, written independently of
+/// flexsn-differentiate: per neuron and step (t = T-1 .. 0) it evaluates the
+/// body from x_t and the stored state before the step, then propagates
+/// gradients op by op in double precision, with each op's derivative coded
+/// here and each spike's from SurrogateAttr::derivative.
+LogicalResult interpretAdjoint(ScanOp primal, int64_t T, int64_t NCL,
+                               const AdjointCase &in, AdjointGrads &out);
 
 } // namespace flexsn
 } // namespace mlir

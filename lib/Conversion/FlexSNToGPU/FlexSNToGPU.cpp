@@ -7,7 +7,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir {
 namespace flexsn {
@@ -56,7 +58,8 @@ struct ConvertFlexSNToGPUPass
     for (ScanOp scan : scans) {
       auto func = cast<func::FuncOp>(scan->getParentOp());
       Location loc = scan.getLoc();
-      for (KernelVariant variant : getAllKernelVariants()) {
+      for (const KernelSpec &spec : getKernelSpecs(scan)) {
+        KernelVariant variant = spec.variant;
         SmallVector<KernelArg> abi =
             getKernelABI(scan, variant, /*cpu=*/false);
         SmallVector<Type> types;
@@ -65,18 +68,22 @@ struct ConvertFlexSNToGPUPass
         b.setInsertionPoint(gpuModule.getBody(),
                             gpuModule.getBody()->end());
         auto kernel = gpu::GPUFuncOp::create(
-            b, loc, getKernelName(func.getSymName(), variant),
-            FunctionType::get(ctx, types, {}));
+            b, loc, spec.name, FunctionType::get(ctx, types, {}));
         kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                         b.getUnitAttr());
         kernel.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr(
             {static_cast<int32_t>(blockSize.getValue()), 1, 1}));
-        kernel->setAttr("flexsn.variant",
-                        b.getStringAttr(stringifyKernelVariant(variant)));
+        kernel->setAttr("flexsn.variant", b.getStringAttr(spec.kind));
         buildKernelBody(b, loc, scan, variant, abi, kernel, width);
       }
       func.erase();
     }
+    // Block-wide sums become shuffles and workgroup memory here, while
+    // the kernels are still in the gpu dialect.
+    RewritePatternSet patterns(ctx);
+    populateGpuAllReducePatterns(patterns);
+    if (failed(applyPatternsGreedily(gpuModule, std::move(patterns))))
+      return signalPassFailure();
   }
 
   void buildKernelBody(OpBuilder &b, Location loc, ScanOp scan,
@@ -101,45 +108,85 @@ struct ConvertFlexSNToGPUPass
     for (auto [arg, value] : llvm::zip(abi, args)) {
       if (arg.role == KernelArgRole::NCL)
         ncl = value;
-      else if (arg.isPointer() && arg.role != KernelArgRole::ParamScalar)
+      else if (arg.isPointer() && arg.role != KernelArgRole::ParamScalar &&
+               arg.role != KernelArgRole::SumState)
         vectorPtrs.push_back(
             {value, arg.type.getIntOrFloatBitWidth() / 8 * width});
     }
+    // Sums over neurons (sum_states): per thread, then per block, then one
+    // atomic add per block.
+    SmallVector<Value> sumPtrs;
+    SmallVector<Type> sumTypes;
+    for (auto [arg, value] : llvm::zip(abi, args))
+      if (arg.role == KernelArgRole::SumState) {
+        sumPtrs.push_back(value);
+        sumTypes.push_back(arg.type);
+      }
+    auto zerosOf = [&](OpBuilder &zb) {
+      return llvm::map_to_vector(sumTypes, [&](Type t) -> Value {
+        return arith::ConstantOp::create(zb, loc, zb.getFloatAttr(t, 0.0));
+      });
+    };
     Value inRange =
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, base, ncl);
-    scf::IfOp::create(b, loc, inRange, [&](OpBuilder &nb, Location) {
-      if (width == 1) {
-        emitNeuronScan(nb, loc, scan, variant, args, base, 1,
-                       LaneAccess::Scalar);
+    auto guard = scf::IfOp::create(
+        b, loc, inRange,
+        [&](OpBuilder &nb, Location) {
+          if (width == 1) {
+            scf::YieldOp::create(nb, loc,
+                                 emitNeuronScan(nb, loc, scan, variant, args,
+                                                base, 1, LaneAccess::Scalar));
+            return;
+          }
+          // Vector path: NCL a multiple of the group and every pointer
+          // aligned.
+          Value ok = arith::CmpIOp::create(
+              nb, loc, arith::CmpIPredicate::eq,
+              arith::RemUIOp::create(nb, loc, ncl, cst(width)), cst(0));
+          for (auto [ptr, bytes] : vectorPtrs) {
+            Value addr =
+                LLVM::PtrToIntOp::create(nb, loc, nb.getI64Type(), ptr);
+            Value low = arith::AndIOp::create(nb, loc, addr, cst(bytes - 1));
+            ok = arith::AndIOp::create(
+                nb, loc, ok,
+                arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::eq, low,
+                                      cst(0)));
+          }
+          auto paths = scf::IfOp::create(
+              nb, loc, ok,
+              [&](OpBuilder &tb, Location) {
+                scf::YieldOp::create(
+                    tb, loc,
+                    emitNeuronScan(tb, loc, scan, variant, args, base, width,
+                                   LaneAccess::Vector));
+              },
+              [&](OpBuilder &eb, Location) {
+                scf::YieldOp::create(
+                    eb, loc,
+                    emitNeuronScan(eb, loc, scan, variant, args, base, width,
+                                   LaneAccess::ScalarGuarded));
+              });
+          scf::YieldOp::create(nb, loc, paths.getResults());
+        },
+        [&](OpBuilder &eb, Location) {
+          scf::YieldOp::create(eb, loc, zerosOf(eb));
+        });
+    if (!sumPtrs.empty()) {
+      Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                          tid, cst(0));
+      SmallVector<Value> blockSums;
+      for (Value partial : guard.getResults())
+        blockSums.push_back(gpu::AllReduceOp::create(
+            b, loc, partial,
+            gpu::AllReduceOperationAttr::get(b.getContext(),
+                                             gpu::AllReduceOperation::ADD),
+            /*uniform=*/true));
+      scf::IfOp::create(b, loc, first, [&](OpBuilder &nb, Location) {
+        for (auto [ptr, sum] : llvm::zip_equal(sumPtrs, blockSums))
+          emitAtomicAdd(nb, loc, ptr, sum);
         scf::YieldOp::create(nb, loc);
-        return;
-      }
-      // Vector path: NCL a multiple of the group and every pointer aligned.
-      Value ok = arith::CmpIOp::create(
-          nb, loc, arith::CmpIPredicate::eq,
-          arith::RemUIOp::create(nb, loc, ncl, cst(width)), cst(0));
-      for (auto [ptr, bytes] : vectorPtrs) {
-        Value addr = LLVM::PtrToIntOp::create(nb, loc, nb.getI64Type(), ptr);
-        Value low = arith::AndIOp::create(nb, loc, addr, cst(bytes - 1));
-        ok = arith::AndIOp::create(
-            nb, loc, ok,
-            arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::eq, low,
-                                  cst(0)));
-      }
-      scf::IfOp::create(
-          nb, loc, ok,
-          [&](OpBuilder &tb, Location) {
-            emitNeuronScan(tb, loc, scan, variant, args, base, width,
-                           LaneAccess::Vector);
-            scf::YieldOp::create(tb, loc);
-          },
-          [&](OpBuilder &eb, Location) {
-            emitNeuronScan(eb, loc, scan, variant, args, base, width,
-                           LaneAccess::ScalarGuarded);
-            scf::YieldOp::create(eb, loc);
-          });
-      scf::YieldOp::create(nb, loc);
-    });
+      });
+    }
     gpu::ReturnOp::create(b, loc);
   }
 };

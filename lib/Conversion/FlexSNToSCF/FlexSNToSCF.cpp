@@ -33,29 +33,43 @@ struct ConvertFlexSNToSCFPass
       auto func = cast<func::FuncOp>(scan->getParentOp());
       Location loc = scan.getLoc();
       OpBuilder b(func);
-      for (KernelVariant variant : getAllKernelVariants()) {
+      for (const KernelSpec &spec : getKernelSpecs(scan)) {
+        KernelVariant variant = spec.variant;
         SmallVector<KernelArg> abi = getKernelABI(scan, variant, /*cpu=*/true);
         SmallVector<Type> types;
         for (const KernelArg &arg : abi)
           types.push_back(arg.isPointer() ? ptrType : arg.type);
         b.setInsertionPoint(func);
-        auto kernel = func::FuncOp::create(
-            b, loc, getKernelName(func.getSymName(), variant),
-            FunctionType::get(ctx, types, {}));
-        kernel->setAttr("flexsn.variant",
-                        b.getStringAttr(stringifyKernelVariant(variant)));
+        auto kernel = func::FuncOp::create(b, loc, spec.name,
+                                           FunctionType::get(ctx, types, {}));
+        kernel->setAttr("flexsn.variant", b.getStringAttr(spec.kind));
         Block *entry = kernel.addEntryBlock();
         b.setInsertionPointToStart(entry);
         ValueRange args = entry->getArguments();
         Value begin = args[args.size() - 2], end = args.back();
         Value one = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1));
-        scf::ForOp::create(
-            b, loc, begin, end, one, ValueRange{},
-            [&](OpBuilder &nb, Location, Value n, ValueRange) {
-              emitNeuronScan(nb, loc, scan, variant, args, n, /*width=*/1,
-                             LaneAccess::Scalar);
-              scf::YieldOp::create(nb, loc);
+        // Sums over neurons (sum_states): this call's share, added
+        // atomically at the end (callers run chunks of NCL in parallel).
+        SmallVector<Value> sumPtrs, zeros;
+        for (auto [arg, value] : llvm::zip(abi, args))
+          if (arg.role == KernelArgRole::SumState) {
+            sumPtrs.push_back(value);
+            zeros.push_back(arith::ConstantOp::create(
+                b, loc, b.getFloatAttr(arg.type, 0.0)));
+          }
+        auto loop = scf::ForOp::create(
+            b, loc, begin, end, one, zeros,
+            [&](OpBuilder &nb, Location, Value n, ValueRange acc) {
+              SmallVector<Value> partials =
+                  emitNeuronScan(nb, loc, scan, variant, args, n, /*width=*/1,
+                                 LaneAccess::Scalar);
+              SmallVector<Value> next;
+              for (auto [a, p] : llvm::zip_equal(acc, partials))
+                next.push_back(arith::AddFOp::create(nb, loc, a, p));
+              scf::YieldOp::create(nb, loc, next);
             });
+        for (auto [ptr, sum] : llvm::zip_equal(sumPtrs, loop.getResults()))
+          emitAtomicAdd(b, loc, ptr, sum);
         func::ReturnOp::create(b, loc);
       }
       func.erase();

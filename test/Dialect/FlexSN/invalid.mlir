@@ -68,7 +68,7 @@ func.func @fewer_results_than_states(%v: tensor<?xf32>, %w: tensor<?xf32>) -> te
 
 func.func @no_results(%x: tensor<?x?xf32>) {
   // expected-error @+1 {{produces nothing: it needs at least one output or state}}
-  "flexsn.scan"(%x) <{operandSegmentSizes = array<i32: 1, 0, 0>}> ({
+  "flexsn.scan"(%x) <{operandSegmentSizes = array<i32: 1, 0, 0, 0, 0>}> ({
   ^bb0(%a: f32):
     flexsn.yield
   }) : (tensor<?x?xf32>) -> ()

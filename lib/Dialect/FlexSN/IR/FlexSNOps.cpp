@@ -111,6 +111,27 @@ LogicalResult ScanOp::verify() {
         failed(dims.sequence(v.getType(), what)))
       return failure();
   }
+  if (getLagged().size() != getLaggedInit().size())
+    return emitOpError() << "has " << getLagged().size()
+                         << " lagged sequence(s) but " << getLaggedInit().size()
+                         << " lagged_init value(s); they come in pairs";
+  for (auto [i, pair] :
+       llvm::enumerate(llvm::zip_equal(getLagged(), getLaggedInit()))) {
+    auto [seq, init] = pair;
+    std::string what = "lagged #" + std::to_string(i);
+    if (failed(verifyStorageTensor(op, seq.getType(), 2, what, "[T, NCL]")) ||
+        failed(dims.sequence(seq.getType(), what)) ||
+        failed(verifyStorageTensor(op, init.getType(), 1, what + " init",
+                                   "[NCL]")) ||
+        failed(dims.perNeuron(init.getType(), what + " init")))
+      return failure();
+    Type seqElt = cast<RankedTensorType>(seq.getType()).getElementType();
+    Type initElt = cast<RankedTensorType>(init.getType()).getElementType();
+    if (seqElt != initElt)
+      return emitOpError() << what << " is stored as " << seqElt
+                           << " but its lagged_init as " << initElt
+                           << "; a lagged pair shares its storage type";
+  }
   for (auto [i, v] : llvm::enumerate(getInitStates())) {
     std::string what = "initial state #" + std::to_string(i);
     if (failed(verifyStorageTensor(op, v.getType(), 1, what, "[NCL]")) ||
@@ -149,8 +170,33 @@ LogicalResult ScanOp::verify() {
       return failure();
   }
   bool finalOnly = getFinalStates();
+  if (auto sums = getSumStates()) {
+    if (!finalOnly)
+      return emitOpError("sum_states needs final_states: only a final state "
+                         "can be summed over neurons");
+    int64_t prev = -1;
+    for (int64_t idx : *sums) {
+      if (idx <= prev || idx >= static_cast<int64_t>(numStates))
+        return emitOpError()
+               << "sum_states must list state indices in increasing order, "
+                  "each below the number of states ("
+               << numStates << "), got " << idx;
+      prev = idx;
+    }
+  }
   for (auto [i, r] : llvm::enumerate(getStateResults())) {
     std::string what = "state result #" + std::to_string(i);
+    if (isSumState(i)) {
+      auto tensor = dyn_cast<RankedTensorType>(r.getType());
+      if (!tensor || tensor.getRank() != 0 ||
+          !(tensor.getElementType().isF32() ||
+            tensor.getElementType().isF64()))
+        return emitOpError() << what
+                             << " is in sum_states and must be a rank-0 "
+                                "tensor of f32 or f64, got "
+                             << r.getType();
+      continue;
+    }
     if (finalOnly) {
       if (failed(verifyStorageTensor(op, r.getType(), 1,
                                      what + " (final_states)", "[NCL]")) ||
@@ -175,13 +221,19 @@ LogicalResult ScanOp::verify() {
 
 LogicalResult ScanOp::verifyRegions() {
   Block &block = getBodyBlock();
-  unsigned numOperands = getNumInputs() + getNumStates() + getNumParams();
-  if (block.getNumArguments() != numOperands)
-    return emitOpError() << "body has " << block.getNumArguments()
-                         << " argument(s), but the scan has "
-                         << getNumInputs() << " input(s) + " << getNumStates()
-                         << " state(s) + " << getNumParams()
-                         << " param(s) = " << numOperands;
+  unsigned numOperands =
+      getNumInputs() + getNumLagged() + getNumStates() + getNumParams();
+  if (block.getNumArguments() != numOperands) {
+    InFlightDiagnostic diag = emitOpError()
+                              << "body has " << block.getNumArguments()
+                              << " argument(s), but the scan has "
+                              << getNumInputs() << " input(s) + ";
+    if (getNumLagged())
+      diag << getNumLagged() << " lagged pair(s) + ";
+    diag << getNumStates() << " state(s) + " << getNumParams()
+         << " param(s) = " << numOperands;
+    return diag;
+  }
 
   Type computeType = getComputeType();
   if (!computeType.isF32() && !computeType.isF64())
@@ -210,6 +262,13 @@ LogicalResult ScanOp::verifyRegions() {
              << "value #" << i << " has type " << v.getType()
              << "; yielded values must have the compute type "
              << computeType;
+  for (auto [i, r] : llvm::enumerate(getStateResults()))
+    if (isSumState(i) &&
+        cast<RankedTensorType>(r.getType()).getElementType() != computeType)
+      return emitOpError() << "state result #" << i
+                           << " is in sum_states and must be a rank-0 "
+                              "tensor of the compute type "
+                           << computeType << ", got " << r.getType();
 
   for (Operation &inner : block.without_terminator()) {
     if (inner.getNumRegions() != 0)
@@ -243,8 +302,9 @@ struct SimplifyScanOperands : public OpRewritePattern<ScanOp> {
                                 PatternRewriter &rewriter) const override {
     Block &body = scan.getBodyBlock();
     YieldOp yield = scan.getYield();
-    unsigned numIn = scan.getNumInputs(), numSt = scan.getNumStates(),
-             numPa = scan.getNumParams(), numOut = scan.getNumOutputs();
+    unsigned numIn = scan.getNumInputs(), numLa = scan.getNumLagged(),
+             numSt = scan.getNumStates(), numPa = scan.getNumParams(),
+             numOut = scan.getNumOutputs();
 
     // Inline constant scalar params first: it frees block arguments.
     bool changed = false;
@@ -299,17 +359,21 @@ struct SimplifyScanOperands : public OpRewritePattern<ScanOp> {
     }
     if (liveOut.none() && liveState.none())
       return changed ? success() : failure(); // the whole scan is dead
-    llvm::BitVector liveIn(numIn), livePa(numPa);
+    llvm::BitVector liveIn(numIn), liveLa(numLa), livePa(numPa);
     for (unsigned i = 0; i < numIn; ++i)
       liveIn[i] = reached.contains(scan.getInputArgs()[i]);
+    for (unsigned i = 0; i < numLa; ++i)
+      liveLa[i] = reached.contains(scan.getLaggedArgs()[i]);
     for (unsigned i = 0; i < numPa; ++i)
       livePa[i] = reached.contains(scan.getParamArgs()[i]);
 
-    if (liveOut.all() && liveState.all() && liveIn.all() && livePa.all())
+    if (liveOut.all() && liveState.all() && liveIn.all() && liveLa.all() &&
+        livePa.all())
       return changed ? success() : failure();
 
     // Rebuild with the live subset.
-    SmallVector<Value> inputs, states, params;
+    SmallVector<Value> inputs, lagged, laggedInit, states, params;
+    SmallVector<int64_t> sums;
     SmallVector<Type> resultTypes;
     SmallVector<Value> oldResults;
     llvm::BitVector keepArgs(body.getNumArguments());
@@ -318,15 +382,23 @@ struct SimplifyScanOperands : public OpRewritePattern<ScanOp> {
         inputs.push_back(scan.getInputs()[i]);
         keepArgs.set(i);
       }
+    for (unsigned i = 0; i < numLa; ++i)
+      if (liveLa[i]) {
+        lagged.push_back(scan.getLagged()[i]);
+        laggedInit.push_back(scan.getLaggedInit()[i]);
+        keepArgs.set(numIn + i);
+      }
     for (unsigned i = 0; i < numSt; ++i)
       if (liveState[i]) {
+        if (scan.isSumState(i))
+          sums.push_back(states.size());
         states.push_back(scan.getInitStates()[i]);
-        keepArgs.set(numIn + i);
+        keepArgs.set(numIn + numLa + i);
       }
     for (unsigned i = 0; i < numPa; ++i)
       if (livePa[i]) {
         params.push_back(scan.getParams()[i]);
-        keepArgs.set(numIn + numSt + i);
+        keepArgs.set(numIn + numLa + numSt + i);
       }
     SmallVector<Value> yielded;
     for (unsigned i = 0; i < numOut; ++i)
@@ -343,9 +415,11 @@ struct SimplifyScanOperands : public OpRewritePattern<ScanOp> {
       }
 
     rewriter.setInsertionPoint(scan);
-    auto newScan = ScanOp::create(rewriter, scan.getLoc(), resultTypes, inputs,
-                                  states, params, scan.getReverse(),
-                                  scan.getFinalStates());
+    auto newScan = ScanOp::create(
+        rewriter, scan.getLoc(), resultTypes, inputs, lagged, laggedInit,
+        states, params, scan.getReverseAttr(), scan.getFinalStatesAttr(),
+        sums.empty() ? DenseI64ArrayAttr()
+                     : rewriter.getDenseI64ArrayAttr(sums));
     newScan->setDiscardableAttrs(scan->getDiscardableAttrDictionary());
     rewriter.inlineRegionBefore(scan.getBody(), newScan.getBody(),
                                 newScan.getBody().end());

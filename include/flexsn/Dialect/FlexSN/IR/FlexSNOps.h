@@ -5,6 +5,7 @@
 
 #include "flexsn/Dialect/FlexSN/IR/FlexSNAttrs.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNDialect.h"
+#include "flexsn/Dialect/FlexSN/IR/FlexSNInterfaces.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"

@@ -5,6 +5,7 @@
 
 include "flexsn/Dialect/FlexSN/IR/FlexSNDialect.td"
 include "flexsn/Dialect/FlexSN/IR/FlexSNAttrs.td"
+include "flexsn/Dialect/FlexSN/IR/FlexSNInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -23,11 +24,17 @@ def FlexSN_ScanOp : FlexSN_Op<"scan", [
     scalars, to every neuron and every time step. Operands, in order:
 
     - `ins`: input sequences, each a `tensor<T x NCL x E>`;
+    - `lagged` / `lagged_init`: pairs of a sequence `tensor<T x NCL x E>`
+      and a `tensor<NCL x E>`, read one step late: at step t the body sees
+      `lagged[t-1]`, and at t = 0 `lagged_init`. The backward scan of BPTT
+      reads the forward's state sequence this way (the state before each
+      step);
     - `states`: initial states, each a `tensor<NCL x E>`;
     - `params`: parameters, constant over time: a float scalar (shared by all
       neurons) or a `tensor<NCL x E>` (one value per neuron).
 
-    The body's block takes one scalar per operand, in the same order, all of
+    The body's block takes one scalar per operand (one per lagged pair), in
+    the order ins, lagged, states, params, all of
     the compute type `C` (`f32`; `f64` only when every operand is stored as
     `f64`), and ends in `flexsn.yield outputs..., new_states...`. It may
     contain only scalar, side-effect-free ops without regions (`arith`,
@@ -40,6 +47,11 @@ def FlexSN_ScanOp : FlexSN_Op<"scan", [
     initial state's type. With `reverse` the steps run t = T-1 down to 0 (the
     backward scan of BPTT). With T = 0 no step runs: output sequences are
     empty and final states equal initial states.
+
+    `sum_states` (with `final_states`) lists states whose result is the sum
+    of their final value over all neurons, a rank-0 tensor of the compute
+    type: the gradient of a parameter shared by all neurons. Kernels reduce
+    it in place (per thread, per block, then one atomic add per block).
 
     Example (LIF, hard reset, sigmoid surrogate):
 
@@ -63,16 +75,21 @@ def FlexSN_ScanOp : FlexSN_Op<"scan", [
   }];
 
   let arguments = (ins Variadic<AnyRankedTensor>:$inputs,
+                       Variadic<AnyRankedTensor>:$lagged,
+                       Variadic<AnyRankedTensor>:$lagged_init,
                        Variadic<AnyRankedTensor>:$init_states,
                        Variadic<AnyType>:$params,
                        UnitAttr:$reverse,
-                       UnitAttr:$final_states);
+                       UnitAttr:$final_states,
+                       OptionalAttr<DenseI64ArrayAttr>:$sum_states);
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let regions = (region SizedRegion<1>:$body);
 
   let assemblyFormat = [{
     (`reverse` $reverse^)? (`final_states` $final_states^)?
     (`ins` `(` $inputs^ `:` type($inputs) `)`)?
+    (`lagged` `(` $lagged^ `:` type($lagged) `)`)?
+    (`lagged_init` `(` $lagged_init^ `:` type($lagged_init) `)`)?
     (`states` `(` $init_states^ `:` type($init_states) `)`)?
     (`params` `(` $params^ `:` type($params) `)`)?
     attr-dict-with-keyword `->` `(` type($results) `)` $body
@@ -84,6 +101,7 @@ def FlexSN_ScanOp : FlexSN_Op<"scan", [
 
   let extraClassDeclaration = [{
     unsigned getNumInputs() { return getInputs().size(); }
+    unsigned getNumLagged() { return getLagged().size(); }
     unsigned getNumStates() { return getInitStates().size(); }
     unsigned getNumParams() { return getParams().size(); }
     unsigned getNumOutputs() { return getResults().size() - getNumStates(); }
@@ -100,9 +118,13 @@ def FlexSN_ScanOp : FlexSN_Op<"scan", [
     ::mlir::Block::BlockArgListType getInputArgs() {
       return getBodyBlock().getArguments().take_front(getNumInputs());
     }
-    ::mlir::Block::BlockArgListType getStateArgs() {
+    ::mlir::Block::BlockArgListType getLaggedArgs() {
       return getBodyBlock().getArguments().slice(getNumInputs(),
-                                                 getNumStates());
+                                                 getNumLagged());
+    }
+    ::mlir::Block::BlockArgListType getStateArgs() {
+      return getBodyBlock().getArguments().slice(
+          getNumInputs() + getNumLagged(), getNumStates());
     }
     ::mlir::Block::BlockArgListType getParamArgs() {
       return getBodyBlock().getArguments().take_back(getNumParams());
@@ -116,6 +138,12 @@ def FlexSN_ScanOp : FlexSN_Op<"scan", [
     /// when it is a scalar shared by all neurons.
     bool isPerNeuronParam(unsigned i) {
       return ::llvm::isa<::mlir::RankedTensorType>(getParams()[i].getType());
+    }
+
+    /// True when state `i`'s result is its final value summed over neurons.
+    bool isSumState(unsigned i) {
+      auto sums = getSumStates();
+      return sums && ::llvm::is_contained(*sums, static_cast<int64_t>(i));
     }
   }];
 }
@@ -144,7 +172,8 @@ def FlexSN_YieldOp : FlexSN_Op<"yield", [
 // SpikeOp
 //===----------------------------------------------------------------------===//
 
-def FlexSN_SpikeOp : FlexSN_Op<"spike", [Pure, SameOperandsAndResultType]> {
+def FlexSN_SpikeOp : FlexSN_Op<"spike", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<FlexSN_AdjointOpInterface>]> {
   let summary = "Heaviside step with a surrogate gradient";
   let description = [{
     Forward: `1.0` where `input >= 0`, else `0.0` (NaN gives `0.0`). Backward
@@ -166,7 +195,8 @@ def FlexSN_SpikeOp : FlexSN_Op<"spike", [Pure, SameOperandsAndResultType]> {
 // DetachOp
 //===----------------------------------------------------------------------===//
 
-def FlexSN_DetachOp : FlexSN_Op<"detach", [Pure, SameOperandsAndResultType]> {
+def FlexSN_DetachOp : FlexSN_Op<"detach", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<FlexSN_AdjointOpInterface>]> {
   let summary = "Identity whose gradient is zero (stop-gradient)";
   let description = [{
     Returns its operand unchanged; the differentiation pass propagates no

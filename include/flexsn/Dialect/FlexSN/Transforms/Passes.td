@@ -1,0 +1,61 @@
+//===- Passes.td - flexsn dialect transforms ---------------*- tablegen -*-===//
+
+#ifndef FLEXSN_DIALECT_FLEXSN_TRANSFORMS_PASSES_TD
+#define FLEXSN_DIALECT_FLEXSN_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def FlexSNDifferentiate : Pass<"flexsn-differentiate", "ModuleOp"> {
+  let summary = "Build the BPTT training forward and reverse-time backward "
+                "scans of every scan kernel function";
+  let description = [{
+    For every kernel function `@f` (a `func.func` whose only `flexsn.scan`
+    takes the function's arguments), adds:
+
+    - `@f_forward`: the training forward. It takes `@f`'s arguments and
+      returns the outputs, the state sequences (also when `@f` returns final
+      states: the backward reads them) and one sequence per saved
+      intermediate, in that order.
+    - `@f_backward`: a `reverse final_states` scan that recomputes the body
+      at each step from `x_t` and the state before the step (read from the
+      state sequence through `lagged`/`lagged_init`), then runs the body's
+      adjoint. It returns the gradients of every input sequence, initial
+      state and parameter that requires one. Parameter gradients are summed
+      over time in registers; a scalar parameter's gradient is also summed
+      over neurons (`sum_states`), inside the kernel.
+
+    Each argument and result of the generated functions carries
+    `flexsn.role` (`input`, `state_seq`, `init_state`, `param`, `saved`,
+    `grad_output`, `grad_state_seq`, `grad_final_state`, `output`,
+    `grad_input`, `grad_init_state`, `grad_param`) and `flexsn.index` (which
+    one of the primal's), which the kernel manifest reports.
+
+    Requires-grad: a `flexsn.no_grad` unit attribute on an argument of `@f`
+    drops its gradient (no result, no work); on a result of `@f`, that result
+    takes no gradient input. Outputs that do not depend differentiably on
+    anything (through `flexsn.detach`, comparisons, rounding) take no
+    gradient input either; the backward's unused arguments are removed.
+
+    Saving policy: by default nothing beyond the inference results is saved
+    and the backward recomputes the body (rematerialization). An op of the
+    body with the `flexsn.save` unit attribute, or whose name is listed in
+    `save-ops`, has its result written by the training forward (one
+    compute-type sequence each) and read by the backward instead of
+    recomputed.
+
+    Adjoint rules come from `AdjointOpInterface`; a body op without one is
+    an error that names it. The primal must be a forward-time scan without
+    lagged operands or `sum_states`.
+  }];
+  let options = [
+    ListOption<"saveOps", "save-ops", "std::string",
+               "Names of body ops (e.g. flexsn.spike,math.exp) whose results "
+               "the training forward saves for the backward">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+#endif // FLEXSN_DIALECT_FLEXSN_TRANSFORMS_PASSES_TD

@@ -1,0 +1,529 @@
+//===- Differentiate.cpp - BPTT forward and backward scans ----------------===//
+//
+// flexsn-differentiate: from a kernel function @f holding a flexsn.scan,
+// builds @f_forward (the training forward) and @f_backward (the reverse-time
+// scan that rematerializes the body and runs its adjoint).
+//
+//===----------------------------------------------------------------------===//
+
+#include "flexsn/Conversion/ScanKernel.h"
+#include "flexsn/Dialect/FlexSN/IR/FlexSNInterfaces.h"
+#include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
+#include "flexsn/Dialect/FlexSN/Transforms/Passes.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir {
+namespace flexsn {
+#define GEN_PASS_DEF_FLEXSNDIFFERENTIATE
+#include "flexsn/Dialect/FlexSN/Transforms/Passes.h.inc"
+} // namespace flexsn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::flexsn;
+
+namespace {
+
+/// A value the generated functions take or return, with its meaning.
+struct RoledType {
+  Type type;
+  StringRef role;
+  unsigned index;
+};
+
+/// Collects typed, roled arguments or results of a generated function.
+struct Signature {
+  SmallVector<RoledType> entries;
+  unsigned add(Type type, StringRef role, unsigned index) {
+    entries.push_back({type, role, index});
+    return entries.size() - 1;
+  }
+  SmallVector<Type> types() const {
+    return llvm::map_to_vector(entries, [](const RoledType &e) { return e.type; });
+  }
+};
+
+void setRoles(func::FuncOp func, const Signature &args, const Signature &results) {
+  Builder b(func.getContext());
+  for (auto [i, e] : llvm::enumerate(args.entries)) {
+    func.setArgAttr(i, kRoleAttr, b.getStringAttr(e.role));
+    func.setArgAttr(i, kIndexAttr, b.getI64IntegerAttr(e.index));
+  }
+  for (auto [i, e] : llvm::enumerate(results.entries)) {
+    func.setResultAttr(i, kRoleAttr, b.getStringAttr(e.role));
+    func.setResultAttr(i, kIndexAttr, b.getI64IntegerAttr(e.index));
+  }
+}
+
+class Differentiator {
+public:
+  Differentiator(ScanOp scan, const llvm::StringSet<> &saveOps)
+      : scan(scan), func(cast<func::FuncOp>(scan->getParentOp())),
+        ctx(scan.getContext()), saveOps(saveOps) {}
+
+  LogicalResult run();
+
+private:
+  LogicalResult analyze();
+  func::FuncOp createFunc(StringRef suffix, StringRef kind, const Signature &args,
+                          const Signature &results);
+  void buildForward();
+  LogicalResult buildBackward();
+  LogicalResult buildBackwardBody(Block &body, ArrayRef<Value> ins,
+                                  ArrayRef<Value> saved, ArrayRef<Value> gy,
+                                  ArrayRef<Value> gseq, ArrayRef<Value> lagged,
+                                  ArrayRef<Value> carries,
+                                  ArrayRef<Value> accs, ArrayRef<Value> params);
+
+  RankedTensorType seqType(Type elt) {
+    return RankedTensorType::get({tDim, nclDim}, elt);
+  }
+  RankedTensorType perNeuronType(Type elt) {
+    return RankedTensorType::get({nclDim}, elt);
+  }
+
+  ScanOp scan;
+  func::FuncOp func;
+  Operation *lastCreated = nullptr;
+  MLIRContext *ctx;
+  const llvm::StringSet<> &saveOps;
+  Type computeType;
+  int64_t tDim = ShapedType::kDynamic, nclDim = ShapedType::kDynamic;
+  /// Body ops whose result the forward saves, in body order.
+  SmallVector<Operation *> savedOps;
+  /// Requires-grad of each input, state, param; grad given for each output
+  /// and state result.
+  llvm::BitVector gradInput, gradState, gradParam, gradOutput, gradStateResult;
+};
+
+LogicalResult Differentiator::analyze() {
+  if (scan.getReverse())
+    return scan.emitOpError("cannot be differentiated: it runs backwards in "
+                            "time (reverse); only forward-time scans are");
+  if (scan.getNumLagged() || scan.getSumStates())
+    return scan.emitOpError("cannot be differentiated: lagged operands and "
+                            "sum_states belong to generated backward scans");
+  computeType = scan.getComputeType();
+  for (Value v : llvm::concat<Value>(scan.getInputs(), scan.getResults())) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getRank() == 2 && !ShapedType::isDynamic(t.getDimSize(0)))
+      tDim = t.getDimSize(0);
+  }
+  for (Value v : scan->getOperands())
+    if (auto t = dyn_cast<RankedTensorType>(v.getType()))
+      if (!ShapedType::isDynamic(t.getDimSize(t.getRank() - 1)))
+        nclDim = t.getDimSize(t.getRank() - 1);
+
+  // Requires-grad from the function's argument and result attributes.
+  auto argWantsGrad = [&](Value operand) {
+    auto arg = cast<BlockArgument>(operand);
+    return !func.getArgAttr(arg.getArgNumber(), kNoGradAttr);
+  };
+  gradInput.resize(scan.getNumInputs());
+  gradState.resize(scan.getNumStates());
+  gradParam.resize(scan.getNumParams());
+  for (auto [i, v] : llvm::enumerate(scan.getInputs()))
+    gradInput[i] = argWantsGrad(v);
+  for (auto [i, v] : llvm::enumerate(scan.getInitStates()))
+    gradState[i] = argWantsGrad(v);
+  for (auto [i, v] : llvm::enumerate(scan.getParams()))
+    gradParam[i] = argWantsGrad(v);
+  auto resultTakesGrad = [&](Value result) {
+    for (OpOperand &use : result.getUses())
+      if (auto ret = dyn_cast<func::ReturnOp>(use.getOwner()))
+        if (!func.getResultAttr(use.getOperandNumber(), kNoGradAttr))
+          return true;
+    return false;
+  };
+  gradOutput.resize(scan.getNumOutputs());
+  gradStateResult.resize(scan.getNumStates());
+  for (auto [i, r] : llvm::enumerate(scan.getOutputResults()))
+    gradOutput[i] = resultTakesGrad(r);
+  for (auto [i, r] : llvm::enumerate(scan.getStateResults()))
+    gradStateResult[i] = resultTakesGrad(r);
+
+  // Saved intermediates and adjoint rules.
+  for (Operation &op : scan.getBodyBlock().without_terminator()) {
+    bool save = op.hasAttr(kSaveAttr) ||
+                saveOps.contains(op.getName().getStringRef());
+    if (save) {
+      if (op.getNumResults() != 1 ||
+          op.getResult(0).getType() != computeType)
+        return op.emitOpError() << "cannot be saved for the backward: only "
+                                   "ops with one result of the compute type "
+                                << computeType << " can";
+      savedOps.push_back(&op);
+    }
+    if (!isa<AdjointOpInterface>(op))
+      return op.emitOpError()
+             << "has no adjoint rule, so the scan cannot be differentiated";
+  }
+  return success();
+}
+
+func::FuncOp Differentiator::createFunc(StringRef suffix, StringRef kind,
+                                        const Signature &args,
+                                        const Signature &results) {
+  OpBuilder b(ctx);
+  b.setInsertionPointAfter(lastCreated ? lastCreated : func.getOperation());
+  auto fn = func::FuncOp::create(
+      b, func.getLoc(), (func.getSymName() + suffix).str(),
+      FunctionType::get(ctx, args.types(), results.types()));
+  fn->setAttr(kKernelKindAttr, b.getStringAttr(kind));
+  fn->setAttr(kPrimalAttr, FlatSymbolRefAttr::get(func.getSymNameAttr()));
+  fn.addEntryBlock();
+  setRoles(fn, args, results);
+  lastCreated = fn;
+  return fn;
+}
+
+void Differentiator::buildForward() {
+  Signature args, results;
+  for (auto [i, v] : llvm::enumerate(scan.getInputs()))
+    args.add(v.getType(), "input", i);
+  for (auto [i, v] : llvm::enumerate(scan.getInitStates()))
+    args.add(v.getType(), "init_state", i);
+  for (auto [i, v] : llvm::enumerate(scan.getParams()))
+    args.add(v.getType(), "param", i);
+  for (auto [i, r] : llvm::enumerate(scan.getOutputResults()))
+    results.add(r.getType(), "output", i);
+  for (auto [i, v] : llvm::enumerate(scan.getInitStates()))
+    results.add(
+        seqType(cast<RankedTensorType>(v.getType()).getElementType()),
+        "state_seq", i);
+  for (unsigned k = 0; k < savedOps.size(); ++k)
+    results.add(seqType(computeType), "saved", k);
+
+  func::FuncOp fwd = createFunc("_forward", "forward", args, results);
+  Block &entry = fwd.getBody().front();
+  OpBuilder b = OpBuilder::atBlockBegin(&entry);
+  ValueRange a = entry.getArguments();
+  unsigned numIn = scan.getNumInputs(), numSt = scan.getNumStates();
+  auto newScan = ScanOp::create(
+      b, scan.getLoc(), results.types(), a.take_front(numIn), ValueRange{},
+      ValueRange{}, a.slice(numIn, numSt), a.drop_front(numIn + numSt),
+      /*reverse=*/UnitAttr(), /*final_states=*/UnitAttr(),
+      DenseI64ArrayAttr());
+  IRMapping map;
+  scan.getBody().cloneInto(&newScan.getBody(), map);
+  YieldOp yield = newScan.getYield();
+  SmallVector<Value> values(yield.getValues());
+  for (Operation *op : savedOps)
+    values.push_back(map.lookup(op->getResult(0)));
+  b.setInsertionPoint(yield);
+  YieldOp::create(b, yield.getLoc(), values);
+  yield.erase();
+  b.setInsertionPointToEnd(&entry);
+  func::ReturnOp::create(b, scan.getLoc(), newScan.getResults());
+}
+
+LogicalResult Differentiator::buildBackward() {
+  unsigned numIn = scan.getNumInputs(), numSt = scan.getNumStates(),
+           numPa = scan.getNumParams(), numOut = scan.getNumOutputs();
+  bool primalFinal = scan.getFinalStates();
+  Signature args, results;
+  SmallVector<unsigned> xArg, vseqArg, v0Arg, pArg, savedArg, gyArg, gstArg;
+  for (auto [i, v] : llvm::enumerate(scan.getInputs()))
+    xArg.push_back(args.add(v.getType(), "input", i));
+  for (auto [i, v] : llvm::enumerate(scan.getInitStates()))
+    vseqArg.push_back(args.add(
+        seqType(cast<RankedTensorType>(v.getType()).getElementType()),
+        "state_seq", i));
+  for (auto [i, v] : llvm::enumerate(scan.getInitStates()))
+    v0Arg.push_back(args.add(v.getType(), "init_state", i));
+  for (auto [i, v] : llvm::enumerate(scan.getParams()))
+    pArg.push_back(args.add(v.getType(), "param", i));
+  for (unsigned k = 0; k < savedOps.size(); ++k)
+    savedArg.push_back(args.add(seqType(computeType), "saved", k));
+  SmallVector<unsigned> gyIndex, gstIndex;
+  for (auto [i, r] : llvm::enumerate(scan.getOutputResults()))
+    if (gradOutput[i]) {
+      gyArg.push_back(args.add(r.getType(), "grad_output", i));
+      gyIndex.push_back(i);
+    }
+  for (auto [i, r] : llvm::enumerate(scan.getStateResults()))
+    if (gradStateResult[i]) {
+      gstArg.push_back(args.add(
+          r.getType(), primalFinal ? "grad_final_state" : "grad_state_seq", i));
+      gstIndex.push_back(i);
+    }
+
+  // Results, and the backward scan's result types in scan order: grad
+  // inputs (outputs of the scan), then carries (one per state), then param
+  // accumulators.
+  SmallVector<Type> scanResultTypes;
+  SmallVector<int64_t> sums;
+  for (auto [i, v] : llvm::enumerate(scan.getInputs()))
+    if (gradInput[i]) {
+      results.add(v.getType(), "grad_input", i);
+      scanResultTypes.push_back(v.getType());
+    }
+  for (auto [i, v] : llvm::enumerate(scan.getInitStates())) {
+    if (gradState[i])
+      results.add(v.getType(), "grad_init_state", i);
+    scanResultTypes.push_back(v.getType());
+  }
+  SmallVector<unsigned> accParams;
+  for (auto [i, v] : llvm::enumerate(scan.getParams())) {
+    if (!gradParam[i])
+      continue;
+    Type t = scan.isPerNeuronParam(i) ? v.getType()
+                                      : RankedTensorType::get({}, computeType);
+    if (!scan.isPerNeuronParam(i))
+      sums.push_back(numSt + accParams.size());
+    results.add(t, "grad_param", i);
+    scanResultTypes.push_back(t);
+    accParams.push_back(i);
+  }
+
+  func::FuncOp bwd = createFunc("_backward", "backward", args, results);
+  Block &entry = bwd.getBody().front();
+  OpBuilder b = OpBuilder::atBlockBegin(&entry);
+  Location loc = scan.getLoc();
+  ValueRange a = entry.getArguments();
+  auto pick = [&](ArrayRef<unsigned> idx) {
+    return llvm::map_to_vector(idx, [&](unsigned i) { return a[i]; });
+  };
+
+  // NCL at run time, for the zero-initialized carries and accumulators.
+  Value nclSource;
+  int64_t nclDimIdx = 0;
+  if (numSt) {
+    nclSource = a[v0Arg[0]];
+  } else if (numIn) {
+    nclSource = a[xArg[0]];
+    nclDimIdx = 1;
+  } else {
+    return scan.emitOpError("cannot be differentiated: it has neither inputs "
+                            "nor states");
+  }
+  Value ncl;
+  auto zeros = [&](Type tensorType) -> Value {
+    auto t = cast<RankedTensorType>(tensorType);
+    Value zero = arith::ConstantOp::create(
+        b, loc, b.getFloatAttr(computeType, 0.0));
+    if (t.getElementType() != computeType)
+      zero = arith::ConstantOp::create(
+          b, loc, b.getFloatAttr(t.getElementType(), 0.0));
+    SmallVector<Value> dyn;
+    if (ShapedType::isDynamic(t.getDimSize(0))) {
+      if (!ncl)
+        ncl = tensor::DimOp::create(b, loc, nclSource, nclDimIdx);
+      dyn.push_back(ncl);
+    }
+    return tensor::SplatOp::create(b, loc, t, zero, dyn);
+  };
+
+  SmallVector<Value> ins = pick(xArg);
+  SmallVector<Value> savedVals = pick(savedArg);
+  SmallVector<Value> gyVals = pick(gyArg);
+  SmallVector<Value> gseqVals, carryInit(numSt);
+  for (auto [k, s] : llvm::enumerate(gstIndex)) {
+    if (primalFinal)
+      carryInit[s] = a[gstArg[k]];
+    else
+      gseqVals.push_back(a[gstArg[k]]);
+  }
+  for (unsigned s = 0; s < numSt; ++s)
+    if (!carryInit[s])
+      carryInit[s] = zeros(scan.getInitStates()[s].getType());
+  SmallVector<Value> accInit;
+  for (unsigned i : accParams)
+    accInit.push_back(
+        zeros(scan.isPerNeuronParam(i) ? scan.getParams()[i].getType()
+                                       : perNeuronType(computeType)));
+
+  SmallVector<Value> scanIns;
+  llvm::append_range(scanIns, ins);
+  llvm::append_range(scanIns, savedVals);
+  llvm::append_range(scanIns, gyVals);
+  llvm::append_range(scanIns, gseqVals);
+  SmallVector<Value> states(carryInit);
+  llvm::append_range(states, accInit);
+  // Gradient-input outputs come first among the scan's results.
+  SmallVector<Type> outTypes;
+  for (auto [i, v] : llvm::enumerate(scan.getInputs()))
+    if (gradInput[i])
+      outTypes.push_back(v.getType());
+  auto bscan = ScanOp::create(
+      b, loc, scanResultTypes, scanIns, pick(vseqArg), pick(v0Arg), states,
+      pick(pArg), /*reverse=*/b.getUnitAttr(), /*final_states=*/b.getUnitAttr(),
+      sums.empty() ? DenseI64ArrayAttr() : b.getDenseI64ArrayAttr(sums));
+  Block *body = b.createBlock(&bscan.getBody());
+  unsigned numBodyArgs = scanIns.size() + numSt + states.size() + numPa;
+  for (unsigned i = 0; i < numBodyArgs; ++i)
+    body->addArgument(computeType, loc);
+  ValueRange ba = body->getArguments();
+  unsigned off = 0;
+  auto take = [&](unsigned n) {
+    SmallVector<Value> v(ba.slice(off, n));
+    off += n;
+    return v;
+  };
+  SmallVector<Value> bx = take(numIn), bsaved = take(savedOps.size()),
+                     bgy = take(gyVals.size()), bgseq = take(gseqVals.size()),
+                     blag = take(numSt), bcarry = take(numSt),
+                     bacc = take(accInit.size()), bp = take(numPa);
+  // Map the grad-seq block args to their state index.
+  SmallVector<Value> gseqByState(numSt), gyByOutput(numOut);
+  if (!primalFinal)
+    for (auto [k, s] : llvm::enumerate(gstIndex))
+      gseqByState[s] = bgseq[k];
+  for (auto [k, o] : llvm::enumerate(gyIndex))
+    gyByOutput[o] = bgy[k];
+  if (failed(buildBackwardBody(*body, bx, bsaved, gyByOutput, gseqByState,
+                               blag, bcarry, bacc, bp)))
+    return failure();
+
+  // Return what requires a gradient.
+  SmallVector<Value> ret;
+  unsigned numGx = outTypes.size();
+  llvm::append_range(ret, bscan.getResults().take_front(numGx));
+  for (unsigned s = 0; s < numSt; ++s)
+    if (gradState[s])
+      ret.push_back(bscan.getResult(numGx + s));
+  llvm::append_range(ret, bscan.getResults().drop_front(numGx + numSt));
+  b.setInsertionPointToEnd(&entry);
+  func::ReturnOp::create(b, loc, ret);
+
+  // Simplify: drop what no gradient reaches, then unused arguments.
+  RewritePatternSet patterns(ctx);
+  for (Dialect *dialect : ctx->getLoadedDialects())
+    dialect->getCanonicalizationPatterns(patterns);
+  for (RegisteredOperationName op : ctx->getRegisteredOperations())
+    op.getCanonicalizationPatterns(patterns, ctx);
+  if (failed(applyPatternsGreedily(bwd, std::move(patterns))))
+    return bwd.emitOpError("backward simplification did not converge");
+  llvm::BitVector unused(bwd.getNumArguments());
+  for (BlockArgument arg : bwd.getArguments())
+    unused[arg.getArgNumber()] = arg.use_empty();
+  if (failed(bwd.eraseArguments(unused)))
+    return failure();
+  return success();
+}
+
+LogicalResult Differentiator::buildBackwardBody(
+    Block &body, ArrayRef<Value> ins, ArrayRef<Value> saved,
+    ArrayRef<Value> gy, ArrayRef<Value> gseq, ArrayRef<Value> lagged,
+    ArrayRef<Value> carries, ArrayRef<Value> accs, ArrayRef<Value> params) {
+  OpBuilder b = OpBuilder::atBlockEnd(&body);
+  Location loc = scan.getLoc();
+  // 1. Recompute the step from x_t and the state before it.
+  IRMapping map;
+  for (auto [from, to] : llvm::zip_equal(scan.getInputArgs(), ins))
+    map.map(from, to);
+  for (auto [from, to] : llvm::zip_equal(scan.getStateArgs(), lagged))
+    map.map(from, to);
+  for (auto [from, to] : llvm::zip_equal(scan.getParamArgs(), params))
+    map.map(from, to);
+  SmallVector<Operation *> clones;
+  for (Operation &op : scan.getBodyBlock().without_terminator())
+    clones.push_back(b.clone(op, map));
+
+  // 2. Seed the adjoints of the yielded values.
+  llvm::DenseMap<Value, Value> adj;
+  auto accumulate = [&](Value v, Value g) {
+    if (!g || !isa<FloatType>(v.getType()))
+      return;
+    Value &slot = adj[v];
+    slot = slot ? arith::AddFOp::create(b, loc, slot, g).getResult() : g;
+  };
+  YieldOp yield = scan.getYield();
+  unsigned numOut = scan.getNumOutputs();
+  for (auto [o, g] : llvm::enumerate(gy))
+    accumulate(map.lookupOrDefault(yield.getValues()[o]), g);
+  for (unsigned s = 0; s < scan.getNumStates(); ++s) {
+    Value seed = carries[s];
+    if (gseq[s])
+      seed = arith::AddFOp::create(b, loc, seed, gseq[s]);
+    accumulate(map.lookupOrDefault(yield.getValues()[numOut + s]), seed);
+  }
+
+  // 3. Sweep the recomputed ops in reverse.
+  for (Operation *op : llvm::reverse(clones)) {
+    SmallVector<Value> resultGrads;
+    bool any = false;
+    for (Value r : op->getResults()) {
+      resultGrads.push_back(adj.lookup(r));
+      any |= static_cast<bool>(resultGrads.back());
+    }
+    if (!any)
+      continue;
+    SmallVector<Value> operandGrads;
+    if (failed(cast<AdjointOpInterface>(op).buildAdjoint(b, resultGrads,
+                                                         operandGrads)))
+      return failure();
+    for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads))
+      accumulate(operand, g);
+  }
+
+  // 4. Saved intermediates replace their recomputation everywhere.
+  for (auto [op, value] : llvm::zip_equal(savedOps, saved))
+    map.lookup(op->getResult(0)).replaceAllUsesWith(value);
+
+  // 5. Yield grad inputs, carries (grad of the state before the step), and
+  //    accumulated param grads.
+  auto orZero = [&](Value v) -> Value {
+    return v ? v
+             : arith::ConstantOp::create(b, loc,
+                                         b.getFloatAttr(computeType, 0.0))
+                   .getResult();
+  };
+  SmallVector<Value> values;
+  for (auto [i, x] : llvm::enumerate(ins))
+    if (gradInput[i])
+      values.push_back(orZero(adj.lookup(x)));
+  for (Value v : lagged)
+    values.push_back(orZero(adj.lookup(v)));
+  unsigned k = 0;
+  for (auto [i, p] : llvm::enumerate(params)) {
+    if (!gradParam[i])
+      continue;
+    Value g = adj.lookup(p);
+    values.push_back(g ? arith::AddFOp::create(b, loc, accs[k], g).getResult()
+                       : accs[k]);
+    ++k;
+  }
+  YieldOp::create(b, loc, values);
+  return success();
+}
+
+LogicalResult Differentiator::run() {
+  if (failed(verifyKernelForm(scan)) || failed(analyze()))
+    return failure();
+  ModuleOp module = func->getParentOfType<ModuleOp>();
+  for (StringRef suffix : {"_forward", "_backward"}) {
+    std::string name = (func.getSymName() + suffix).str();
+    if (SymbolTable::lookupSymbolIn(module, name))
+      return func.emitOpError() << "cannot be differentiated: a symbol named '"
+                                << name << "' already exists";
+  }
+  buildForward();
+  return buildBackward();
+}
+
+struct FlexSNDifferentiatePass
+    : public mlir::flexsn::impl::FlexSNDifferentiateBase<
+          FlexSNDifferentiatePass> {
+  using Base::Base;
+  void runOnOperation() override {
+    llvm::StringSet<> saveSet;
+    for (const std::string &name : saveOps)
+      saveSet.insert(name);
+    SmallVector<ScanOp> scans;
+    getOperation().walk([&](ScanOp scan) {
+      auto func = scan->getParentOfType<func::FuncOp>();
+      if (!func || !func->hasAttr(kKernelKindAttr))
+        scans.push_back(scan);
+    });
+    for (ScanOp scan : scans)
+      if (failed(Differentiator(scan, saveSet).run()))
+        return signalPassFailure();
+  }
+};
+} // namespace
