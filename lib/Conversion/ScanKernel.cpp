@@ -141,6 +141,57 @@ SmallVector<KernelArg> mlir::flexsn::getKernelABI(ScanOp scan,
   return abi;
 }
 
+ArgMeaning mlir::flexsn::describeKernelArg(ScanOp scan, const KernelArg &arg) {
+  ArgMeaning fallback{stringifyKernelArgRole(arg.role).str(), arg.index};
+  auto func = dyn_cast<func::FuncOp>(scan->getParentOp());
+  if (!func || !arg.isPointer())
+    return fallback;
+  auto fromAttrs = [&](DictionaryAttr attrs) {
+    auto role = attrs ? attrs.getAs<StringAttr>(kRoleAttr) : StringAttr();
+    auto index = attrs ? attrs.getAs<IntegerAttr>(kIndexAttr) : IntegerAttr();
+    if (!role || !index)
+      return fallback;
+    return ArgMeaning{role.str(), static_cast<unsigned>(index.getInt())};
+  };
+  unsigned numIn = scan.getNumInputs(), numLa = scan.getNumLagged(),
+           numSt = scan.getNumStates(), numOut = scan.getNumOutputs();
+  std::optional<unsigned> operand, result;
+  switch (arg.role) {
+  case KernelArgRole::Input:
+    operand = arg.index;
+    break;
+  case KernelArgRole::Lagged:
+    operand = numIn + arg.index;
+    break;
+  case KernelArgRole::LaggedInit:
+    operand = numIn + numLa + arg.index;
+    break;
+  case KernelArgRole::InitState:
+    operand = numIn + 2 * numLa + arg.index;
+    break;
+  case KernelArgRole::Param:
+  case KernelArgRole::ParamScalar:
+    operand = numIn + 2 * numLa + numSt + arg.index;
+    break;
+  case KernelArgRole::Output:
+    result = arg.index;
+    break;
+  default:
+    result = numOut + arg.index;
+    break;
+  }
+  if (operand) {
+    auto blockArg = dyn_cast<BlockArgument>(scan->getOperand(*operand));
+    if (!blockArg || blockArg.getOwner()->getParentOp() != func.getOperation())
+      return fallback;
+    return fromAttrs(func.getArgAttrDict(blockArg.getArgNumber()));
+  }
+  for (OpOperand &use : scan->getResult(*result).getUses())
+    if (isa<func::ReturnOp>(use.getOwner()))
+      return fromAttrs(func.getResultAttrDict(use.getOperandNumber()));
+  return fallback;
+}
+
 SmallVector<KernelSpec> mlir::flexsn::getKernelSpecs(ScanOp scan) {
   auto func = cast<func::FuncOp>(scan->getParentOp());
   if (auto kind = func->getAttrOfType<StringAttr>(kKernelKindAttr))

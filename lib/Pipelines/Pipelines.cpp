@@ -5,6 +5,7 @@
 #include "flexsn/Conversion/Passes.h"
 #include "flexsn/Conversion/ScanKernel.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
+#include "flexsn/Dialect/FlexSN/Transforms/Passes.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
@@ -141,17 +142,19 @@ LogicalResult mlir::flexsn::writeManifest(ModuleOp module, const GPUOptions &opt
   llvm::json::OStream j(os, 2);
   j.object([&] {
     j.attribute("format", "flexsn-manifest");
-    j.attribute("version", 1);
+    j.attribute("version", 2);
     j.attribute("chip", options.chip);
     j.attributeArray("kernels", [&] {
       for (ScanOp scan : scans) {
         auto func = cast<func::FuncOp>(scan->getParentOp());
-        for (KernelVariant variant : getAllKernelVariants()) {
+        auto primal = func->getAttrOfType<FlatSymbolRefAttr>(kPrimalAttr);
+        for (const KernelSpec &spec : getKernelSpecs(scan)) {
           j.object([&] {
-            j.attribute("name",
-                        getKernelName(func.getSymName(), variant));
+            j.attribute("name", spec.name);
             j.attribute("source", func.getSymName());
-            j.attribute("variant", stringifyKernelVariant(variant));
+            if (primal)
+              j.attribute("primal", primal.getValue());
+            j.attribute("variant", spec.kind);
             j.attribute("reverse", scan.getReverse());
             j.attribute("compute_type", typeName(scan.getComputeType()));
             j.attribute("num_inputs", scan.getNumInputs());
@@ -161,14 +164,23 @@ LogicalResult mlir::flexsn::writeManifest(ModuleOp module, const GPUOptions &opt
             j.attribute("block_size", options.blockSize);
             j.attribute("neurons_per_thread", options.neuronsPerThread);
             j.attribute("grid", "ceil(NCL / (block_size * neurons_per_thread))");
+            // In launch order; `meaning` says what each pointer holds (for
+            // a backward: which forward tensor or gradient it reads).
             j.attributeArray("args", [&] {
               for (const KernelArg &arg :
-                   getKernelABI(scan, variant, /*cpu=*/false)) {
+                   getKernelABI(scan, spec.variant, /*cpu=*/false)) {
                 j.object([&] {
                   j.attribute("role", stringifyKernelArgRole(arg.role));
                   j.attribute("index", arg.index);
                   j.attribute("kind", arg.isPointer() ? "ptr" : "i64");
                   j.attribute("dtype", typeName(arg.type));
+                  if (!arg.isPointer())
+                    return;
+                  ArgMeaning m = describeKernelArg(scan, arg);
+                  j.attribute("meaning", m.role);
+                  j.attribute("meaning_index", m.index);
+                  if (arg.role == KernelArgRole::SumState)
+                    j.attribute("accumulate", true);
                 });
               }
             });
@@ -216,4 +228,14 @@ void mlir::flexsn::registerPipelines() {
         options.cudaHome = o.cudaHome;
         buildGPUPipeline(pm, options);
       });
+}
+
+LogicalResult mlir::flexsn::differentiateModule(ModuleOp module,
+                                                ArrayRef<std::string> saveOps) {
+  PassManager pm(module.getContext());
+  pm.addPass(createCanonicalizerPass());
+  FlexSNDifferentiateOptions options;
+  options.saveOps = llvm::to_vector(saveOps);
+  pm.addPass(createFlexSNDifferentiate(options));
+  return pm.run(module);
 }

@@ -5,6 +5,8 @@
 //
 // Options: --chip=sm_90 --neurons-per-thread=4 --block-size=256
 //          --cuda-home=/usr/local/cuda
+//          --differentiate [--save-ops=flexsn.spike,...]: also the training
+//          forward and backward kernels (flexsn-differentiate)
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,6 +37,26 @@ static llvm::cl::opt<std::string>
                               "/usr/local/cuda)"),
                llvm::cl::init(""));
 
+static llvm::cl::opt<bool> clDifferentiate(
+    "differentiate",
+    llvm::cl::desc("run flexsn-differentiate first: also emit the training "
+                   "forward and backward kernels"));
+static llvm::cl::list<std::string> clSaveOps(
+    "save-ops", llvm::cl::CommaSeparated,
+    llvm::cl::desc("with --differentiate: body ops whose results the "
+                   "training forward saves"));
+
+/// Applies --differentiate to `module` in place.
+static LogicalResult prepare(ModuleOp module) {
+  if (!clDifferentiate) {
+    if (!clSaveOps.empty())
+      return module.emitError("--save-ops needs --differentiate");
+    return success();
+  }
+  return flexsn::differentiateModule(
+      module, std::vector<std::string>(clSaveOps.begin(), clSaveOps.end()));
+}
+
 static flexsn::GPUOptions getOptions() {
   flexsn::GPUOptions options;
   options.chip = clChip;
@@ -54,6 +76,8 @@ int main(int argc, char **argv) {
         auto module = dyn_cast<ModuleOp>(op);
         if (!module)
           return op->emitError("expected a builtin.module");
+        if (failed(prepare(module)))
+          return failure();
         FailureOr<std::string> ptx =
             flexsn::translateToPTX(module, getOptions());
         if (failed(ptx))
@@ -68,6 +92,8 @@ int main(int argc, char **argv) {
         auto module = dyn_cast<ModuleOp>(op);
         if (!module)
           return op->emitError("expected a builtin.module");
+        if (failed(prepare(module)))
+          return failure();
         return flexsn::writeManifest(module, getOptions(), os);
       },
       registerDialects);

@@ -87,6 +87,16 @@ struct KernelSpec {
 /// the function) of a function made by flexsn-differentiate.
 llvm::SmallVector<KernelSpec> getKernelSpecs(ScanOp scan);
 
+/// What a kernel argument holds in the terms of the function it was made
+/// from: for functions made by flexsn-differentiate, the `flexsn.role` and
+/// `flexsn.index` of the matching function argument or result
+/// ("grad_output" #0, "state_seq" #1, ...); otherwise the ABI role and index.
+struct ArgMeaning {
+  std::string role;
+  unsigned index;
+};
+ArgMeaning describeKernelArg(ScanOp scan, const KernelArg &arg);
+
 /// A scan can become a kernel when it is the only scan of a func.func whose
 /// arguments are the scan's tensor operands (scalar params may also be
 /// constants, which canonicalization folds away). Emits an error naming the

@@ -51,6 +51,12 @@ mlir::LogicalResult writeManifest(mlir::ModuleOp module,
 /// Registers `flexsn-cpu-pipeline` and `flexsn-gpu-pipeline` for flexsn-opt.
 void registerPipelines();
 
+/// Canonicalizes `module` and runs flexsn-differentiate on it (adds the
+/// `_forward` and `_backward` kernel functions of every kernel function);
+/// `saveOps` is the pass's save-ops option.
+mlir::LogicalResult differentiateModule(mlir::ModuleOp module,
+                                        llvm::ArrayRef<std::string> saveOps = {});
+
 } // namespace flexsn
 } // namespace mlir
 
