@@ -1,7 +1,8 @@
 //===- flexsn-run.cpp - Run, check and time compiled flexsn kernels -------===//
 //
 //   flexsn-run FILE.mlir --backend=cpu --T=64 --ncl=4099
-//              [--variant=inference|final_state] [--dtype=f32|f16|bf16|f64]
+//              [--variant=inference|final_state|forward|backward]
+//              [--dtype=f32|f16|bf16|f64] [--save-ops=OP,...]
 //              [--check] [--bench] [--func=NAME] [--seed=N] [--threads=N]
 //
 // Fills the kernel's inputs, initial states and params with seeded random
@@ -9,11 +10,18 @@
 // compares every result with the reference interpreter (exit 1 above the
 // tolerance). --bench prints the median time and the bandwidth.
 //
+// forward/backward run flexsn-differentiate first. The backward reads what
+// the training forward kernel wrote (state sequences, saved values) and
+// random output gradients; --check compares its gradients with the
+// interpreter's independent adjoint and, for an f64 body without spikes,
+// with central finite differences of the interpreter's forward.
+//
 //===----------------------------------------------------------------------===//
 
 #include "flexsn/Conversion/ScanKernel.h"
 #include "flexsn/InitAllDialects.h"
 #include "flexsn/Interpreter/Interpreter.h"
+#include "flexsn/Pipelines/Pipelines.h"
 #include "flexsn/Runtime/CPU/CPUBackend.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -33,6 +41,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -69,6 +78,10 @@ static cl::opt<unsigned> clThreads("threads",
                                    cl::init(0));
 static cl::opt<unsigned> clReps("reps", cl::desc("timed repetitions"),
                                 cl::init(20));
+static cl::list<std::string>
+    clSaveOps("save-ops", cl::CommaSeparated,
+              cl::desc("forward/backward: body ops whose results the "
+                       "training forward saves"));
 static cl::opt<double>
     clTolerance("tolerance",
                 cl::desc("max relative error for --check (default: by the "
@@ -140,23 +153,334 @@ static double decode(const uint8_t *src, Type t) {
   return v.convertToDouble();
 }
 
-static int64_t elementCount(KernelArgRole role, int64_t T, int64_t NCL) {
+
+namespace {
+/// One kernel argument's host buffer.
+struct Buffer {
+  KernelArg arg;
+  int64_t count = 0;
+  std::vector<uint8_t> bytes;
+
+  unsigned width() const { return byteWidth(arg.type); }
+  double at(int64_t i) const { return decode(bytes.data() + i * width(), arg.type); }
+  std::vector<double> decoded() const {
+    std::vector<double> out(count);
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = at(i);
+    return out;
+  }
+  void fill(std::mt19937_64 &rng, double lo, double hi) {
+    std::uniform_real_distribution<double> dist(lo, hi);
+    for (int64_t i = 0; i < count; ++i)
+      encode(dist(rng), arg.type, bytes.data() + i * width());
+  }
+};
+
+bool isResultRole(KernelArgRole role) {
+  return role == KernelArgRole::Output || role == KernelArgRole::StateSeq ||
+         role == KernelArgRole::FinalState || role == KernelArgRole::SumState;
+}
+
+int64_t elementCount(KernelArgRole role, int64_t T, int64_t NCL) {
   switch (role) {
   case KernelArgRole::Input:
+  case KernelArgRole::Lagged:
   case KernelArgRole::Output:
   case KernelArgRole::StateSeq:
     return T * NCL;
   case KernelArgRole::ParamScalar:
+  case KernelArgRole::SumState:
     return 1;
   default:
     return NCL;
   }
 }
 
-static bool isResultRole(KernelArgRole role) {
-  return role == KernelArgRole::Output || role == KernelArgRole::StateSeq ||
-         role == KernelArgRole::FinalState;
+/// Buffers for every pointer argument: results poisoned with NaN (sums
+/// zeroed: the kernel adds to them), operands zero until filled.
+std::vector<Buffer> makeBuffers(ArrayRef<KernelArg> abi, int64_t T,
+                                int64_t NCL) {
+  std::vector<Buffer> buffers;
+  for (const KernelArg &arg : abi) {
+    if (!arg.isPointer())
+      continue;
+    Buffer buf{arg, elementCount(arg.role, T, NCL), {}};
+    buf.bytes.assign(std::max<int64_t>(buf.count * buf.width(), 1), 0);
+    if (isResultRole(arg.role) && arg.role != KernelArgRole::SumState)
+      std::memset(buf.bytes.data(), 0xFF, buf.bytes.size()); // NaN
+    buffers.push_back(std::move(buf));
+  }
+  return buffers;
 }
+
+/// Random operands: inputs in [-1, 3), states in [-0.5, 0.5), params and
+/// gradients in [-1, 1).
+void fillOperand(Buffer &buf, StringRef meaning, std::mt19937_64 &rng) {
+  if (meaning == "input")
+    buf.fill(rng, -1.0, 3.0);
+  else if (meaning == "init_state")
+    buf.fill(rng, -0.5, 0.5);
+  else
+    buf.fill(rng, -1.0, 1.0);
+}
+
+void zeroSums(std::vector<Buffer> &buffers) {
+  for (Buffer &b : buffers)
+    if (b.arg.role == KernelArgRole::SumState)
+      std::memset(b.bytes.data(), 0, b.bytes.size());
+}
+
+std::vector<void *> pointers(std::vector<Buffer> &buffers) {
+  std::vector<void *> ptrs;
+  for (Buffer &b : buffers)
+    ptrs.push_back(b.bytes.data());
+  return ptrs;
+}
+
+/// The scan operands in operand order (for the interpreter), from the
+/// buffers and the constants of constant initial states.
+std::vector<std::vector<double>> scanOperands(ScanOp scan,
+                                              const std::vector<Buffer> &buffers,
+                                              int64_t NCL) {
+  unsigned numIn = scan.getNumInputs(), numLa = scan.getNumLagged(),
+           numSt = scan.getNumStates();
+  std::vector<std::vector<double>> ops(scan->getNumOperands());
+  for (const Buffer &b : buffers) {
+    unsigned i = b.arg.index;
+    switch (b.arg.role) {
+    case KernelArgRole::Input:
+      ops[i] = b.decoded();
+      break;
+    case KernelArgRole::Lagged:
+      ops[numIn + i] = b.decoded();
+      break;
+    case KernelArgRole::LaggedInit:
+      ops[numIn + numLa + i] = b.decoded();
+      break;
+    case KernelArgRole::InitState:
+      ops[numIn + 2 * numLa + i] = b.decoded();
+      break;
+    case KernelArgRole::Param:
+    case KernelArgRole::ParamScalar:
+      ops[numIn + 2 * numLa + numSt + i] = b.decoded();
+      break;
+    default:
+      break;
+    }
+  }
+  for (unsigned k = 0; k < numSt; ++k)
+    if (std::optional<double> c = getConstantInitState(scan, k))
+      ops[numIn + 2 * numLa + k].assign(NCL, *c);
+  return ops;
+}
+
+double defaultTolerance(Type storage, Type compute) {
+  auto tolOf = [](Type t) {
+    return t.isF64() ? 1e-12 : t.isF32() ? 1e-5 : 1e-2;
+  };
+  return std::max(tolOf(storage), tolOf(compute));
+}
+
+/// Prints one comparison line; returns the relative error (max abs error
+/// over max(max |ref|, 1); NaN if any value is NaN).
+double compare(StringRef what, const Buffer &got,
+               const std::vector<double> &ref, double tol) {
+  double maxErr = 0.0, maxRef = 0.0;
+  int64_t bad = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double err = std::fabs(got.at(i) - ref[i]);
+    if (!(err <= maxErr)) // NaN-propagating max
+      maxErr = err;
+    maxRef = std::max(maxRef, std::fabs(ref[i]));
+    if (!(err <= tol * std::max(1.0, std::fabs(ref[i]))))
+      ++bad;
+  }
+  double rel = maxErr / std::max(maxRef, 1.0);
+  llvm::outs() << "  " << what << " (" << got.arg.type << ", " << ref.size()
+               << " values): max relative error " << rel
+               << (rel <= tol ? " ok" : " FAIL") << " (tolerance " << tol;
+  if (bad)
+    llvm::outs() << ", " << bad << " value(s) off";
+  llvm::outs() << ")\n";
+  return rel;
+}
+
+struct CheckResult {
+  bool ok = true;
+  double worst = 0.0;
+  void add(double rel, double tol) {
+    ok &= rel <= tol;
+    worst = std::isnan(rel) ? rel : std::max(worst, rel);
+  }
+};
+
+/// Central finite differences of the primal's loss
+///   L = sum(grad_out * out) + sum(grad_state * state)
+/// computed with the interpreter in f64, compared with the backward
+/// kernel's gradients (`got`, by meaning). Neurons are independent, so one
+/// perturbation covers every neuron at once; the check uses the first
+/// `sub` neurons (all of them for scalar params, whose gradient sums them).
+LogicalResult finiteDifferenceCheck(
+    ScanOp primal, int64_t T, int64_t NCL, const AdjointCase &c,
+    const std::map<std::pair<std::string, unsigned>, const Buffer *> &got,
+    CheckResult &result) {
+  KernelVariant variant = primal.getFinalStates() ? KernelVariant::FinalState
+                                                  : KernelVariant::Inference;
+  unsigned numIn = primal.getNumInputs(), numSt = primal.getNumStates(),
+           numPa = primal.getNumParams(), numOut = primal.getNumOutputs();
+  int64_t sub = std::min<int64_t>(NCL, 32);
+  // Per-neuron losses of a run on `m` neurons.
+  auto losses = [&](int64_t m, const std::vector<std::vector<double>> &ops,
+                    std::vector<double> &L) -> LogicalResult {
+    std::vector<std::vector<double>> res;
+    if (failed(interpretScan(primal, variant, T, m, ops, res)))
+      return failure();
+    L.assign(m, 0.0);
+    auto dot = [&](const std::vector<double> &g, const std::vector<double> &v,
+                   bool seq) {
+      if (g.empty())
+        return;
+      for (int64_t n = 0; n < m; ++n)
+        for (int64_t t = 0; t < (seq ? T : 1); ++t)
+          L[n] += g[t * NCL + n] * v[t * m + n];
+    };
+    for (unsigned o = 0; o < numOut; ++o)
+      dot(c.gradOutputs[o], res[o], true);
+    for (unsigned s = 0; s < numSt; ++s)
+      dot(c.gradStates[s], res[numOut + s], variant == KernelVariant::Inference);
+    return success();
+  };
+  // Operands restricted to the first m neurons.
+  auto slice = [&](int64_t m) {
+    std::vector<std::vector<double>> ops;
+    for (const auto &x : c.inputs) {
+      ops.emplace_back(T * m);
+      for (int64_t t = 0; t < T; ++t)
+        std::copy_n(x.begin() + t * NCL, m, ops.back().begin() + t * m);
+    }
+    for (const auto &v : c.initStates)
+      ops.emplace_back(v.begin(), v.begin() + m);
+    for (unsigned k = 0; k < numPa; ++k)
+      ops.push_back(primal.isPerNeuronParam(k)
+                        ? std::vector<double>(c.params[k].begin(),
+                                              c.params[k].begin() + m)
+                        : c.params[k]);
+    return ops;
+  };
+  const double h = 1e-5;
+  // d(sum of losses of the neurons) / d(element) for one perturbed slot.
+  auto central = [&](int64_t m, unsigned operand, int64_t offset,
+                     int64_t stride, std::vector<double> &d) -> LogicalResult {
+    std::vector<std::vector<double>> plus = slice(m), minus = slice(m);
+    for (int64_t n = 0; n < (stride ? m : 1); ++n) {
+      plus[operand][offset + n * stride] += h;
+      minus[operand][offset + n * stride] -= h;
+    }
+    std::vector<double> lp, lm;
+    if (failed(losses(m, plus, lp)) || failed(losses(m, minus, lm)))
+      return failure();
+    d.assign(m, 0.0);
+    for (int64_t n = 0; n < m; ++n)
+      d[n] = (lp[n] - lm[n]) / (2 * h);
+    return success();
+  };
+  auto report = [&](StringRef what, const Buffer *buf,
+                    const std::vector<std::pair<int64_t, double>> &pairs) {
+    double maxErr = 0.0, maxRef = 0.0;
+    for (auto [i, fd] : pairs) {
+      double err = std::fabs(buf->at(i) - fd);
+      if (!(err <= maxErr))
+        maxErr = err;
+      maxRef = std::max(maxRef, std::fabs(fd));
+    }
+    double rel = maxRef > 0 ? maxErr / maxRef : maxErr;
+    const double tol = 1e-6;
+    llvm::outs() << "  finite differences, " << what << " (" << pairs.size()
+                 << " values): relative error " << rel
+                 << (rel <= tol ? " ok" : " FAIL") << " (tolerance " << tol
+                 << ")\n";
+    result.add(rel, tol);
+  };
+  std::vector<double> d;
+  for (unsigned k = 0; k < numIn; ++k) {
+    auto it = got.find({"grad_input", k});
+    if (it == got.end())
+      continue;
+    std::vector<std::pair<int64_t, double>> pairs;
+    for (int64_t t = 0; t < T; ++t) {
+      if (failed(central(sub, k, t * sub, 1, d)))
+        return failure();
+      for (int64_t n = 0; n < sub; ++n)
+        pairs.push_back({t * NCL + n, d[n]});
+    }
+    report("grad_input #" + std::to_string(k), it->second, pairs);
+  }
+  for (unsigned s = 0; s < numSt; ++s) {
+    auto it = got.find({"grad_init_state", s});
+    if (it == got.end())
+      continue;
+    if (failed(central(sub, numIn + s, 0, 1, d)))
+      return failure();
+    std::vector<std::pair<int64_t, double>> pairs;
+    for (int64_t n = 0; n < sub; ++n)
+      pairs.push_back({n, d[n]});
+    report("grad_init_state #" + std::to_string(s), it->second, pairs);
+  }
+  for (unsigned k = 0; k < numPa; ++k) {
+    auto it = got.find({"grad_param", k});
+    if (it == got.end())
+      continue;
+    std::vector<std::pair<int64_t, double>> pairs;
+    if (primal.isPerNeuronParam(k)) {
+      if (failed(central(sub, numIn + numSt + k, 0, 1, d)))
+        return failure();
+      for (int64_t n = 0; n < sub; ++n)
+        pairs.push_back({n, d[n]});
+    } else {
+      if (failed(central(NCL, numIn + numSt + k, 0, 0, d)))
+        return failure();
+      double total = 0.0;
+      for (double v : d)
+        total += v;
+      pairs.push_back({0, total});
+    }
+    report("grad_param #" + std::to_string(k), it->second, pairs);
+  }
+  return success();
+}
+
+void bench(CPUKernels::KernelFn fn, std::vector<Buffer> &buffers, int64_t T,
+           int64_t NCL) {
+  std::vector<void *> ptrs = pointers(buffers);
+  int64_t totalBytes = 0;
+  for (const Buffer &b : buffers)
+    totalBytes += b.count * b.width();
+  for (int i = 0; i < 2; ++i)
+    CPUKernels::run(fn, ptrs, T, NCL, clThreads);
+  std::vector<double> times;
+  for (unsigned i = 0; i < std::max(1u, (unsigned)clReps); ++i) {
+    auto start = std::chrono::steady_clock::now();
+    CPUKernels::run(fn, ptrs, T, NCL, clThreads);
+    times.push_back(std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - start)
+                        .count());
+  }
+  std::sort(times.begin(), times.end());
+  double median = times[times.size() / 2];
+  llvm::outs() << "bench: median " << median << " ms over " << times.size()
+               << " runs, " << totalBytes << " bytes moved, "
+               << (median > 0 ? totalBytes / (median * 1e6) : 0.0)
+               << " GB/s\n";
+}
+
+ScanOp scanOf(ModuleOp module, StringRef funcName) {
+  auto func = module.lookupSymbol<func::FuncOp>(funcName);
+  ScanOp scan;
+  if (func)
+    func.walk([&](ScanOp s) { scan = s; });
+  return scan;
+}
+} // namespace
 
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
@@ -167,14 +491,13 @@ int main(int argc, char **argv) {
                 "which is not built yet; use --backend=cpu");
   if (clBackend != "cpu")
     return fail("unknown backend '" + clBackend + "' (expected cpu or cuda)");
-  if (clVariant == "forward" || clVariant == "backward")
-    return fail("variant '" + clVariant +
-                "' needs the flexsn-differentiate pass, which is not built "
-                "yet; available: inference, final_state");
-  std::optional<KernelVariant> variant = symbolizeKernelVariant(clVariant);
-  if (!variant)
-    return fail("unknown variant '" + clVariant +
-                "' (expected inference or final_state)");
+  std::string kind = clVariant;
+  bool training = kind == "forward" || kind == "backward";
+  if (!training && !symbolizeKernelVariant(kind))
+    return fail("unknown variant '" + kind +
+                "' (expected inference, final_state, forward or backward)");
+  if (!training && !clSaveOps.empty())
+    return fail("--save-ops applies to --variant=forward|backward");
   if (clT < 0 || clNCL < 0)
     return fail("--T and --ncl must be >= 0");
 
@@ -237,122 +560,189 @@ int main(int argc, char **argv) {
     if (failed(verify(*module)))
       return 1;
   }
+  if (training &&
+      failed(differentiateModule(
+          *module, std::vector<std::string>(clSaveOps.begin(), clSaveOps.end()))))
+    return 1;
+  // differentiateModule canonicalized: find the scans again.
+  ScanOp primal = scanOf(*module, funcName);
 
   int64_t T = clT, NCL = clNCL;
-  SmallVector<KernelArg> abi = getKernelABI(scan, *variant, /*cpu=*/true);
-  std::vector<std::vector<uint8_t>> buffers;
-  std::vector<void *> ptrs;
-  std::mt19937_64 rng(clSeed);
-  std::vector<std::vector<double>> operands; // decoded, for the interpreter
-  int64_t totalBytes = 0;
-  for (const KernelArg &arg : abi) {
-    if (!arg.isPointer())
-      continue;
-    int64_t count = elementCount(arg.role, T, NCL);
-    unsigned width = byteWidth(arg.type);
-    buffers.emplace_back(std::max<int64_t>(count * width, 1));
-    std::vector<uint8_t> &buf = buffers.back();
-    totalBytes += count * width;
-    if (isResultRole(arg.role)) {
-      std::memset(buf.data(), 0xFF, buf.size()); // NaN in every float type
-    } else {
-      double lo = -0.5, hi = 0.5;
-      if (arg.role == KernelArgRole::Input)
-        lo = -1.0, hi = 3.0;
-      else if (arg.role != KernelArgRole::InitState)
-        lo = -1.0, hi = 1.0;
-      std::uniform_real_distribution<double> dist(lo, hi);
-      std::vector<double> decoded(count);
-      for (int64_t i = 0; i < count; ++i) {
-        encode(dist(rng), arg.type, buf.data() + i * width);
-        decoded[i] = decode(buf.data() + i * width, arg.type);
-      }
-      operands.push_back(std::move(decoded));
-    }
-    ptrs.push_back(buf.data());
-  }
-
   auto kernels = CPUKernels::compile(*module);
   if (failed(kernels))
     return 1;
-  std::string kernelName = getKernelName(funcName, *variant);
-  auto fn = (*kernels)->lookup(kernelName);
-  if (failed(fn))
-    return fail("kernel '" + kernelName + "' not found after compilation");
+  auto kernelOf = [&](ScanOp s, StringRef wanted,
+                      KernelSpec &spec) -> FailureOr<CPUKernels::KernelFn> {
+    for (const KernelSpec &k : getKernelSpecs(s))
+      if (k.kind == wanted)
+        spec = k;
+    auto fn = (*kernels)->lookup(spec.name);
+    if (failed(fn))
+      fail("kernel '" + spec.name + "' not found after compilation");
+    return fn;
+  };
+  std::mt19937_64 rng(clSeed);
 
-  CPUKernels::run(*fn, ptrs, T, NCL, clThreads);
-  llvm::outs() << "kernel " << kernelName << ": T=" << T << " NCL=" << NCL
-               << " backend=cpu\n";
+  // The kernel that runs first: the primal's, or the training forward.
+  ScanOp first = training ? scanOf(*module, funcName + "_forward") : primal;
+  KernelSpec firstSpec;
+  auto firstFn = kernelOf(first, training ? "forward" : kind, firstSpec);
+  if (failed(firstFn))
+    return 2;
+  SmallVector<KernelArg> firstAbi =
+      getKernelABI(first, firstSpec.variant, /*cpu=*/true);
+  std::vector<Buffer> fwd = makeBuffers(firstAbi, T, NCL);
+  for (Buffer &b : fwd)
+    if (!isResultRole(b.arg.role))
+      fillOperand(b, describeKernelArg(first, b.arg).role, rng);
+  CPUKernels::run(*firstFn, pointers(fwd), T, NCL, clThreads);
 
   int status = 0;
-  if (clCheck) {
-    std::vector<std::vector<double>> expected;
-    if (failed(interpretScan(scan, *variant, T, NCL, operands, expected)))
-      return 1;
-    double tolerance = clTolerance;
-    unsigned resultIdx = 0;
-    double worst = 0.0;
-    for (auto [argIdx, arg] : llvm::enumerate(
-             llvm::make_filter_range(abi, [](const KernelArg &a) {
-               return a.isPointer();
-             }))) {
-      if (!isResultRole(arg.role))
-        continue;
-      // Default: the tolerance of the coarser of storage and compute type.
-      auto tolOf = [](Type t) {
-        return t.isF64() ? 1e-12 : t.isF32() ? 1e-5 : 1e-2;
-      };
-      double tol = tolerance;
-      if (tol < 0)
-        tol = std::max(tolOf(arg.type), tolOf(scan.getComputeType()));
-      const std::vector<double> &ref = expected[resultIdx++];
-      const uint8_t *data = buffers[argIdx].data();
-      unsigned width = byteWidth(arg.type);
-      double maxErr = 0.0, maxRef = 0.0;
-      int64_t bad = 0;
-      for (size_t i = 0; i < ref.size(); ++i) {
-        double got = decode(data + i * width, arg.type);
-        double err = std::fabs(got - ref[i]);
-        if (!(err <= maxErr)) // NaN-propagating max
-          maxErr = err;
-        maxRef = std::max(maxRef, std::fabs(ref[i]));
-        if (!(err <= tol * std::max(1.0, std::fabs(ref[i]))))
-          ++bad;
+  if (kind != "backward") {
+    llvm::outs() << "kernel " << firstSpec.name << ": T=" << T
+                 << " NCL=" << NCL << " backend=cpu\n";
+    if (clCheck) {
+      std::vector<std::vector<double>> expected;
+      if (failed(interpretScan(first, firstSpec.variant, T, NCL,
+                               scanOperands(first, fwd, NCL), expected)))
+        return 1;
+      CheckResult check;
+      for (const Buffer &b : fwd) {
+        if (!isResultRole(b.arg.role))
+          continue;
+        unsigned idx = b.arg.role == KernelArgRole::Output
+                           ? b.arg.index
+                           : first.getNumOutputs() + b.arg.index;
+        double tol = clTolerance >= 0
+                         ? clTolerance
+                         : defaultTolerance(b.arg.type, first.getComputeType());
+        ArgMeaning m = describeKernelArg(first, b.arg);
+        check.add(compare(m.role + " #" + std::to_string(m.index), b,
+                          expected[idx], tol),
+                  tol);
       }
-      double rel = maxErr / std::max(maxRef, 1.0);
-      bool ok = rel <= tol;
-      worst = std::isnan(rel) ? rel : std::max(worst, rel);
-      llvm::outs() << "  " << stringifyKernelArgRole(arg.role) << " #"
-                   << arg.index << " (" << arg.type << ", " << ref.size()
-                   << " values): max relative error " << rel
-                   << (ok ? " ok" : " FAIL") << " (tolerance " << tol;
-      if (bad)
-        llvm::outs() << ", " << bad << " value(s) off";
-      llvm::outs() << ")\n";
-      if (!ok)
-        status = 1;
+      status = check.ok ? 0 : 1;
+      llvm::outs() << (check.ok ? "check: ok" : "check: FAIL")
+                   << " (max relative error " << check.worst << ")\n";
     }
-    llvm::outs() << (status ? "check: FAIL" : "check: ok")
-                 << " (max relative error " << worst << ")\n";
+    if (clBench)
+      bench(*firstFn, fwd, T, NCL);
+    return status;
   }
 
-  if (clBench) {
-    for (int i = 0; i < 2; ++i)
-      CPUKernels::run(*fn, ptrs, T, NCL, clThreads);
-    std::vector<double> times;
-    for (unsigned i = 0; i < std::max(1u, (unsigned)clReps); ++i) {
-      auto start = std::chrono::steady_clock::now();
-      CPUKernels::run(*fn, ptrs, T, NCL, clThreads);
-      times.push_back(std::chrono::duration<double, std::milli>(
-                          std::chrono::steady_clock::now() - start)
-                          .count());
-    }
-    std::sort(times.begin(), times.end());
-    double median = times[times.size() / 2];
-    llvm::outs() << "bench: median " << median << " ms over " << times.size()
-                 << " runs, " << totalBytes << " bytes moved, "
-                 << (median > 0 ? totalBytes / (median * 1e6) : 0.0)
-                 << " GB/s\n";
+  // Backward: read what the forward wrote, plus random result gradients.
+  ScanOp bscan = scanOf(*module, funcName + "_backward");
+  KernelSpec bspec;
+  auto bfn = kernelOf(bscan, "backward", bspec);
+  if (failed(bfn))
+    return 2;
+  std::map<std::pair<std::string, unsigned>, const Buffer *> fromForward;
+  for (const Buffer &b : fwd) {
+    ArgMeaning m = describeKernelArg(first, b.arg);
+    fromForward[{m.role, m.index}] = &b;
   }
+  std::vector<Buffer> bwd =
+      makeBuffers(getKernelABI(bscan, bspec.variant, /*cpu=*/true), T, NCL);
+  std::map<std::pair<std::string, unsigned>, const Buffer *> byMeaning;
+  for (Buffer &b : bwd) {
+    ArgMeaning m = describeKernelArg(bscan, b.arg);
+    byMeaning[{m.role, m.index}] = &b;
+    if (isResultRole(b.arg.role))
+      continue;
+    auto it = fromForward.find({m.role, m.index});
+    if (it != fromForward.end() && it->second->bytes.size() == b.bytes.size())
+      b.bytes = it->second->bytes;
+    else if (StringRef(m.role).starts_with("grad_"))
+      fillOperand(b, m.role, rng);
+    else
+      return fail("the backward reads '" + m.role + "' #" +
+                  std::to_string(m.index) +
+                  ", which the training forward does not provide");
+  }
+  CPUKernels::run(*bfn, pointers(bwd), T, NCL, clThreads);
+  llvm::outs() << "kernel " << bspec.name << ": T=" << T << " NCL=" << NCL
+               << " backend=cpu\n";
+
+  if (clCheck) {
+    // The reference reads the same stored forward values as the kernel.
+    AdjointCase c;
+    unsigned numIn = primal.getNumInputs(), numSt = primal.getNumStates(),
+             numPa = primal.getNumParams(), numOut = primal.getNumOutputs();
+    auto decodedOr = [&](StringRef role, unsigned i) -> std::vector<double> {
+      auto it = byMeaning.find({role.str(), i});
+      if (it != byMeaning.end())
+        return it->second->decoded();
+      auto f = fromForward.find({role.str(), i});
+      return f != fromForward.end() ? f->second->decoded()
+                                    : std::vector<double>();
+    };
+    for (unsigned k = 0; k < numIn; ++k)
+      c.inputs.push_back(decodedOr("input", k));
+    for (unsigned s = 0; s < numSt; ++s) {
+      c.initStates.push_back(decodedOr("init_state", s));
+      c.stateSeqs.push_back(decodedOr("state_seq", s));
+      std::vector<double> g = decodedOr(
+          primal.getFinalStates() ? "grad_final_state" : "grad_state_seq", s);
+      c.gradStates.push_back(g);
+    }
+    for (unsigned k = 0; k < numPa; ++k)
+      c.params.push_back(decodedOr("param", k));
+    for (unsigned o = 0; o < numOut; ++o) {
+      auto it = byMeaning.find({"grad_output", o});
+      c.gradOutputs.push_back(it != byMeaning.end() ? it->second->decoded()
+                                                    : std::vector<double>());
+    }
+    AdjointGrads ref;
+    if (failed(interpretAdjoint(primal, T, NCL, c, ref)))
+      return 1;
+    CheckResult check;
+    for (const Buffer &b : bwd) {
+      if (!isResultRole(b.arg.role))
+        continue;
+      ArgMeaning m = describeKernelArg(bscan, b.arg);
+      const std::vector<double> *expected =
+          m.role == "grad_input"        ? &ref.inputs[m.index]
+          : m.role == "grad_init_state" ? &ref.initStates[m.index]
+          : m.role == "grad_param"      ? &ref.params[m.index]
+                                        : nullptr;
+      if (!expected)
+        return fail("unexpected backward result '" + m.role + "'");
+      double tol = clTolerance >= 0
+                       ? clTolerance
+                       : defaultTolerance(b.arg.type, bscan.getComputeType());
+      check.add(compare(m.role + " #" + std::to_string(m.index) +
+                            " vs reference adjoint",
+                        b, *expected, tol),
+                tol);
+    }
+    bool smooth = true;
+    primal.walk([&](SpikeOp) { smooth = false; });
+    bool f64 = primal.getComputeType().isF64() &&
+               llvm::all_of(bwd, [](const Buffer &b) { return b.arg.type.isF64(); });
+    if (smooth && f64 && T > 0 && NCL > 0) {
+      std::map<std::pair<std::string, unsigned>, const Buffer *> results;
+      for (const Buffer &b : bwd)
+        if (isResultRole(b.arg.role)) {
+          ArgMeaning m = describeKernelArg(bscan, b.arg);
+          results[{m.role, m.index}] = &b;
+        }
+      // Gradients the backward does not read are zero in the loss.
+      for (unsigned o = 0; o < numOut; ++o)
+        if (c.gradOutputs[o].empty())
+          c.gradOutputs[o].clear();
+      if (failed(finiteDifferenceCheck(primal, T, NCL, c, results, check)))
+        return 1;
+    } else {
+      llvm::outs() << "  finite differences: skipped ("
+                   << (smooth ? "needs f64 storage and compute"
+                              : "the body spikes: its gradient is a surrogate")
+                   << ")\n";
+    }
+    status = check.ok ? 0 : 1;
+    llvm::outs() << (check.ok ? "check: ok" : "check: FAIL")
+                 << " (max relative error " << check.worst << ")\n";
+  }
+  if (clBench)
+    bench(*bfn, bwd, T, NCL);
   return status;
 }
