@@ -194,9 +194,12 @@ LogicalResult mlir::flexsn::interpretAdjoint(ScanOp primal, int64_t T,
         if (g == 0.0)
           continue;
         partials(&op, env, d);
+        // A gradient has its value's type: through an f16 round trip
+        // (truncf/extf) it is rounded to f16, as PyTorch's casts do.
         for (auto [operand, da] : llvm::zip(op.getOperands(), d))
           if (da != 0.0 && isa<FloatType>(operand.getType()))
-            adj[operand] += g * da;
+            adj[operand] =
+                roundToType(adj[operand] + g * da, operand.getType());
       }
       for (unsigned k = 0; k < numIn; ++k)
         out.inputs[k][off] = adj.lookup(primal.getInputArgs()[k]);

@@ -392,3 +392,91 @@ func.func @leaky_w(%a: f32) -> f32 {
   %s = flexsn.spike %a surrogate <piecewise_leaky_relu, w = -1> : f32
   return %s : f32
 }
+
+// -----
+
+func.func @lagged_pairs(%x: tensor<?x?xf32>, %l: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{has 1 lagged sequence(s) but 0 lagged_init value(s); they come in pairs}}
+  %y = flexsn.scan ins(%x : tensor<?x?xf32>) lagged(%l : tensor<?x?xf32>) -> (tensor<?x?xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    flexsn.yield %a : f32
+  }
+  return %y : tensor<?x?xf32>
+}
+
+// -----
+
+func.func @lagged_types(%x: tensor<?x?xf32>, %l: tensor<?x?xf32>, %l0: tensor<?xbf16>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{lagged #0 is stored as 'f32' but its lagged_init as 'bf16'; a lagged pair shares its storage type}}
+  %y = flexsn.scan ins(%x : tensor<?x?xf32>) lagged(%l : tensor<?x?xf32>) lagged_init(%l0 : tensor<?xbf16>) -> (tensor<?x?xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    flexsn.yield %a : f32
+  }
+  return %y : tensor<?x?xf32>
+}
+
+// -----
+
+func.func @lagged_rank(%x: tensor<?x?xf32>, %l: tensor<?xf32>, %l0: tensor<?xf32>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{lagged #0 must be a rank-2 tensor [T, NCL], got 'tensor<?xf32>'}}
+  %y = flexsn.scan ins(%x : tensor<?x?xf32>) lagged(%l : tensor<?xf32>) lagged_init(%l0 : tensor<?xf32>) -> (tensor<?x?xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    flexsn.yield %a : f32
+  }
+  return %y : tensor<?x?xf32>
+}
+
+// -----
+
+func.func @lagged_args(%x: tensor<?x?xf32>, %l: tensor<?x?xf32>, %l0: tensor<?xf32>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{body has 1 argument(s), but the scan has 1 input(s) + 1 lagged pair(s) + 0 state(s) + 0 param(s) = 2}}
+  %y = flexsn.scan ins(%x : tensor<?x?xf32>) lagged(%l : tensor<?x?xf32>) lagged_init(%l0 : tensor<?xf32>) -> (tensor<?x?xf32>) {
+  ^bb0(%a: f32):
+    flexsn.yield %a : f32
+  }
+  return %y : tensor<?x?xf32>
+}
+
+// -----
+
+func.func @sum_needs_final(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{sum_states needs final_states}}
+  %y = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) attributes {sum_states = array<i64: 0>} -> (tensor<?x?xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    flexsn.yield %a : f32
+  }
+  return %y : tensor<?x?xf32>
+}
+
+// -----
+
+func.func @sum_index(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<f32> {
+  // expected-error @+1 {{sum_states must list state indices in increasing order, each below the number of states (1), got 1}}
+  %y = flexsn.scan final_states ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) attributes {sum_states = array<i64: 1>} -> (tensor<f32>) {
+  ^bb0(%a: f32, %b: f32):
+    flexsn.yield %a : f32
+  }
+  return %y : tensor<f32>
+}
+
+// -----
+
+func.func @sum_rank(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<?xf32> {
+  // expected-error @+1 {{state result #0 is in sum_states and must be a rank-0 tensor of f32 or f64, got 'tensor<?xf32>'}}
+  %y = flexsn.scan final_states ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) attributes {sum_states = array<i64: 0>} -> (tensor<?xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    flexsn.yield %a : f32
+  }
+  return %y : tensor<?xf32>
+}
+
+// -----
+
+func.func @sum_compute(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<f64> {
+  // expected-error @+1 {{state result #0 is in sum_states and must be a rank-0 tensor of the compute type 'f32', got 'tensor<f64>'}}
+  %y = flexsn.scan final_states ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) attributes {sum_states = array<i64: 0>} -> (tensor<f64>) {
+  ^bb0(%a: f32, %b: f32):
+    flexsn.yield %a : f32
+  }
+  return %y : tensor<f64>
+}

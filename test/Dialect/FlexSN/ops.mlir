@@ -123,3 +123,23 @@ func.func @surrogates(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
 func.func @attr_alone() attributes {flexsn.sg = #flexsn.surrogate<erf, alpha = 3.0>} {
   return
 }
+
+// A backward-style scan: lagged pair, zero-initialized carry, a scalar
+// parameter's gradient summed over neurons.
+// CHECK-LABEL: func.func @backward_form
+// CHECK: flexsn.scan reverse final_states ins(%{{.*}} : tensor<?x?xf32>) lagged(%{{.*}} : tensor<?x?xf32>) lagged_init(%{{.*}} : tensor<?xf32>) states(%{{.*}}, %{{.*}} : tensor<?xf32>, tensor<?xf32>) params(%{{.*}} : f32) attributes {sum_states = array<i64: 1>} -> (tensor<?xf32>, tensor<f32>)
+func.func @backward_form(%g: tensor<?x?xf32>, %vs: tensor<?x?xf32>, %v0: tensor<?xf32>, %w: f32) -> (tensor<?xf32>, tensor<f32>) {
+  %c0 = arith.constant 0 : index
+  %z = arith.constant 0.0 : f32
+  %n = tensor.dim %v0, %c0 : tensor<?xf32>
+  %zs = tensor.splat %z[%n] : tensor<?xf32>
+  %a, %b = flexsn.scan reverse final_states ins(%g : tensor<?x?xf32>) lagged(%vs : tensor<?x?xf32>) lagged_init(%v0 : tensor<?xf32>) states(%zs, %zs : tensor<?xf32>, tensor<?xf32>) params(%w : f32) attributes {sum_states = array<i64: 1>} -> (tensor<?xf32>, tensor<f32>) {
+  ^bb0(%gt: f32, %vp: f32, %c: f32, %acc: f32, %wt: f32):
+    %m = arith.mulf %gt, %wt : f32
+    %nc = arith.addf %c, %m : f32
+    %p = arith.mulf %gt, %vp : f32
+    %na = arith.addf %acc, %p : f32
+    flexsn.yield %nc, %na : f32, f32
+  }
+  return %a, %b : tensor<?xf32>, tensor<f32>
+}

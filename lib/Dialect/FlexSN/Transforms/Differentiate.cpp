@@ -159,7 +159,11 @@ LogicalResult Differentiator::analyze() {
                                 << computeType << " can";
       savedOps.push_back(&op);
     }
-    if (!isa<AdjointOpInterface>(op))
+    // Ops with only integer results carry no gradient and need no rule.
+    bool floatResult = llvm::any_of(op.getResultTypes(), [](Type t) {
+      return isa<FloatType>(t);
+    });
+    if (floatResult && !isa<AdjointOpInterface>(op))
       return op.emitOpError()
              << "has no adjoint rule, so the scan cannot be differentiated";
   }
@@ -203,23 +207,36 @@ void Differentiator::buildForward() {
   Block &entry = fwd.getBody().front();
   OpBuilder b = OpBuilder::atBlockBegin(&entry);
   ValueRange a = entry.getArguments();
-  unsigned numIn = scan.getNumInputs(), numSt = scan.getNumStates();
+  unsigned numIn = scan.getNumInputs(), numSt = scan.getNumStates(),
+           numOut = scan.getNumOutputs(), numSaved = savedOps.size();
+  // The scan's results are its outputs (the primal's, then the saved
+  // values) followed by its states; the function returns outputs, state
+  // sequences, saved values.
+  SmallVector<Type> types = results.types();
+  SmallVector<Type> scanTypes(ArrayRef<Type>(types).take_front(numOut));
+  llvm::append_range(scanTypes, ArrayRef<Type>(types).take_back(numSaved));
+  llvm::append_range(scanTypes, ArrayRef<Type>(types).slice(numOut, numSt));
   auto newScan = ScanOp::create(
-      b, scan.getLoc(), results.types(), a.take_front(numIn), ValueRange{},
+      b, scan.getLoc(), scanTypes, a.take_front(numIn), ValueRange{},
       ValueRange{}, a.slice(numIn, numSt), a.drop_front(numIn + numSt),
       /*reverse=*/UnitAttr(), /*final_states=*/UnitAttr(),
       DenseI64ArrayAttr());
   IRMapping map;
   scan.getBody().cloneInto(&newScan.getBody(), map);
   YieldOp yield = newScan.getYield();
-  SmallVector<Value> values(yield.getValues());
+  SmallVector<Value> values(yield.getValues().take_front(numOut));
   for (Operation *op : savedOps)
     values.push_back(map.lookup(op->getResult(0)));
+  llvm::append_range(values, yield.getValues().drop_front(numOut));
   b.setInsertionPoint(yield);
   YieldOp::create(b, yield.getLoc(), values);
   yield.erase();
   b.setInsertionPointToEnd(&entry);
-  func::ReturnOp::create(b, scan.getLoc(), newScan.getResults());
+  ResultRange r = newScan.getResults();
+  SmallVector<Value> ret(r.take_front(numOut));
+  llvm::append_range(ret, r.take_back(numSt));
+  llvm::append_range(ret, r.slice(numOut, numSaved));
+  func::ReturnOp::create(b, scan.getLoc(), ret);
 }
 
 LogicalResult Differentiator::buildBackward() {
@@ -455,6 +472,8 @@ LogicalResult Differentiator::buildBackwardBody(
     if (!any)
       continue;
     SmallVector<Value> operandGrads;
+    // Only float results are seeded, and analyze() checked that every op
+    // with a float result has a rule.
     if (failed(cast<AdjointOpInterface>(op).buildAdjoint(b, resultGrads,
                                                          operandGrads)))
       return failure();
