@@ -3,6 +3,11 @@ it in .gpu/) on the GPU through CuPy, checks every kernel against a float32
 PyTorch reference of the same neuron, and times LIF inference next to a
 device-to-device copy measured in the same run.
 
+Training kernels (flexsn-translate --differentiate): the forward, then the
+backward fed with the forward's stored state sequence and random output
+gradients, against BPTT with torch autograd (per-step, from the same stored
+states, the example's surrogate as a custom autograd function).
+
 This is the GPU check of the lowering until the CUDA runtime exists: it loads
 the PTX with the driver (cuModuleLoad via cupy.RawModule), launches with the
 manifest's block size and grid, and reads results back with torch.
@@ -20,8 +25,34 @@ dev = torch.device("cuda")
 
 
 # --- float32 references, op for op as the examples are written -------------
+# spike() is the Heaviside step; in the training references its gradient is
+# the example's surrogate (set by `surrogate(...)`), through torch autograd.
+SURROGATE = {"kind": "sigmoid", "alpha": 4.0}
+
+
+class _Spike(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h):
+        ctx.save_for_backward(h)
+        return (h >= 0).to(h.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (h,) = ctx.saved_tensors
+        a = SURROGATE["alpha"]
+        if SURROGATE["kind"] == "sigmoid":
+            sg = torch.sigmoid(a * h)
+            return g * a * sg * (1.0 - sg)
+        return g * (a / 2.0) / (1.0 + (torch.pi / 2.0 * a * h) ** 2)
+
+
 def spike(h):
-    return (h >= 0).to(h.dtype)
+    return _Spike.apply(h)
+
+
+SURROGATES = {"lif": ("sigmoid", 4.0), "if": ("atan", 2.0),
+              "plif": ("sigmoid", 4.0), "lif_soft_detach": ("sigmoid", 4.0),
+              "two_in_two_state": ("atan", 2.0)}
 
 
 def lif(x, v):
@@ -46,7 +77,7 @@ def plif(x, v, w):
 def lif_soft_detach(x, v):
     h = 0.5 * v + x
     s = spike(h - 1.0)
-    return [s], [h - s * 1.0]
+    return [s], [h - s.detach() * 1.0]
 
 
 def two_in_two_state(x, y, v, r):
@@ -113,12 +144,15 @@ def make_args(kernel, T, ncl, dtype, gen, misalign=False):
         if role in ("T", "NCL"):
             continue
         shape = {"input": (T, ncl), "output": (T, ncl), "state_seq": (T, ncl),
-                 "param_scalar": (1,)}.get(role, (ncl,))
+                 "lagged": (T, ncl), "param_scalar": (1,),
+                 "sum_state": (1,)}.get(role, (ncl,))
         n = int(np.prod(shape))
         # Each argument has its own storage type (a scalar f32 param stays
         # f32 in a bf16 neuron).
         dtype = DTYPES[a["dtype"]]
-        if role in ("output", "state_seq", "final_state"):
+        if role == "sum_state":  # accumulated into: zero first
+            base = torch.zeros((n + 1,), dtype=dtype, device=dev)
+        elif role in ("output", "state_seq", "final_state"):
             base = torch.full((n + 1,), float("nan"), dtype=dtype, device=dev)
         else:
             lo, hi = {"input": (-1.0, 3.0), "init_state": (-0.5, 0.5)}.get(
@@ -128,6 +162,7 @@ def make_args(kernel, T, ncl, dtype, gen, misalign=False):
         t = (base[1:] if misalign else base[:n]).view(shape)
         tensors.setdefault(role, []).append(t)
         ptrs.append(t.data_ptr())
+        a["tensor"] = t
     return tensors, ptrs
 
 
@@ -150,6 +185,8 @@ def check_all():
             manifest = json.load(open(stem + ".json"))
             module = cp.RawModule(path=stem + ".ptx")
             for kernel in manifest["kernels"]:
+                if kernel["variant"] == "backward":
+                    continue
                 for T, ncl, mis in ((0, 1000, False), (1, 1, False),
                                     (37, 4099, False), (64, 4096, False),
                                     (64, 4096, True), (8, 1 << 20, False)):
@@ -167,7 +204,7 @@ def check_all():
                         tensors.get("init_state", []), params, T, dtype)
                     errs = [rel_err(g, r) for g, r in
                             zip(tensors.get("output", []), ref_out)]
-                    if kernel["variant"] == "inference":
+                    if kernel["variant"] in ("inference", "forward"):
                         errs += [rel_err(g, r) for g, r in
                                  zip(tensors.get("state_seq", []), ref_seq)]
                     else:
@@ -181,6 +218,137 @@ def check_all():
     for r in rows:
         print("check %-28s %-4s T=%-3d NCL=%-8d misaligned=%-5s err=%.2e %s"
               % r)
+    return ok_all
+
+
+def by_meaning(kernel, meaning, index=0):
+    for a in kernel["args"]:
+        if a.get("meaning") == meaning and a.get("meaning_index") == index:
+            return a
+    return None
+
+
+def reference_backward(core, fwd, bwd, T, ncl):
+    """BPTT with torch autograd, one step at a time in float32 from the state
+    sequence the forward kernel stored (the backward kernel's semantics).
+    Returns {(meaning, index): expected tensor}."""
+    n_in = fwd["num_inputs"]
+    n_st = fwd["num_states"]
+    n_pa = fwd["num_params"]
+    n_out = fwd["num_outputs"]
+    xs = [by_meaning(fwd, "input", i)["tensor"].float() for i in range(n_in)]
+    v0 = [by_meaning(fwd, "init_state", i)["tensor"].float()
+          for i in range(n_st)]
+    seq = [by_meaning(fwd, "state_seq", i)["tensor"].float()
+           for i in range(n_st)]
+    ps = [by_meaning(fwd, "param", i)["tensor"].float() for i in range(n_pa)]
+    gy = [by_meaning(bwd, "grad_output", o) for o in range(n_out)]
+    gy = [a["tensor"].float() if a else None for a in gy]
+    gseq = [by_meaning(bwd, "grad_state_seq", s) for s in range(n_st)]
+    gseq = [a["tensor"].float() if a else None for a in gseq]
+    gfin = [by_meaning(bwd, "grad_final_state", s) for s in range(n_st)]
+    carry = [a["tensor"].float().clone() if a else torch.zeros(ncl, device=dev)
+             for a in gfin]
+    gx = [torch.zeros(T, ncl, device=dev) for _ in range(n_in)]
+    gp = [torch.zeros_like(p) for p in ps]
+    for t in range(T - 1, -1, -1):
+        x_t = [x[t].clone().requires_grad_() for x in xs]
+        v_t = [(seq[s][t - 1] if t > 0 else v0[s]).clone().requires_grad_()
+               for s in range(n_st)]
+        p_t = [p.clone().requires_grad_() for p in ps]
+        p_args = [p if p.numel() > 1 else p.reshape(()) for p in p_t]
+        y, vn = core(*x_t, *v_t, *p_args)
+        outs, grads = [], []
+        for o in range(n_out):
+            if gy[o] is not None:
+                outs.append(y[o])
+                grads.append(gy[o][t])
+        for s in range(n_st):
+            g = carry[s] + (gseq[s][t] if gseq[s] is not None else 0.0)
+            outs.append(vn[s])
+            grads.append(g)
+        torch.autograd.backward(outs, grads)
+        for i in range(n_in):
+            if x_t[i].grad is not None:
+                gx[i][t] = x_t[i].grad
+        for s in range(n_st):
+            carry[s] = (v_t[s].grad if v_t[s].grad is not None
+                        else torch.zeros(ncl, device=dev))
+        for k in range(n_pa):
+            if p_t[k].grad is not None:
+                gp[k] += p_t[k].grad
+    exp = {}
+    for i in range(n_in):
+        exp[("grad_input", i)] = gx[i]
+    for s in range(n_st):
+        exp[("grad_init_state", s)] = carry[s]
+    for k in range(n_pa):
+        exp[("grad_param", k)] = gp[k]
+    return exp
+
+
+def fill_backward(fwd, bwd, T, ncl, gen):
+    """Backward tensors: forward's stored tensors by meaning, random
+    gradients, NaN results, zeroed sums."""
+    ptrs = []
+    for a in bwd["args"]:
+        if a["role"] in ("T", "NCL"):
+            continue
+        m, i = a["meaning"], a["meaning_index"]
+        src = by_meaning(fwd, m, i)
+        dtype = DTYPES[a["dtype"]]
+        if src is not None and a["role"] not in ("output", "final_state",
+                                                  "sum_state"):
+            t = src["tensor"]
+        else:
+            shape = {"input": (T, ncl), "output": (T, ncl),
+                     "param_scalar": (1,), "sum_state": (1,)}.get(
+                         a["role"], (ncl,))
+            if a["role"] == "sum_state":
+                t = torch.zeros(shape, dtype=dtype, device=dev)
+            elif a["role"] in ("output", "final_state"):
+                t = torch.full(shape, float("nan"), dtype=dtype, device=dev)
+            else:
+                t = (torch.rand(shape, generator=gen, device=dev) * 2 - 1).to(
+                    dtype)
+        a["tensor"] = t
+        ptrs.append(t.data_ptr())
+    return ptrs
+
+
+def check_training():
+    """Forward then backward kernels of every example vs torch autograd."""
+    ok_all = True
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(2)
+    for name, core in CORES.items():
+        SURROGATE["kind"], SURROGATE["alpha"] = SURROGATES[name]
+        for dt_name, tol in (("f32", 1e-5), ("bf16", 1e-2)):
+            stem = os.path.join(BUNDLE, f"{name}.{dt_name}")
+            manifest = json.load(open(stem + ".json"))
+            module = cp.RawModule(path=stem + ".ptx")
+            ks = {k["variant"]: k for k in manifest["kernels"]}
+            fwd, bwd = ks["forward"], ks["backward"]
+            for T, ncl in ((0, 1000), (1, 1), (5, 4099), (64, 4096),
+                           (8, 1 << 20)):
+                _, fptrs = make_args(fwd, T, ncl, None, gen)
+                run_kernel(module, fwd, fptrs, T, ncl)
+                bptrs = fill_backward(fwd, bwd, T, ncl, gen)
+                run_kernel(module, bwd, bptrs, T, ncl)
+                cp.cuda.runtime.deviceSynchronize()
+                exp = reference_backward(core, fwd, bwd, T, ncl)
+                worst = 0.0
+                for a in bwd["args"]:
+                    if a["role"] not in ("output", "final_state", "sum_state"):
+                        continue
+                    ref = exp[(a["meaning"], a["meaning_index"])]
+                    got = a["tensor"].reshape(ref.shape)
+                    worst = max(worst, rel_err(got, ref))
+                ok = worst <= tol
+                ok_all &= ok
+                print("train %-26s %-4s T=%-3d NCL=%-8d err=%.2e %s" % (
+                    bwd["name"], dt_name, T, ncl, worst,
+                    "ok" if ok else "FAIL"), flush=True)
     return ok_all
 
 
@@ -210,9 +378,25 @@ def bench_lif():
     gen.manual_seed(1)
     print("%-18s %-6s %-9s %9s %9s %8s %7s" % (
         "kernel", "T", "NCL", "ms", "floor ms", "GB/s", "% copy"))
+    ks = {k["variant"]: k for k in manifest["kernels"]}
     for kernel in manifest["kernels"]:
         for T, ncl in ((8, 1 << 24), (4, 1 << 22), (32, 1 << 18),
                        (256, 1 << 16)):
+            if kernel["variant"] == "backward":
+                _, fptrs = make_args(ks["forward"], T, ncl, None, gen)
+                ptrs = fill_backward(ks["forward"], kernel, T, ncl, gen)
+                nbytes = sum(a["tensor"].numel() * a["tensor"].element_size()
+                             for a in kernel["args"] if "tensor" in a)
+                ms = bench(lambda: run_kernel(module, kernel, ptrs, T, ncl))
+                floor = nbytes / (copy_bw * 1e9) * 1e3
+                bw = nbytes / (ms * 1e-3) / 1e9
+                print("%-18s %-6d %-9d %9.4f %9.4f %8.0f %6.0f%%" % (
+                    kernel["name"], T, ncl, ms, floor, bw, 100 * bw / copy_bw))
+                for k in (ks["forward"], kernel):
+                    for a in k["args"]:
+                        a.pop("tensor", None)
+                torch.cuda.empty_cache()
+                continue
             tensors, ptrs = make_args(kernel, T, ncl, torch.float32, gen)
             nbytes = sum(t.numel() * 4 for ts in tensors.values() for t in ts)
             ms = bench(lambda: run_kernel(module, kernel, ptrs, T, ncl))
@@ -227,6 +411,7 @@ if __name__ == "__main__":
     print(torch.cuda.get_device_name(), "torch", torch.__version__,
           "cupy", cp.__version__)
     ok = check_all()
+    ok &= check_training()
     bench_lif()
     print("ALL CHECKS PASSED" if ok else "SOME CHECKS FAILED")
     sys.exit(0 if ok else 1)

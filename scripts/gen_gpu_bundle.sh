@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Compiles every example to PTX and a manifest, with f32 and bf16 storage,
+# Compiles every example (inference and training kernels) to PTX and a
+# manifest, with f32 and bf16 storage,
 # into .gpu/ for bench/gpu_ptx_check.py on the GPU machine (which has no
 # MLIR). Usage: scripts/gen_gpu_bundle.sh [build-dir]
 set -euo pipefail
@@ -12,8 +13,8 @@ for f in examples/*.mlir; do
   for dt in f32 bf16; do
     src="$OUT/$name.$dt.mlir"
     if [ "$dt" = f32 ]; then cp "$f" "$src"; else sed 's/xf32>/xbf16>/g' "$f" > "$src"; fi
-    "$BUILD/bin/flexsn-translate" --flexsn-to-ptx "$src" -o "$OUT/$name.$dt.ptx"
-    "$BUILD/bin/flexsn-translate" --flexsn-to-manifest "$src" -o "$OUT/$name.$dt.json"
+    "$BUILD/bin/flexsn-translate" --flexsn-to-ptx --differentiate "$src" -o "$OUT/$name.$dt.ptx"
+    "$BUILD/bin/flexsn-translate" --flexsn-to-manifest --differentiate "$src" -o "$OUT/$name.$dt.json"
   done
 done
 ls "$OUT" | wc -l
