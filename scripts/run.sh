@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job: set up and build, then for every example neuron compile it to
-# PTX (and assemble it with ptxas when the CUDA toolkit is present) and run it
-# on the CPU backend, checked against the reference interpreter. With a GPU
+# The main job: set up and build, then for every example neuron compile it
+# (inference and training kernels) to PTX (and assemble it with ptxas when
+# the CUDA toolkit is present) and run its inference and its BPTT backward on
+# the CPU backend, checked against the reference interpreter and adjoint. With a GPU
 # and CuPy/PyTorch present, the PTX also runs on the GPU (bench/gpu_ptx_check.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,7 @@ PTXAS=${CUDA_HOME:-/usr/local/cuda}/bin/ptxas
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 for f in examples/*.mlir; do
   name=$(basename "$f" .mlir)
-  "$BIN/flexsn-translate" --flexsn-to-ptx "$f" -o "$TMP/$name.ptx"
+  "$BIN/flexsn-translate" --flexsn-to-ptx --differentiate "$f" -o "$TMP/$name.ptx"
   ptx="PTX $(grep -c '^.visible .entry' "$TMP/$name.ptx") kernels"
   if [ -x "$PTXAS" ]; then
     regs=$("$PTXAS" -arch=sm_90 -v "$TMP/$name.ptx" -o "$TMP/$name.cubin" 2>&1 \
@@ -20,7 +21,9 @@ for f in examples/*.mlir; do
     ptx="$ptx (ptxas sm_90: $regs)"
   fi
   check=$("$BIN/flexsn-run" "$f" --backend=cpu --T=64 --ncl=4099 --check | tail -1)
-  printf "%-22s %s; CPU T=64 NCL=4099 %s\n" "$name" "$ptx" "$check"
+  grad=$("$BIN/flexsn-run" "$f" --backend=cpu --variant=backward --T=64 --ncl=4099 --check | tail -1)
+  printf "%-18s %s\n    CPU T=64 NCL=4099 inference %s; backward %s\n" \
+    "$name" "$ptx" "$check" "$grad"
 done
 if nvidia-smi -L >/dev/null 2>&1 && python3 -c "import cupy, torch" 2>/dev/null; then
   scripts/gen_gpu_bundle.sh "$BUILD_DIR" >/dev/null
