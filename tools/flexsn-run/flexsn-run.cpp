@@ -319,6 +319,12 @@ struct CheckResult {
     ok &= rel <= tol;
     worst = std::isnan(rel) ? rel : std::max(worst, rel);
   }
+  /// Prints the verdict; returns the exit status.
+  int finish() const {
+    llvm::outs() << (ok ? "check: ok" : "check: FAIL")
+                 << " (max relative error " << worst << ")\n";
+    return ok ? 0 : 1;
+  }
 };
 
 /// Central finite differences of the primal's loss
@@ -636,9 +642,7 @@ int main(int argc, char **argv) {
                           expected[idx], tol),
                   tol);
       }
-      status = check.ok ? 0 : 1;
-      llvm::outs() << (check.ok ? "check: ok" : "check: FAIL")
-                   << " (max relative error " << check.worst << ")\n";
+      status = check.finish();
     }
     if (clBench)
       bench(*firstFn, fwd, T, NCL);
@@ -754,9 +758,7 @@ int main(int argc, char **argv) {
                                               : "needs f64 storage and compute")
                    << ")\n";
     }
-    status = check.ok ? 0 : 1;
-    llvm::outs() << (check.ok ? "check: ok" : "check: FAIL")
-                 << " (max relative error " << check.worst << ")\n";
+    status = check.finish();
   }
   if (clBench)
     bench(*bfn, bwd, T, NCL);

@@ -46,15 +46,21 @@ static llvm::cl::list<std::string> clSaveOps(
     llvm::cl::desc("with --differentiate: body ops whose results the "
                    "training forward saves"));
 
-/// Applies --differentiate to `module` in place.
-static LogicalResult prepare(ModuleOp module) {
+/// The module to translate, with --differentiate applied in place.
+static FailureOr<ModuleOp> prepare(Operation *op) {
+  auto module = dyn_cast<ModuleOp>(op);
+  if (!module)
+    return op->emitError("expected a builtin.module");
   if (!clDifferentiate) {
     if (!clSaveOps.empty())
       return module.emitError("--save-ops needs --differentiate");
-    return success();
+    return module;
   }
-  return flexsn::differentiateModule(
-      module, std::vector<std::string>(clSaveOps.begin(), clSaveOps.end()));
+  if (failed(flexsn::differentiateModule(
+          module,
+          std::vector<std::string>(clSaveOps.begin(), clSaveOps.end()))))
+    return failure();
+  return module;
 }
 
 static flexsn::GPUOptions getOptions() {
@@ -73,13 +79,11 @@ int main(int argc, char **argv) {
   TranslateFromMLIRRegistration toPTX(
       "flexsn-to-ptx", "flexsn kernel functions to PTX",
       [](Operation *op, raw_ostream &os) -> LogicalResult {
-        auto module = dyn_cast<ModuleOp>(op);
-        if (!module)
-          return op->emitError("expected a builtin.module");
-        if (failed(prepare(module)))
+        FailureOr<ModuleOp> module = prepare(op);
+        if (failed(module))
           return failure();
         FailureOr<std::string> ptx =
-            flexsn::translateToPTX(module, getOptions());
+            flexsn::translateToPTX(*module, getOptions());
         if (failed(ptx))
           return failure();
         os << *ptx;
@@ -89,12 +93,10 @@ int main(int argc, char **argv) {
   TranslateFromMLIRRegistration toManifest(
       "flexsn-to-manifest", "flexsn kernel functions to a kernel manifest",
       [](Operation *op, raw_ostream &os) -> LogicalResult {
-        auto module = dyn_cast<ModuleOp>(op);
-        if (!module)
-          return op->emitError("expected a builtin.module");
-        if (failed(prepare(module)))
+        FailureOr<ModuleOp> module = prepare(op);
+        if (failed(module))
           return failure();
-        return flexsn::writeManifest(module, getOptions(), os);
+        return flexsn::writeManifest(*module, getOptions(), os);
       },
       registerDialects);
   return failed(mlirTranslateMain(argc, argv, "flexsn translation tool"));
