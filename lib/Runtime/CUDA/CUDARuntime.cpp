@@ -1,0 +1,316 @@
+//===- CUDARuntime.cpp - Thin runtime over the CUDA driver API ------------===//
+//
+// The driver is reached only through dlopen/dlsym: nothing here needs cuda.h
+// or libcuda at build time. Enum values used below are the driver API's
+// (CUDA 12/13, unchanged since their introduction).
+//
+//===----------------------------------------------------------------------===//
+
+#include "flexsn/Runtime/CUDA/CUDARuntime.h"
+
+#include "llvm/ADT/Hashing.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <dlfcn.h>
+
+using namespace mlir::flexsn::cuda;
+using llvm::Error;
+using llvm::Expected;
+using llvm::ArrayRef;
+using llvm::StringRef;
+using llvm::Twine;
+
+namespace {
+constexpr int kSuccess = 0;
+constexpr int kNoDevice = 100;
+constexpr int kAttrCapabilityMajor = 75;
+constexpr int kAttrCapabilityMinor = 76;
+constexpr int kJitErrorLogBuffer = 5;
+constexpr int kJitErrorLogBufferSize = 6;
+/// cuModuleLoadDataEx and cuLaunchKernel as used here exist since CUDA 12.0.
+constexpr int kMinDriverVersion = 12000;
+
+Error driverError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+} // namespace
+
+/// The entry points we use, resolved once per process.
+class mlir::flexsn::cuda::Driver {
+public:
+  using Result = int;
+  Result (*cuInit)(unsigned);
+  Result (*cuDriverGetVersion)(int *);
+  Result (*cuGetErrorName)(Result, const char **);
+  Result (*cuGetErrorString)(Result, const char **);
+  Result (*cuDeviceGetCount)(int *);
+  Result (*cuDeviceGet)(int *, int);
+  Result (*cuDeviceGetName)(char *, int, int);
+  Result (*cuDeviceGetAttribute)(int *, int, int);
+  Result (*cuDevicePrimaryCtxRetain)(Context *, int);
+  Result (*cuDevicePrimaryCtxRelease)(int);
+  Result (*cuCtxSetCurrent)(Context);
+  Result (*cuCtxSynchronize)();
+  Result (*cuModuleLoadDataEx)(Module *, const void *, unsigned, int *,
+                               void **);
+  Result (*cuModuleGetFunction)(Function *, Module, const char *);
+  Result (*cuModuleUnload)(Module);
+  Result (*cuLaunchKernel)(Function, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, unsigned, unsigned, Stream, void **,
+                           void **);
+  Result (*cuMemAlloc)(DevicePtr *, size_t);
+  Result (*cuMemFree)(DevicePtr);
+  Result (*cuMemcpyHtoD)(DevicePtr, const void *, size_t);
+  Result (*cuMemcpyDtoH)(void *, DevicePtr, size_t);
+  Result (*cuMemcpyDtoD)(DevicePtr, DevicePtr, size_t);
+  Result (*cuMemsetD8)(DevicePtr, unsigned char, size_t);
+  Result (*cuEventCreate)(Event *, unsigned);
+  Result (*cuEventDestroy)(Event);
+  Result (*cuEventRecord)(Event, Stream);
+  Result (*cuEventSynchronize)(Event);
+  Result (*cuEventElapsedTime)(float *, Event, Event);
+
+  /// The process-wide driver, or why there is none.
+  static Expected<const Driver &> get() {
+    static Driver driver;
+    static std::string failure = driver.load();
+    if (!failure.empty())
+      return driverError(failure);
+    return driver;
+  }
+
+  std::string describe(Result r) const {
+    const char *name = nullptr, *text = nullptr;
+    cuGetErrorName(r, &name);
+    cuGetErrorString(r, &text);
+    return llvm::formatv("{0} ({1}): {2}", name ? name : "CUDA_ERROR", r,
+                         text ? text : "unknown error");
+  }
+
+private:
+  /// Returns an empty string on success, else the reason.
+  std::string load() {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      const char *why = dlerror();
+      return std::string("no CUDA driver: cannot load libcuda.so.1 (") +
+             (why ? why : "unknown reason") + ")";
+    }
+    std::string missing;
+    auto bind = [&](auto &fn, const char *symbol) {
+      void *p = dlsym(lib, symbol);
+      if (!p)
+        missing += (missing.empty() ? "" : ", ") + std::string(symbol);
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
+    };
+    bind(cuInit, "cuInit");
+    bind(cuDriverGetVersion, "cuDriverGetVersion");
+    bind(cuGetErrorName, "cuGetErrorName");
+    bind(cuGetErrorString, "cuGetErrorString");
+    bind(cuDeviceGetCount, "cuDeviceGetCount");
+    bind(cuDeviceGet, "cuDeviceGet");
+    bind(cuDeviceGetName, "cuDeviceGetName");
+    bind(cuDeviceGetAttribute, "cuDeviceGetAttribute");
+    bind(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    bind(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+    bind(cuCtxSetCurrent, "cuCtxSetCurrent");
+    bind(cuCtxSynchronize, "cuCtxSynchronize");
+    bind(cuModuleLoadDataEx, "cuModuleLoadDataEx");
+    bind(cuModuleGetFunction, "cuModuleGetFunction");
+    bind(cuModuleUnload, "cuModuleUnload");
+    bind(cuLaunchKernel, "cuLaunchKernel");
+    bind(cuMemAlloc, "cuMemAlloc_v2");
+    bind(cuMemFree, "cuMemFree_v2");
+    bind(cuMemcpyHtoD, "cuMemcpyHtoD_v2");
+    bind(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+    bind(cuMemcpyDtoD, "cuMemcpyDtoD_v2");
+    bind(cuMemsetD8, "cuMemsetD8_v2");
+    bind(cuEventCreate, "cuEventCreate");
+    bind(cuEventDestroy, "cuEventDestroy_v2");
+    bind(cuEventRecord, "cuEventRecord");
+    bind(cuEventSynchronize, "cuEventSynchronize");
+    bind(cuEventElapsedTime, "cuEventElapsedTime");
+    if (!missing.empty())
+      return "CUDA driver too old: libcuda.so.1 lacks " + missing;
+    int version = 0;
+    if (cuDriverGetVersion(&version) != kSuccess || version < kMinDriverVersion)
+      return llvm::formatv("CUDA driver too old: version {0}.{1}, need 12.0 "
+                           "or newer",
+                           version / 1000, version % 1000 / 10);
+    Result r = cuInit(0);
+    if (r == kNoDevice)
+      return "no CUDA device: the driver sees no GPU";
+    if (r != kSuccess)
+      return "cannot initialize the CUDA driver: " + describe(r);
+    return "";
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Device
+//===----------------------------------------------------------------------===//
+
+Error Device::check(int result, const Twine &what) const {
+  if (result == kSuccess)
+    return Error::success();
+  return driverError(what + ": " + drv.describe(result));
+}
+
+Expected<std::unique_ptr<Device>> Device::open(int ordinal) {
+  Expected<const Driver &> driver = Driver::get();
+  if (!driver)
+    return driver.takeError();
+  int count = 0;
+  if (int r = driver->cuDeviceGetCount(&count))
+    return driverError("cannot count CUDA devices: " + driver->describe(r));
+  if (count == 0)
+    return driverError("no CUDA device: the driver sees no GPU");
+  if (ordinal < 0 || ordinal >= count)
+    return driverError(llvm::formatv(
+        "no CUDA device {0}: the driver sees {1} device(s)", ordinal, count));
+  std::unique_ptr<Device> dev(new Device(*driver, ordinal));
+  if (Error e = dev->check(driver->cuDeviceGet(&dev->device, ordinal),
+                           "cuDeviceGet"))
+    return std::move(e);
+  char name[256] = {0};
+  int major = 0, minor = 0;
+  if (Error e = dev->check(driver->cuDeviceGetName(name, sizeof(name) - 1,
+                                                   dev->device),
+                           "cuDeviceGetName"))
+    return std::move(e);
+  driver->cuDeviceGetAttribute(&major, kAttrCapabilityMajor, dev->device);
+  driver->cuDeviceGetAttribute(&minor, kAttrCapabilityMinor, dev->device);
+  driver->cuDriverGetVersion(&dev->driverVersion);
+  dev->name = name;
+  dev->capability = major * 10 + minor;
+  if (Error e = dev->check(
+          driver->cuDevicePrimaryCtxRetain(&dev->context, dev->device),
+          "cuDevicePrimaryCtxRetain"))
+    return std::move(e);
+  if (Error e = dev->makeCurrent())
+    return std::move(e);
+  return std::move(dev);
+}
+
+Device::~Device() {
+  if (!context)
+    return;
+  drv.cuCtxSetCurrent(context);
+  for (auto &entry : modules)
+    drv.cuModuleUnload(entry.second);
+  drv.cuDevicePrimaryCtxRelease(device);
+}
+
+std::string Device::describe() const {
+  return llvm::formatv("{0}, sm_{1}, driver {2}.{3}", name, capability,
+                       driverVersion / 1000, driverVersion % 1000 / 10);
+}
+
+Error Device::makeCurrent() {
+  return check(drv.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+}
+
+Expected<Module> Device::loadPTX(StringRef ptx) {
+  uint64_t key = llvm::hash_value(ptx);
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  auto it = modules.find(key);
+  if (it != modules.end())
+    return it->second;
+  if (Error e = makeCurrent())
+    return std::move(e);
+  std::string text = ptx.str(); // NUL-terminated for the driver
+  std::string log(8192, '\0');
+  int options[] = {kJitErrorLogBuffer, kJitErrorLogBufferSize};
+  void *values[] = {log.data(), reinterpret_cast<void *>(log.size())};
+  Module module = nullptr;
+  int r = drv.cuModuleLoadDataEx(&module, text.c_str(), 2, options, values);
+  if (r != kSuccess) {
+    log.resize(strnlen(log.data(), log.size()));
+    return driverError("the driver rejected the PTX: " + drv.describe(r) +
+                       (log.empty() ? "" : "\n" + log));
+  }
+  modules[key] = module;
+  return module;
+}
+
+Expected<Function> Device::getFunction(Module module, StringRef name) {
+  Function fn = nullptr;
+  if (Error e = check(drv.cuModuleGetFunction(&fn, module, name.str().c_str()),
+                      "no kernel '" + name + "' in the loaded PTX"))
+    return std::move(e);
+  return fn;
+}
+
+Error Device::launch(Function fn, unsigned grid, unsigned block,
+                     ArrayRef<void *> args, Stream stream, StringRef what) {
+  if (Error e = makeCurrent())
+    return e;
+  return check(drv.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, stream,
+                                  const_cast<void **>(args.data()), nullptr),
+               "launching kernel '" + what + "'");
+}
+
+Expected<DevicePtr> Device::alloc(size_t bytes) {
+  if (Error e = makeCurrent())
+    return std::move(e);
+  DevicePtr ptr = 0;
+  if (Error e = check(drv.cuMemAlloc(&ptr, std::max<size_t>(bytes, 1)),
+                      llvm::formatv("allocating {0} bytes on the GPU", bytes)
+                          .str()))
+    return std::move(e);
+  return ptr;
+}
+
+void Device::free(DevicePtr ptr) {
+  if (ptr)
+    drv.cuMemFree(ptr);
+}
+
+Error Device::copyToDevice(DevicePtr dst, const void *src, size_t bytes) {
+  return check(drv.cuMemcpyHtoD(dst, src, bytes), "copy to the GPU");
+}
+
+Error Device::copyToHost(void *dst, DevicePtr src, size_t bytes) {
+  return check(drv.cuMemcpyDtoH(dst, src, bytes), "copy from the GPU");
+}
+
+Error Device::copyOnDevice(DevicePtr dst, DevicePtr src, size_t bytes) {
+  return check(drv.cuMemcpyDtoD(dst, src, bytes), "device-to-device copy");
+}
+
+Error Device::memset(DevicePtr dst, uint8_t value, size_t bytes) {
+  return check(drv.cuMemsetD8(dst, value, bytes), "memset on the GPU");
+}
+
+Error Device::synchronize() {
+  if (Error e = makeCurrent())
+    return e;
+  return check(drv.cuCtxSynchronize(),
+               "waiting for the GPU (an earlier launch may have failed)");
+}
+
+Expected<Event> Device::createEvent() {
+  Event event = nullptr;
+  if (Error e = check(drv.cuEventCreate(&event, 0), "cuEventCreate"))
+    return std::move(e);
+  return event;
+}
+
+void Device::destroyEvent(Event event) {
+  if (event)
+    drv.cuEventDestroy(event);
+}
+
+Error Device::record(Event event, Stream stream) {
+  return check(drv.cuEventRecord(event, stream), "cuEventRecord");
+}
+
+Expected<float> Device::elapsedMs(Event start, Event end) {
+  if (Error e = check(drv.cuEventSynchronize(end), "cuEventSynchronize"))
+    return std::move(e);
+  float ms = 0;
+  if (Error e = check(drv.cuEventElapsedTime(&ms, start, end),
+                      "cuEventElapsedTime"))
+    return std::move(e);
+  return ms;
+}
