@@ -23,6 +23,7 @@
 #include "flexsn/Interpreter/Interpreter.h"
 #include "flexsn/Pipelines/Pipelines.h"
 #include "flexsn/Runtime/CPU/CPUBackend.h"
+#include "flexsn/Runtime/CUDA/CUDARuntime.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -33,6 +34,7 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -470,29 +472,224 @@ LogicalResult finiteDifferenceCheck(
   return success();
 }
 
-void bench(CPUKernels::KernelFn fn, std::vector<Buffer> &buffers, int64_t T,
-           int64_t NCL) {
-  std::vector<void *> ptrs = pointers(buffers);
-  int64_t totalBytes = 0;
+int64_t totalBytes(const std::vector<Buffer> &buffers) {
+  int64_t bytes = 0;
   for (const Buffer &b : buffers)
-    totalBytes += b.count * b.width();
-  for (int i = 0; i < 2; ++i)
-    CPUKernels::run(fn, ptrs, T, NCL, clThreads);
-  std::vector<double> times;
-  for (unsigned i = 0; i < std::max(1u, (unsigned)clReps); ++i) {
-    auto start = std::chrono::steady_clock::now();
-    CPUKernels::run(fn, ptrs, T, NCL, clThreads);
-    times.push_back(std::chrono::duration<double, std::milli>(
-                        std::chrono::steady_clock::now() - start)
-                        .count());
-  }
-  std::sort(times.begin(), times.end());
-  double median = times[times.size() / 2];
-  llvm::outs() << "bench: median " << median << " ms over " << times.size()
-               << " runs, " << totalBytes << " bytes moved, "
-               << (median > 0 ? totalBytes / (median * 1e6) : 0.0)
-               << " GB/s\n";
+    bytes += b.count * b.width();
+  return bytes;
 }
+
+double median(std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+/// Where kernels run: the CPU JIT or the GPU through the CUDA runtime.
+class Runner {
+public:
+  virtual ~Runner() = default;
+  /// Runs kernel `name` on `buffers` (results come back into them).
+  virtual LogicalResult run(StringRef name, std::vector<Buffer> &buffers,
+                            int64_t T, int64_t NCL) = 0;
+  /// Prints the median time of `name` on `buffers` and its bandwidth.
+  virtual LogicalResult bench(StringRef name, std::vector<Buffer> &buffers,
+                              int64_t T, int64_t NCL) = 0;
+};
+
+class CPURunner : public Runner {
+public:
+  explicit CPURunner(std::unique_ptr<CPUKernels> kernels)
+      : kernels(std::move(kernels)) {}
+
+  LogicalResult run(StringRef name, std::vector<Buffer> &buffers, int64_t T,
+                    int64_t NCL) override {
+    auto fn = kernels->lookup(name);
+    if (failed(fn))
+      return failure();
+    zeroSums(buffers);
+    CPUKernels::run(*fn, pointers(buffers), T, NCL, clThreads);
+    return success();
+  }
+
+  LogicalResult bench(StringRef name, std::vector<Buffer> &buffers, int64_t T,
+                      int64_t NCL) override {
+    auto fn = kernels->lookup(name);
+    if (failed(fn))
+      return failure();
+    std::vector<void *> ptrs = pointers(buffers);
+    for (int i = 0; i < 2; ++i)
+      CPUKernels::run(*fn, ptrs, T, NCL, clThreads);
+    std::vector<double> times;
+    for (unsigned i = 0; i < std::max(1u, (unsigned)clReps); ++i) {
+      auto start = std::chrono::steady_clock::now();
+      CPUKernels::run(*fn, ptrs, T, NCL, clThreads);
+      times.push_back(std::chrono::duration<double, std::milli>(
+                          std::chrono::steady_clock::now() - start)
+                          .count());
+    }
+    double ms = median(times);
+    int64_t bytes = totalBytes(buffers);
+    llvm::outs() << "bench: median " << ms << " ms over " << times.size()
+                 << " runs, " << bytes << " bytes moved, "
+                 << (ms > 0 ? bytes / (ms * 1e6) : 0.0) << " GB/s\n";
+    return success();
+  }
+
+private:
+  std::unique_ptr<CPUKernels> kernels;
+};
+
+int reportError(llvm::Error error) {
+  llvm::errs() << "flexsn-run: error: " << llvm::toString(std::move(error))
+               << "\n";
+  return 2;
+}
+
+/// Device buffers mirror the host buffers; each run copies operands in and
+/// results out. Launch: grid ceil(NCL / (block * neurons per thread)).
+class CUDARunner : public Runner {
+public:
+  CUDARunner(std::unique_ptr<cuda::Device> device, cuda::Module module,
+             const GPUOptions &options)
+      : device(std::move(device)), module(module), options(options) {}
+  ~CUDARunner() override {
+    for (cuda::DevicePtr p : allocations)
+      device->free(p);
+  }
+
+  LogicalResult run(StringRef name, std::vector<Buffer> &buffers, int64_t T,
+                    int64_t NCL) override {
+    std::vector<cuda::DevicePtr> ptrs;
+    if (failed(upload(buffers, ptrs)) || failed(launch(name, ptrs, T, NCL)))
+      return failure();
+    if (llvm::Error e = device->synchronize())
+      return fail(std::move(e));
+    for (auto [b, p] : llvm::zip_equal(buffers, ptrs))
+      if (isResultRole(b.arg.role))
+        if (llvm::Error e = device->copyToHost(b.bytes.data(), p, b.bytes.size()))
+          return fail(std::move(e));
+    return success();
+  }
+
+  LogicalResult bench(StringRef name, std::vector<Buffer> &buffers, int64_t T,
+                      int64_t NCL) override {
+    std::vector<cuda::DevicePtr> ptrs;
+    if (failed(upload(buffers, ptrs)))
+      return failure();
+    // Device-to-device copy of 2 x 1 GiB in the same run: the bandwidth
+    // floor the kernel is compared with.
+    const size_t copyBytes = size_t(1) << 30;
+    auto src = device->alloc(copyBytes), dst = device->alloc(copyBytes);
+    if (!src || !dst)
+      return fail(src ? dst.takeError() : src.takeError());
+    allocations.push_back(*src);
+    allocations.push_back(*dst);
+    auto copyTimes = time([&]() -> LogicalResult {
+      if (llvm::Error e = device->copyOnDevice(*dst, *src, copyBytes))
+        return fail(std::move(e));
+      return success();
+    });
+    auto kernelTimes = time([&] { return launch(name, ptrs, T, NCL); });
+    if (failed(copyTimes) || failed(kernelTimes))
+      return failure();
+    double copyMs = median(*copyTimes), ms = median(*kernelTimes);
+    double copyGBs = 2.0 * copyBytes / (copyMs * 1e6);
+    int64_t bytes = totalBytes(buffers);
+    double gbs = ms > 0 ? bytes / (ms * 1e6) : 0.0;
+    llvm::outs() << "bench: " << device->describe() << "\n"
+                 << "bench: copy " << llvm::format("%.0f", copyGBs)
+                 << " GB/s (device-to-device, 2 x 1 GiB, median of "
+                 << copyTimes->size() << ")\n"
+                 << "bench: kernel median " << llvm::format("%.4f", ms)
+                 << " ms over " << kernelTimes->size() << " runs, " << bytes
+                 << " bytes (floor " << llvm::format("%.4f", bytes / (copyGBs * 1e6))
+                 << " ms), " << llvm::format("%.0f", gbs) << " GB/s, "
+                 << llvm::format("%.0f", 100.0 * gbs / copyGBs)
+                 << "% of copy\n";
+    return success();
+  }
+
+private:
+  LogicalResult fail(llvm::Error e) {
+    reportError(std::move(e));
+    return failure();
+  }
+
+  LogicalResult upload(std::vector<Buffer> &buffers,
+                       std::vector<cuda::DevicePtr> &ptrs) {
+    zeroSums(buffers);
+    for (Buffer &b : buffers) {
+      auto p = device->alloc(b.bytes.size());
+      if (!p)
+        return fail(p.takeError());
+      allocations.push_back(*p);
+      if (llvm::Error e =
+              device->copyToDevice(*p, b.bytes.data(), b.bytes.size()))
+        return fail(std::move(e));
+      ptrs.push_back(*p);
+    }
+    return success();
+  }
+
+  LogicalResult launch(StringRef name, std::vector<cuda::DevicePtr> &ptrs,
+                       int64_t T, int64_t NCL) {
+    auto fn = device->getFunction(module, name);
+    if (!fn)
+      return fail(fn.takeError());
+    uint64_t perBlock = options.blockSize * options.neuronsPerThread;
+    uint64_t grid = (NCL + perBlock - 1) / perBlock;
+    if (grid == 0)
+      return success();
+    if (grid > 0x7fffffffu)
+      return fail(llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "NCL too large for one launch (grid over 2^31 - 1 blocks)"));
+    std::vector<void *> args;
+    for (cuda::DevicePtr &p : ptrs)
+      args.push_back(&p);
+    args.push_back(&T);
+    args.push_back(&NCL);
+    if (llvm::Error e = device->launch(*fn, grid, options.blockSize, args,
+                                       nullptr, name))
+      return fail(std::move(e));
+    return success();
+  }
+
+  /// Times `fn` with CUDA events: 5 warm-up runs, then the median of at
+  /// least 30.
+  FailureOr<std::vector<double>> time(function_ref<LogicalResult()> fn) {
+    for (int i = 0; i < 5; ++i)
+      if (failed(fn()))
+        return failure();
+    unsigned reps = std::max(30u, (unsigned)clReps);
+    std::vector<double> times;
+    auto start = device->createEvent(), end = device->createEvent();
+    if (!start || !end)
+      return (fail(start ? end.takeError() : start.takeError()), failure());
+    for (unsigned i = 0; i < reps; ++i) {
+      if (llvm::Error e = device->record(*start, nullptr))
+        return (fail(std::move(e)), failure());
+      if (failed(fn()))
+        return failure();
+      if (llvm::Error e = device->record(*end, nullptr))
+        return (fail(std::move(e)), failure());
+      auto ms = device->elapsedMs(*start, *end);
+      if (!ms)
+        return (fail(ms.takeError()), failure());
+      times.push_back(*ms);
+    }
+    device->destroyEvent(*start);
+    device->destroyEvent(*end);
+    if (llvm::Error e = device->synchronize())
+      return (fail(std::move(e)), failure());
+    return times;
+  }
+
+  std::unique_ptr<cuda::Device> device;
+  cuda::Module module;
+  GPUOptions options;
+  std::vector<cuda::DevicePtr> allocations;
+};
 
 ScanOp scanOf(ModuleOp module, StringRef funcName) {
   auto func = module.lookupSymbol<func::FuncOp>(funcName);
@@ -507,10 +704,7 @@ int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "flexsn kernel runner\n");
 
-  if (clBackend == "cuda")
-    return fail("the cuda backend needs the CUDA runtime (lib/Runtime/CUDA), "
-                "which is not built yet; use --backend=cpu");
-  if (clBackend != "cpu")
+  if (clBackend != "cpu" && clBackend != "cuda")
     return fail("unknown backend '" + clBackend + "' (expected cpu or cuda)");
   std::string kind = clVariant;
   bool training = kind == "forward" || kind == "backward";
@@ -589,39 +783,52 @@ int main(int argc, char **argv) {
   ScanOp primal = scanOf(*module, funcName);
 
   int64_t T = clT, NCL = clNCL;
-  auto kernels = CPUKernels::compile(*module);
-  if (failed(kernels))
-    return 1;
-  auto kernelOf = [&](ScanOp s, StringRef wanted,
-                      KernelSpec &spec) -> FailureOr<CPUKernels::KernelFn> {
+  std::unique_ptr<Runner> runner;
+  if (clBackend == "cpu") {
+    auto kernels = CPUKernels::compile(*module);
+    if (failed(kernels))
+      return 1;
+    runner = std::make_unique<CPURunner>(std::move(*kernels));
+  } else {
+    auto device = cuda::Device::open();
+    if (!device)
+      return reportError(device.takeError());
+    GPUOptions options;
+    options.chip = "sm_" + std::to_string((*device)->computeCapability());
+    FailureOr<std::string> ptx = translateToPTX(*module, options);
+    if (failed(ptx))
+      return 1;
+    auto loaded = (*device)->loadPTX(*ptx);
+    if (!loaded)
+      return reportError(loaded.takeError());
+    runner = std::make_unique<CUDARunner>(std::move(*device), *loaded, options);
+  }
+  auto kernelOf = [&](ScanOp s, StringRef wanted, KernelSpec &spec) {
     for (const KernelSpec &k : getKernelSpecs(s))
       if (k.kind == wanted)
         spec = k;
-    auto fn = (*kernels)->lookup(spec.name);
-    if (failed(fn))
-      fail("kernel '" + spec.name + "' not found after compilation");
-    return fn;
+    return success(!spec.name.empty());
   };
   std::mt19937_64 rng(clSeed);
 
   // The kernel that runs first: the primal's, or the training forward.
   ScanOp first = training ? scanOf(*module, funcName + "_forward") : primal;
   KernelSpec firstSpec;
-  auto firstFn = kernelOf(first, training ? "forward" : kind, firstSpec);
-  if (failed(firstFn))
-    return 2;
+  if (failed(kernelOf(first, training ? "forward" : kind, firstSpec)))
+    return fail("no " + std::string(training ? "forward" : kind) + " kernel");
   SmallVector<KernelArg> firstAbi =
       getKernelABI(first, firstSpec.variant, /*cpu=*/true);
   std::vector<Buffer> fwd = makeBuffers(firstAbi, T, NCL);
   for (Buffer &b : fwd)
     if (!isResultRole(b.arg.role))
       fillOperand(b, describeKernelArg(first, b.arg).role, rng);
-  CPUKernels::run(*firstFn, pointers(fwd), T, NCL, clThreads);
+  if (failed(runner->run(firstSpec.name, fwd, T, NCL)))
+    return 2;
 
   int status = 0;
   if (kind != "backward") {
     llvm::outs() << "kernel " << firstSpec.name << ": T=" << T
-                 << " NCL=" << NCL << " backend=cpu\n";
+                 << " NCL=" << NCL << " backend=" << clBackend << "\n";
     if (clCheck) {
       std::vector<std::vector<double>> expected;
       if (failed(interpretScan(first, firstSpec.variant, T, NCL,
@@ -644,17 +851,16 @@ int main(int argc, char **argv) {
       }
       status = check.finish();
     }
-    if (clBench)
-      bench(*firstFn, fwd, T, NCL);
+    if (clBench && failed(runner->bench(firstSpec.name, fwd, T, NCL)))
+      return 2;
     return status;
   }
 
   // Backward: read what the forward wrote, plus random result gradients.
   ScanOp bscan = scanOf(*module, funcName + "_backward");
   KernelSpec bspec;
-  auto bfn = kernelOf(bscan, "backward", bspec);
-  if (failed(bfn))
-    return 2;
+  if (failed(kernelOf(bscan, "backward", bspec)))
+    return fail("no backward kernel");
   std::map<std::pair<std::string, unsigned>, const Buffer *> fromForward;
   for (const Buffer &b : fwd) {
     ArgMeaning m = describeKernelArg(first, b.arg);
@@ -678,9 +884,10 @@ int main(int argc, char **argv) {
                   std::to_string(m.index) +
                   ", which the training forward does not provide");
   }
-  CPUKernels::run(*bfn, pointers(bwd), T, NCL, clThreads);
+  if (failed(runner->run(bspec.name, bwd, T, NCL)))
+    return 2;
   llvm::outs() << "kernel " << bspec.name << ": T=" << T << " NCL=" << NCL
-               << " backend=cpu\n";
+               << " backend=" << clBackend << "\n";
 
   if (clCheck) {
     // The reference reads the same stored forward values as the kernel.
@@ -760,7 +967,7 @@ int main(int argc, char **argv) {
     }
     status = check.finish();
   }
-  if (clBench)
-    bench(*bfn, bwd, T, NCL);
+  if (clBench && failed(runner->bench(bspec.name, bwd, T, NCL)))
+    return 2;
   return status;
 }

@@ -1,12 +1,10 @@
 // flexsn-run reports bad requests clearly.
-// RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --backend=cuda 2>&1 | FileCheck %s --check-prefix=CUDA
 // RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --variant=sideways 2>&1 | FileCheck %s --check-prefix=BWD
 // RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --save-ops=flexsn.spike 2>&1 | FileCheck %s --check-prefix=SAVE
 // RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --T=-1 2>&1 | FileCheck %s --check-prefix=NEG
 // RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --dtype=i8 2>&1 | FileCheck %s --check-prefix=DTYPE
 // RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --func=nope 2>&1 | FileCheck %s --check-prefix=FUNC
 // RUN: flexsn-run %flexsn_src_root/examples/lif.mlir --T=4 --ncl=4096 --bench --reps=3 | FileCheck %s --check-prefix=BENCH
-// CUDA: error: the cuda backend needs the CUDA runtime (lib/Runtime/CUDA), which is not built yet
 // BWD: error: unknown variant 'sideways' (expected inference, final_state, forward or backward)
 // SAVE: error: --save-ops applies to --variant=forward|backward
 // NEG: error: --T and --ncl must be >= 0
