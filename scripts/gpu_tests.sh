@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs the GPU integration tests (test/Integration/CUDA/*.mlir, REQUIRES: cuda)
+# on a machine without lit/FileCheck (the GPU machine): each RUN line's
+# flexsn-run command is executed and must print "check: ok" and no "FAIL".
+# Usage: scripts/gpu_tests.sh [dir-with-flexsn-run]   (default build/bin)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BIN=${1:-build/bin}
+pass=0; fail=0
+for f in test/Integration/CUDA/*.mlir; do
+  while IFS= read -r line; do
+    cmd=${line#// RUN: }
+    cmd=${cmd%%|*}
+    cmd=${cmd//%flexsn_src_root/.}
+    cmd=${cmd/flexsn-run/$BIN/flexsn-run}
+    out=$(eval "$cmd" 2>&1); rc=$?
+    if [ $rc -eq 0 ] && grep -q "check: ok" <<<"$out" && ! grep -q FAIL <<<"$out"; then
+      pass=$((pass + 1)); echo "ok    ${cmd#$BIN/}"
+    else
+      fail=$((fail + 1)); echo "FAIL  ${cmd#$BIN/}"; echo "$out" | tail -8
+    fi
+  done < <(grep '^// RUN: flexsn-run' "$f")
+done
+echo "GPU tests: $pass passed, $fail failed"
+[ $fail -eq 0 ]
