@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs the GPU integration tests (test/Integration/CUDA/*.mlir, REQUIRES: cuda)
-# on a machine without lit/FileCheck (the GPU machine): each RUN line's
-# flexsn-run command is executed and must print "check: ok" and no "FAIL".
+# Runs the GPU integration tests on a machine without lit/FileCheck (the GPU
+# machine): the RUN lines of test/Integration/CUDA/*.mlir, and every checked
+# CPU execution test (test/Integration/{CPU,Autodiff}) again with
+# --backend=cuda. Each command must print "check: ok" and no "FAIL".
 # Usage: scripts/gpu_tests.sh [dir-with-flexsn-run]   (default build/bin)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,22 @@ for f in test/Integration/CUDA/*.mlir; do
       fail=$((fail + 1)); echo "FAIL  ${cmd#$BIN/}"; echo "$out" | tail -8
     fi
   done < <(grep '^// RUN: flexsn-run' "$f")
+done
+# The CPU execution tests, on the GPU.
+for f in test/Integration/CPU/*.mlir test/Integration/Autodiff/*.mlir; do
+  while IFS= read -r line; do
+    cmd=${line#// RUN: }
+    cmd=${cmd%%|*}
+    cmd=${cmd//%flexsn_src_root/.}
+    cmd=${cmd//%s/$f}
+    cmd="${cmd/flexsn-run/$BIN/flexsn-run} --backend=cuda"
+    out=$(eval "$cmd" 2>&1); rc=$?
+    if [ $rc -eq 0 ] && grep -q "check: ok" <<<"$out" && ! grep -q FAIL <<<"$out"; then
+      pass=$((pass + 1)); echo "ok    ${cmd#$BIN/}"
+    else
+      fail=$((fail + 1)); echo "FAIL  ${cmd#$BIN/}"; echo "$out" | tail -8
+    fi
+  done < <(grep '^// RUN: flexsn-run.*--check' "$f")
 done
 echo "GPU tests: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -35,6 +35,7 @@
 #include "llvm/ADT/APFloat.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -46,6 +47,8 @@
 #include <map>
 #include <random>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace mlir;
 using namespace mlir::flexsn;
@@ -783,6 +786,18 @@ int main(int argc, char **argv) {
   ScanOp primal = scanOf(*module, funcName);
 
   int64_t T = clT, NCL = clNCL;
+  // Host buffers: refuse what this machine cannot hold (the allocation
+  // would abort the process).
+  {
+    int64_t seqs = scan->getNumOperands() + scan->getNumResults() + 8;
+    double need = double(T) * double(NCL) * 8.0 * double(seqs);
+    double have = double(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+    if (need > have)
+      return fail(llvm::formatv("T={0} NCL={1} needs about {2:F1} GB of host "
+                                "buffers; this machine has {3:F1} GB",
+                                T, NCL, need / 1e9, have / 1e9)
+                      .str());
+  }
   std::unique_ptr<Runner> runner;
   if (clBackend == "cpu") {
     auto kernels = CPUKernels::compile(*module);

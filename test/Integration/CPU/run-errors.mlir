@@ -2,6 +2,7 @@
 // RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --variant=sideways 2>&1 | FileCheck %s --check-prefix=BWD
 // RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --save-ops=flexsn.spike 2>&1 | FileCheck %s --check-prefix=SAVE
 // RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --T=-1 2>&1 | FileCheck %s --check-prefix=NEG
+// RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --T=1000000 --ncl=100000000 2>&1 | FileCheck %s --check-prefix=HUGE
 // RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --dtype=i8 2>&1 | FileCheck %s --check-prefix=DTYPE
 // RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --func=nope 2>&1 | FileCheck %s --check-prefix=FUNC
 // RUN: flexsn-run %flexsn_src_root/examples/lif.mlir --T=4 --ncl=4096 --bench --reps=3 | FileCheck %s --check-prefix=BENCH
@@ -11,3 +12,4 @@
 // DTYPE: error: unknown --dtype 'i8'
 // FUNC: error: no kernel function named 'nope'
 // BENCH: bench: median {{.*}} ms over 3 runs, 212992 bytes moved
+// HUGE: error: T=1000000 NCL=100000000 needs about {{.*}} GB of host buffers; this machine has
