@@ -787,10 +787,24 @@ int main(int argc, char **argv) {
 
   int64_t T = clT, NCL = clNCL;
   // Host buffers: refuse what this machine cannot hold (the allocation
-  // would abort the process).
+  // would abort the process): the largest kernel's buffers, or the forward's
+  // and the backward's together for a backward run.
   {
-    int64_t seqs = scan->getNumOperands() + scan->getNumResults() + 8;
-    double need = double(T) * double(NCL) * 8.0 * double(seqs);
+    double largest = 0, training = 0;
+    for (func::FuncOp f : module->getOps<func::FuncOp>())
+      f.walk([&](ScanOp s) {
+        for (const KernelSpec &k : getKernelSpecs(s)) {
+          double bytes = 0;
+          for (const KernelArg &a : getKernelABI(s, k.variant, /*cpu=*/true))
+            if (a.isPointer())
+              bytes += double(elementCount(a.role, T, NCL)) *
+                       (a.type.getIntOrFloatBitWidth() / 8);
+          largest = std::max(largest, bytes);
+          if (k.kind == "forward" || k.kind == "backward")
+            training += bytes;
+        }
+      });
+    double need = kind == "backward" ? training : largest;
     double have = double(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
     if (need > have)
       return fail(llvm::formatv("T={0} NCL={1} needs about {2:F1} GB of host "
