@@ -8,35 +8,30 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-build/bin}
 pass=0; fail=0
+
+# run_line FILE "RUN line" [extra flags]
+run_line() {
+  local cmd=${2#// RUN: }
+  cmd=${cmd%%|*}
+  cmd=${cmd//%flexsn_src_root/.}
+  cmd=${cmd//%s/$1}
+  cmd="${cmd/flexsn-run/$BIN/flexsn-run} ${3:-}"
+  local out rc
+  out=$(eval "$cmd" 2>&1); rc=$?
+  if [ $rc -eq 0 ] && grep -q "check: ok" <<<"$out" && ! grep -q FAIL <<<"$out"; then
+    pass=$((pass + 1)); echo "ok    ${cmd#$BIN/}"
+  else
+    fail=$((fail + 1)); echo "FAIL  ${cmd#$BIN/}"; echo "$out" | tail -8
+  fi
+}
+
 for f in test/Integration/CUDA/*.mlir; do
-  while IFS= read -r line; do
-    cmd=${line#// RUN: }
-    cmd=${cmd%%|*}
-    cmd=${cmd//%flexsn_src_root/.}
-    cmd=${cmd/flexsn-run/$BIN/flexsn-run}
-    out=$(eval "$cmd" 2>&1); rc=$?
-    if [ $rc -eq 0 ] && grep -q "check: ok" <<<"$out" && ! grep -q FAIL <<<"$out"; then
-      pass=$((pass + 1)); echo "ok    ${cmd#$BIN/}"
-    else
-      fail=$((fail + 1)); echo "FAIL  ${cmd#$BIN/}"; echo "$out" | tail -8
-    fi
-  done < <(grep '^// RUN: flexsn-run' "$f")
+  while IFS= read -r line; do run_line "$f" "$line"; done \
+    < <(grep '^// RUN: flexsn-run' "$f")
 done
-# The CPU execution tests, on the GPU.
 for f in test/Integration/CPU/*.mlir test/Integration/Autodiff/*.mlir; do
-  while IFS= read -r line; do
-    cmd=${line#// RUN: }
-    cmd=${cmd%%|*}
-    cmd=${cmd//%flexsn_src_root/.}
-    cmd=${cmd//%s/$f}
-    cmd="${cmd/flexsn-run/$BIN/flexsn-run} --backend=cuda"
-    out=$(eval "$cmd" 2>&1); rc=$?
-    if [ $rc -eq 0 ] && grep -q "check: ok" <<<"$out" && ! grep -q FAIL <<<"$out"; then
-      pass=$((pass + 1)); echo "ok    ${cmd#$BIN/}"
-    else
-      fail=$((fail + 1)); echo "FAIL  ${cmd#$BIN/}"; echo "$out" | tail -8
-    fi
-  done < <(grep '^// RUN: flexsn-run' "$f" | grep -E '^[^|]*--check( |$)')
+  while IFS= read -r line; do run_line "$f" "$line" --backend=cuda; done \
+    < <(grep '^// RUN: flexsn-run' "$f" | grep -E '^[^|]*--check( |$)')
 done
 echo "GPU tests: $pass passed, $fail failed"
 [ $fail -eq 0 ]
