@@ -135,6 +135,15 @@ DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16,
           "f16": torch.float16, "f64": torch.float64}
 
 
+def shape_of(role, T, ncl):
+    """Tensor shape of a kernel argument of `role` (manifest ABI role)."""
+    if role in ("input", "lagged", "output", "state_seq"):
+        return (T, ncl)
+    if role in ("param_scalar", "sum_state"):
+        return (1,)
+    return (ncl,)
+
+
 def make_args(kernel, T, ncl, dtype, gen, misalign=False):
     """Tensors in manifest order; results poisoned with NaN."""
     tensors = {}
@@ -143,9 +152,7 @@ def make_args(kernel, T, ncl, dtype, gen, misalign=False):
         role = a["role"]
         if role in ("T", "NCL"):
             continue
-        shape = {"input": (T, ncl), "output": (T, ncl), "state_seq": (T, ncl),
-                 "lagged": (T, ncl), "param_scalar": (1,),
-                 "sum_state": (1,)}.get(role, (ncl,))
+        shape = shape_of(role, T, ncl)
         n = int(np.prod(shape))
         # Each argument has its own storage type (a scalar f32 param stays
         # f32 in a bf16 neuron).
@@ -301,9 +308,7 @@ def fill_backward(fwd, bwd, T, ncl, gen):
                                                   "sum_state"):
             t = src["tensor"]
         else:
-            shape = {"input": (T, ncl), "output": (T, ncl),
-                     "param_scalar": (1,), "sum_state": (1,)}.get(
-                         a["role"], (ncl,))
+            shape = shape_of(a["role"], T, ncl)
             if a["role"] == "sum_state":
                 t = torch.zeros(shape, dtype=dtype, device=dev)
             elif a["role"] in ("output", "final_state"):

@@ -141,6 +141,29 @@ SmallVector<KernelArg> mlir::flexsn::getKernelABI(ScanOp scan,
   return abi;
 }
 
+ArgSource mlir::flexsn::getArgSource(ScanOp scan, const KernelArg &arg) {
+  unsigned numIn = scan.getNumInputs(), numLa = scan.getNumLagged(),
+           numSt = scan.getNumStates(), numOut = scan.getNumOutputs();
+  switch (arg.role) {
+  case KernelArgRole::Input:
+    return {false, arg.index};
+  case KernelArgRole::Lagged:
+    return {false, numIn + arg.index};
+  case KernelArgRole::LaggedInit:
+    return {false, numIn + numLa + arg.index};
+  case KernelArgRole::InitState:
+    return {false, numIn + 2 * numLa + arg.index};
+  case KernelArgRole::Param:
+  case KernelArgRole::ParamScalar:
+    return {false, numIn + 2 * numLa + numSt + arg.index};
+  case KernelArgRole::Output:
+    return {true, arg.index};
+  default:
+    assert(arg.isPointer() && "T/NCL/begin/end carry no scan value");
+    return {true, numOut + arg.index};
+  }
+}
+
 ArgMeaning mlir::flexsn::describeKernelArg(ScanOp scan, const KernelArg &arg) {
   ArgMeaning fallback{stringifyKernelArgRole(arg.role).str(), arg.index};
   auto func = dyn_cast<func::FuncOp>(scan->getParentOp());
@@ -153,40 +176,14 @@ ArgMeaning mlir::flexsn::describeKernelArg(ScanOp scan, const KernelArg &arg) {
       return fallback;
     return ArgMeaning{role.str(), static_cast<unsigned>(index.getInt())};
   };
-  unsigned numIn = scan.getNumInputs(), numLa = scan.getNumLagged(),
-           numSt = scan.getNumStates(), numOut = scan.getNumOutputs();
-  std::optional<unsigned> operand, result;
-  switch (arg.role) {
-  case KernelArgRole::Input:
-    operand = arg.index;
-    break;
-  case KernelArgRole::Lagged:
-    operand = numIn + arg.index;
-    break;
-  case KernelArgRole::LaggedInit:
-    operand = numIn + numLa + arg.index;
-    break;
-  case KernelArgRole::InitState:
-    operand = numIn + 2 * numLa + arg.index;
-    break;
-  case KernelArgRole::Param:
-  case KernelArgRole::ParamScalar:
-    operand = numIn + 2 * numLa + numSt + arg.index;
-    break;
-  case KernelArgRole::Output:
-    result = arg.index;
-    break;
-  default:
-    result = numOut + arg.index;
-    break;
-  }
-  if (operand) {
-    auto blockArg = dyn_cast<BlockArgument>(scan->getOperand(*operand));
+  ArgSource source = getArgSource(scan, arg);
+  if (!source.isResult) {
+    auto blockArg = dyn_cast<BlockArgument>(scan->getOperand(source.number));
     if (!blockArg || blockArg.getOwner()->getParentOp() != func.getOperation())
       return fallback;
     return fromAttrs(func.getArgAttrDict(blockArg.getArgNumber()));
   }
-  for (OpOperand &use : scan->getResult(*result).getUses())
+  for (OpOperand &use : scan->getResult(source.number).getUses())
     if (isa<func::ReturnOp>(use.getOwner()))
       return fromAttrs(func.getResultAttrDict(use.getOperandNumber()));
   return fallback;

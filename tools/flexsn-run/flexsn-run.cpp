@@ -254,35 +254,16 @@ std::vector<void *> pointers(std::vector<Buffer> &buffers) {
 std::vector<std::vector<double>> scanOperands(ScanOp scan,
                                               const std::vector<Buffer> &buffers,
                                               int64_t NCL) {
-  unsigned numIn = scan.getNumInputs(), numLa = scan.getNumLagged(),
-           numSt = scan.getNumStates();
   std::vector<std::vector<double>> ops(scan->getNumOperands());
   for (const Buffer &b : buffers) {
-    unsigned i = b.arg.index;
-    switch (b.arg.role) {
-    case KernelArgRole::Input:
-      ops[i] = b.decoded();
-      break;
-    case KernelArgRole::Lagged:
-      ops[numIn + i] = b.decoded();
-      break;
-    case KernelArgRole::LaggedInit:
-      ops[numIn + numLa + i] = b.decoded();
-      break;
-    case KernelArgRole::InitState:
-      ops[numIn + 2 * numLa + i] = b.decoded();
-      break;
-    case KernelArgRole::Param:
-    case KernelArgRole::ParamScalar:
-      ops[numIn + 2 * numLa + numSt + i] = b.decoded();
-      break;
-    default:
-      break;
-    }
+    ArgSource source = getArgSource(scan, b.arg);
+    if (!source.isResult)
+      ops[source.number] = b.decoded();
   }
-  for (unsigned k = 0; k < numSt; ++k)
+  unsigned firstState = scan.getNumInputs() + 2 * scan.getNumLagged();
+  for (unsigned k = 0; k < scan.getNumStates(); ++k)
     if (std::optional<double> c = getConstantInitState(scan, k))
-      ops[numIn + 2 * numLa + k].assign(NCL, *c);
+      ops[firstState + k].assign(NCL, *c);
   return ops;
 }
 
@@ -867,9 +848,7 @@ int main(int argc, char **argv) {
       for (const Buffer &b : fwd) {
         if (!isResultRole(b.arg.role))
           continue;
-        unsigned idx = b.arg.role == KernelArgRole::Output
-                           ? b.arg.index
-                           : first.getNumOutputs() + b.arg.index;
+        unsigned idx = getArgSource(first, b.arg).number;
         double tol = clTolerance >= 0
                          ? clTolerance
                          : defaultTolerance(b.arg.type, first.getComputeType());
@@ -975,17 +954,10 @@ int main(int argc, char **argv) {
     bool f64 = primal.getComputeType().isF64() &&
                llvm::all_of(bwd, [](const Buffer &b) { return b.arg.type.isF64(); });
     if (smooth && f64 && T > 0 && NCL > 0 && clFiniteDifferences) {
-      std::map<std::pair<std::string, unsigned>, const Buffer *> results;
-      for (const Buffer &b : bwd)
-        if (isResultRole(b.arg.role)) {
-          ArgMeaning m = describeKernelArg(bscan, b.arg);
-          results[{m.role, m.index}] = &b;
-        }
-      // Gradients the backward does not read are zero in the loss.
-      for (unsigned o = 0; o < numOut; ++o)
-        if (c.gradOutputs[o].empty())
-          c.gradOutputs[o].clear();
-      if (failed(finiteDifferenceCheck(primal, T, NCL, c, results, check)))
+      // byMeaning holds the results too (grad_input, grad_init_state,
+      // grad_param); gradients the backward does not read are empty in `c`
+      // and left out of the loss.
+      if (failed(finiteDifferenceCheck(primal, T, NCL, c, byMeaning, check)))
         return 1;
     } else {
       llvm::outs() << "  finite differences: skipped ("

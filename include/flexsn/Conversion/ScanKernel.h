@@ -87,6 +87,13 @@ struct KernelSpec {
 /// the function) of a function made by flexsn-differentiate.
 llvm::SmallVector<KernelSpec> getKernelSpecs(ScanOp scan);
 
+/// The scan operand (or result) number a pointer argument carries.
+struct ArgSource {
+  bool isResult;
+  unsigned number;
+};
+ArgSource getArgSource(ScanOp scan, const KernelArg &arg);
+
 /// What a kernel argument holds in the terms of the function it was made
 /// from: for functions made by flexsn-differentiate, the `flexsn.role` and
 /// `flexsn.index` of the matching function argument or result

@@ -362,11 +362,6 @@ LogicalResult Differentiator::buildBackward() {
   llvm::append_range(scanIns, gseqVals);
   SmallVector<Value> states(carryInit);
   llvm::append_range(states, accInit);
-  // Gradient-input outputs come first among the scan's results.
-  SmallVector<Type> outTypes;
-  for (auto [i, v] : llvm::enumerate(scan.getInputs()))
-    if (gradInput[i])
-      outTypes.push_back(v.getType());
   auto bscan = ScanOp::create(
       b, loc, scanResultTypes, scanIns, pick(vseqArg), pick(v0Arg), states,
       pick(pArg), /*reverse=*/b.getUnitAttr(), /*final_states=*/b.getUnitAttr(),
@@ -399,7 +394,8 @@ LogicalResult Differentiator::buildBackward() {
 
   // Return what requires a gradient.
   SmallVector<Value> ret;
-  unsigned numGx = outTypes.size();
+  // The scan's results: grad inputs, one carry per state, accumulators.
+  unsigned numGx = gradInput.count();
   llvm::append_range(ret, bscan.getResults().take_front(numGx));
   for (unsigned s = 0; s < numSt; ++s)
     if (gradState[s])
