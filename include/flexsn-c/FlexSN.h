@@ -1,9 +1,17 @@
 /*===- FlexSN.h - C API of FlexSN-MLIR ----------------------------*- C -*-===*\
 |*                                                                            *|
 |* One shared library (libFlexSN.so) holds the compiler (MLIR/LLVM linked     *|
-|* statically) and the runtimes; this header is all it exports. Functions     *|
-|* that can fail return 0 on success and non-zero on failure, with a          *|
-|* message in *error (free it with flexsn_free) when error is not NULL.       *|
+|* statically) and the runtimes; this header is all it exports.               *|
+|*                                                                            *|
+|* Version 2. A program is a flexsn module compiled once for a target (the    *|
+|* CPU JIT, or CUDA for a chip); it owns every kernel of the module and the   *|
+|* kernel manifest (JSON), which never depends on CUDA being installed. A     *|
+|* kernel handle, fetched once per (program, kernel, device), launches with   *|
+|* no lookup, hashing or allocation.                                          *|
+|*                                                                            *|
+|* Functions that can fail return 0 on success and non-zero on failure, with  *|
+|* a message in *error (free it with flexsn_free) when error is not NULL.     *|
+|* No function aborts on bad arguments. Every function is thread-safe.        *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
@@ -17,70 +25,87 @@
 extern "C" {
 #endif
 
-/* Version string of the library ("flexsn-mlir <version>, MLIR 22"). */
+/* The API version this header describes; flexsn_api_version() returns the
+ * library's. A caller refuses a library whose version differs. */
+#define FLEXSN_API_VERSION 2
+
+int flexsn_api_version(void);
+
+/* "flexsn-mlir <version>, MLIR 22". */
 const char *flexsn_version(void);
 
-/* Frees a string or buffer the library returned. */
+/* Frees a string the library returned. */
 void flexsn_free(void *ptr);
 
-/*--- Compiler -------------------------------------------------------------*/
+/*--- Programs ---------------------------------------------------------------*/
+
+typedef enum flexsn_target {
+  FLEXSN_TARGET_CPU = 0,  /* JIT-compiled for this CPU */
+  FLEXSN_TARGET_CUDA = 1, /* PTX for `chip`, loaded per device on demand */
+} flexsn_target;
 
 typedef struct flexsn_program flexsn_program;
 
-/* Compiles flexsn IR (text) to PTX and a kernel manifest (JSON).
- * `options`: space-separated key=value pairs, all optional:
- *   chip=sm_90  neurons-per-thread=4  block-size=256  cuda-home=PATH
- *   differentiate=1 (also the training forward/backward kernels)
- *   save-ops=OP,OP  (with differentiate: saved intermediates)
+/* Compiles flexsn IR (text) for `target`. `options`: space-separated
+ * key=value pairs, all optional (the flexsn-gpu-pipeline's options plus
+ * two of the C API's own):
+ *   chip=sm_90  O=3  neurons-per-thread=4  block-size=256  cuda-home=PATH
+ *   differentiate=1  (also the training forward/backward kernels)
+ *   save-ops=OP,OP   (with differentiate: saved intermediates)
  * Errors carry MLIR's diagnostics with their source locations. */
-int flexsn_compile(const char *mlir_source, const char *options,
-                   flexsn_program **program, char **error);
-/* NUL-terminated PTX of every kernel; valid until the program is freed. */
-const char *flexsn_program_ptx(const flexsn_program *program);
-/* The kernel manifest (JSON, format "flexsn-manifest" version 2). */
+int flexsn_program_create(const char *mlir_source, flexsn_target target,
+                          const char *options, flexsn_program **program,
+                          char **error);
+/* The kernel manifest (JSON, "flexsn-manifest" version 3): every kernel's
+ * name, variant, launch geometry and arguments in launch order (role,
+ * meaning in the source function's terms, dtype, shape). Valid until the
+ * program is destroyed. */
 const char *flexsn_program_manifest(const flexsn_program *program);
+/* PTX of every kernel (CUDA programs); "" for CPU programs. */
+const char *flexsn_program_ptx(const flexsn_program *program);
+flexsn_target flexsn_program_target(const flexsn_program *program);
+/* Destroys the program and its kernel handles. */
 void flexsn_program_destroy(flexsn_program *program);
 
-/*--- CPU backend (JIT) ----------------------------------------------------*/
+/*--- Kernels ----------------------------------------------------------------*/
 
-typedef struct flexsn_cpu_kernels flexsn_cpu_kernels;
+typedef struct flexsn_kernel flexsn_kernel;
 
-/* JIT-compiles the module's kernels for this CPU (same `options` keys as
- * flexsn_compile; only differentiate and save-ops apply). */
-int flexsn_cpu_compile(const char *mlir_source, const char *options,
-                       flexsn_cpu_kernels **kernels, char **error);
-/* Runs kernel `name` with its pointer arguments in manifest order over T
- * steps and NCL neurons on `threads` threads (0: all). Buffers of role
- * sum_state must be zeroed by the caller. */
-int flexsn_cpu_run(flexsn_cpu_kernels *kernels, const char *name,
-                   void *const *ptrs, size_t num_ptrs, int64_t T, int64_t NCL,
-                   unsigned threads, char **error);
-void flexsn_cpu_destroy(flexsn_cpu_kernels *kernels);
+/* The kernel `name` of `program`, ready to launch: on the CPU (`device`
+ * must be 0) or on CUDA device `device` (its primary context; the PTX is
+ * loaded there on the first request). The handle belongs to the program
+ * and stays valid until it is destroyed; asking again returns the same
+ * handle. */
+int flexsn_kernel_get(flexsn_program *program, const char *name, int device,
+                      flexsn_kernel **kernel, char **error);
+/* How many pointers a launch takes (the manifest's pointer arguments). */
+size_t flexsn_kernel_num_pointers(const flexsn_kernel *kernel);
 
-/*--- CUDA backend (driver API, libcuda loaded at run time) ----------------*/
+/* Runs the kernel over T steps and NCL neurons. `ptrs`: one pointer per
+ * pointer argument in manifest order (host pointers on the CPU, device
+ * pointers on CUDA); a pointer may be NULL only where its buffer is empty.
+ * Buffers of role sum_state must be zeroed by the caller. CPU: runs on
+ * `threads` threads (0: every core) and returns when done; `stream` is
+ * ignored. CUDA: enqueues on `stream` (a CUstream; NULL: the legacy default
+ * stream) and returns without waiting; `threads` is ignored. Fails (and
+ * runs nothing) on a wrong pointer count, a NULL pointer to a non-empty
+ * buffer, T or NCL < 0, or sizes whose byte counts overflow. */
+int flexsn_kernel_launch(const flexsn_kernel *kernel, void *const *ptrs,
+                         size_t num_ptrs, int64_t T, int64_t NCL,
+                         void *stream, unsigned threads, char **error);
 
-typedef struct flexsn_cuda_device flexsn_cuda_device;
+/*--- CUDA devices (driver API, libcuda loaded at run time) ------------------*/
 
-/* Opens GPU `ordinal` (its primary context). Fails cleanly with "no CUDA
- * driver", "CUDA driver too old" or "no CUDA device" where that is so. */
-int flexsn_cuda_open(int ordinal, flexsn_cuda_device **device, char **error);
-/* "NVIDIA H100 80GB HBM3, sm_90, driver 13.0"; free with flexsn_free. */
-char *flexsn_cuda_describe(const flexsn_cuda_device *device);
-/* Compute capability as major * 10 + minor. */
-int flexsn_cuda_capability(const flexsn_cuda_device *device);
-/* Launches kernel `name` of `ptx` (loaded once per device and cached by its
- * hash) with `ptrs` (device pointers, manifest order), T and NCL on
- * `stream` (a CUstream; NULL: the default stream), with `block_size`
- * threads per block and `neurons_per_thread` from the manifest. Returns
- * without waiting. */
-int flexsn_cuda_launch(flexsn_cuda_device *device, const char *ptx,
-                       const char *name, const uint64_t *ptrs,
-                       size_t num_ptrs, int64_t T, int64_t NCL,
-                       unsigned block_size, unsigned neurons_per_thread,
-                       void *stream, char **error);
-/* Waits for the device; reports an earlier launch's failure. */
-int flexsn_cuda_synchronize(flexsn_cuda_device *device, char **error);
-void flexsn_cuda_close(flexsn_cuda_device *device);
+/* Number of CUDA devices. Fails cleanly with "no CUDA driver", "CUDA
+ * driver too old" or the driver's error where that is so. */
+int flexsn_cuda_device_count(int *count, char **error);
+/* Compute capability (major * 10 + minor) and, when `description` is not
+ * NULL, "NVIDIA H100 80GB HBM3, sm_90, driver 13.0" (free with
+ * flexsn_free) of device `device`. */
+int flexsn_cuda_device_info(int device, int *capability, char **description,
+                            char **error);
+/* Waits for device `device`; reports an earlier launch's failure. */
+int flexsn_cuda_synchronize(int device, char **error);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,11 @@
-//===- FlexSNCAPI.cpp - C API of FlexSN-MLIR -------------------------------===//
+//===- FlexSNCAPI.cpp - C API of FlexSN-MLIR (version 2) ------------------===//
+//
+// Programs own the compiled module (CPU JIT engine or PTX), its manifest as
+// a typed structure and its kernel handles. A kernel handle carries what a
+// launch needs (entry point, pointer shapes, launch geometry) so that a
+// launch only validates its arguments and runs.
+//
+//===----------------------------------------------------------------------===//
 
 #include "flexsn-c/FlexSN.h"
 
@@ -15,21 +22,33 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 using namespace mlir;
 using namespace mlir::flexsn;
 
+struct flexsn_kernel {
+  const ManifestKernel *info = nullptr;
+  flexsn_target target = FLEXSN_TARGET_CPU;
+  /// Shape and element size of each pointer argument, in launch order.
+  llvm::SmallVector<std::pair<ArgShape, unsigned>> pointers;
+  CPUKernels::KernelFn cpuFn = nullptr;
+  cuda::Device *device = nullptr;
+  cuda::Function cudaFn = nullptr;
+  unsigned blockSize = 0, neuronsPerThread = 0;
+};
+
 struct flexsn_program {
-  std::string ptx, manifest;
-};
-
-struct flexsn_cpu_kernels {
+  flexsn_target target = FLEXSN_TARGET_CPU;
+  GPUOptions gpu;
   std::unique_ptr<MLIRContext> context;
-  std::unique_ptr<CPUKernels> kernels;
-};
-
-struct flexsn_cuda_device {
-  std::unique_ptr<cuda::Device> device;
+  std::unique_ptr<CPUKernels> cpu;
+  std::string ptx, manifestText;
+  std::vector<ManifestKernel> manifest;
+  std::mutex mutex; // guards `kernels`
+  std::map<std::pair<std::string, int>, std::unique_ptr<flexsn_kernel>>
+      kernels;
 };
 
 namespace {
@@ -65,24 +84,30 @@ int parseOptions(const char *text, Options &o, char **error) {
   for (llvm::StringRef word : words) {
     auto [key, value] = word.split('=');
     unsigned n = 0;
-    if (key == "chip")
+    if (key == "chip" && value.starts_with("sm_"))
       o.gpu.chip = value.str();
     else if (key == "cuda-home")
       o.gpu.cudaHome = value.str();
-    else if (key == "neurons-per-thread" && !value.getAsInteger(10, n))
+    else if (key == "O" && !value.getAsInteger(10, n) && n <= 3)
+      o.gpu.optLevel = n;
+    else if (key == "neurons-per-thread" && !value.getAsInteger(10, n) &&
+             (n == 1 || n == 2 || n == 4 || n == 8))
       o.gpu.neuronsPerThread = n;
-    else if (key == "block-size" && !value.getAsInteger(10, n))
+    else if (key == "block-size" && !value.getAsInteger(10, n) && n >= 32 &&
+             n <= 1024 && n % 32 == 0)
       o.gpu.blockSize = n;
     else if (key == "differentiate" && (value == "1" || value == "0"))
       o.differentiate = value == "1";
-    else if (key == "save-ops")
+    else if (key == "save-ops" && !value.empty())
       for (llvm::StringRef op : llvm::split(value, ','))
         o.saveOps.push_back(op.str());
     else
-      return failWith(error, ("unknown or malformed option '" + word +
-                              "' (keys: chip, neurons-per-thread, block-size, "
-                              "cuda-home, differentiate=0|1, save-ops)")
-                                 .str());
+      return failWith(
+          error, ("unknown or malformed option '" + word +
+                  "' (keys: chip=sm_XX, O=0..3, neurons-per-thread=1|2|4|8, "
+                  "block-size=32..1024 (a multiple of 32), cuda-home=PATH, "
+                  "differentiate=0|1, save-ops=OP,OP)")
+                     .str());
   }
   if (!o.saveOps.empty() && !o.differentiate)
     return failWith(error, "save-ops needs differentiate=1");
@@ -97,19 +122,8 @@ std::unique_ptr<MLIRContext> makeContext() {
   return context;
 }
 
-/// Parses `source` (and differentiates on request), collecting diagnostics
-/// into `diagnostics`.
-OwningOpRef<ModuleOp> load(MLIRContext &context, const char *source,
-                           const Options &o) {
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
-      source ? source : "", ParserConfig(&context), "<flexsn source>");
-  if (module && o.differentiate &&
-      failed(differentiateModule(*module, o.saveOps)))
-    return nullptr;
-  return module;
-}
-
-/// Runs `fn` with MLIR diagnostics captured as text.
+/// Runs `fn` with MLIR diagnostics captured as text: the location and
+/// message of each, and of its notes.
 template <typename Fn>
 int withDiagnostics(MLIRContext &context, char **error, Fn fn) {
   std::string messages;
@@ -136,142 +150,259 @@ int withDiagnostics(MLIRContext &context, char **error, Fn fn) {
     return 0;
   return failWith(error, messages.empty() ? "compilation failed" : messages);
 }
+
+/// The process's CUDA devices, opened once each (their primary contexts
+/// and module caches live as long as the process).
+llvm::Expected<cuda::Device *> getDevice(int ordinal) {
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<cuda::Device>> devices;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = devices.find(ordinal);
+  if (it != devices.end())
+    return it->second.get();
+  auto opened = cuda::Device::open(ordinal);
+  if (!opened)
+    return opened.takeError();
+  cuda::Device *device = opened->get();
+  devices.emplace(ordinal, std::move(*opened));
+  return device;
+}
+
+/// Byte size of a pointer argument of `shape`, or failure on overflow.
+bool bufferBytes(ArgShape shape, unsigned elementBytes, int64_t T,
+                 int64_t NCL, int64_t &bytes) {
+  int64_t elements = 1;
+  if (shape == ArgShape::Sequence &&
+      __builtin_mul_overflow(T, NCL, &elements))
+    return false;
+  if (shape == ArgShape::PerNeuron)
+    elements = NCL;
+  return !__builtin_mul_overflow(elements, int64_t(elementBytes), &bytes);
+}
 } // namespace
 
 extern "C" {
 
-const char *flexsn_version(void) { return "flexsn-mlir 0.3, MLIR 22"; }
+int flexsn_api_version(void) { return FLEXSN_API_VERSION; }
+
+const char *flexsn_version(void) { return "flexsn-mlir 0.4, MLIR 22"; }
 
 void flexsn_free(void *ptr) { std::free(ptr); }
 
-int flexsn_compile(const char *mlir_source, const char *options,
-                   flexsn_program **program, char **error) {
+int flexsn_program_create(const char *mlir_source, flexsn_target target,
+                          const char *options, flexsn_program **program,
+                          char **error) {
+  if (!program)
+    return failWith(error, "program must not be NULL");
+  *program = nullptr;
+  if (!mlir_source)
+    return failWith(error, "mlir_source must not be NULL");
+  if (target != FLEXSN_TARGET_CPU && target != FLEXSN_TARGET_CUDA)
+    return failWith(error, "unknown target " + std::to_string(int(target)) +
+                               " (FLEXSN_TARGET_CPU or FLEXSN_TARGET_CUDA)");
   Options o;
   if (int r = parseOptions(options, o, error))
     return r;
-  std::unique_ptr<MLIRContext> context = makeContext();
   auto result = std::make_unique<flexsn_program>();
-  int r = withDiagnostics(*context, error, [&]() -> LogicalResult {
-    OwningOpRef<ModuleOp> module = load(*context, mlir_source, o);
+  result->target = target;
+  result->gpu = o.gpu;
+  result->context = makeContext();
+  MLIRContext &context = *result->context;
+  int r = withDiagnostics(context, error, [&]() -> LogicalResult {
+    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
+        mlir_source, ParserConfig(&context), "<flexsn source>");
     if (!module)
       return failure();
+    if (o.differentiate && failed(differentiateModule(*module, o.saveOps)))
+      return failure();
+    FailureOr<std::vector<ManifestKernel>> manifest = collectManifest(*module);
+    if (failed(manifest))
+      return failure();
+    result->manifest = std::move(*manifest);
+    llvm::raw_string_ostream os(result->manifestText);
+    serializeManifest(result->manifest,
+                      target == FLEXSN_TARGET_CUDA ? &o.gpu : nullptr, os);
+    if (target == FLEXSN_TARGET_CPU) {
+      auto compiled = CPUKernels::compile(*module);
+      if (failed(compiled))
+        return failure();
+      result->cpu = std::move(*compiled);
+      return success();
+    }
     FailureOr<std::string> ptx = translateToPTX(*module, o.gpu);
     if (failed(ptx))
       return failure();
     result->ptx = std::move(*ptx);
-    llvm::raw_string_ostream os(result->manifest);
-    return writeManifest(*module, o.gpu, os);
+    return success();
   });
   if (r == 0)
     *program = result.release();
   return r;
 }
 
-const char *flexsn_program_ptx(const flexsn_program *program) {
-  return program->ptx.c_str();
+const char *flexsn_program_manifest(const flexsn_program *program) {
+  return program ? program->manifestText.c_str() : "";
 }
 
-const char *flexsn_program_manifest(const flexsn_program *program) {
-  return program->manifest.c_str();
+const char *flexsn_program_ptx(const flexsn_program *program) {
+  return program ? program->ptx.c_str() : "";
+}
+
+flexsn_target flexsn_program_target(const flexsn_program *program) {
+  return program ? program->target : FLEXSN_TARGET_CPU;
 }
 
 void flexsn_program_destroy(flexsn_program *program) { delete program; }
 
-int flexsn_cpu_compile(const char *mlir_source, const char *options,
-                       flexsn_cpu_kernels **kernels, char **error) {
-  Options o;
-  if (int r = parseOptions(options, o, error))
-    return r;
-  auto result = std::make_unique<flexsn_cpu_kernels>();
-  result->context = makeContext();
-  int r = withDiagnostics(*result->context, error, [&]() -> LogicalResult {
-    OwningOpRef<ModuleOp> module = load(*result->context, mlir_source, o);
+int flexsn_kernel_get(flexsn_program *program, const char *name, int device,
+                      flexsn_kernel **kernel, char **error) {
+  if (!program || !name || !kernel)
+    return failWith(error, "program, name and kernel must not be NULL");
+  *kernel = nullptr;
+  const ManifestKernel *info = nullptr;
+  for (const ManifestKernel &k : program->manifest)
+    if (k.name == name)
+      info = &k;
+  if (!info) {
+    std::string known;
+    for (const ManifestKernel &k : program->manifest)
+      known += (known.empty() ? "" : ", ") + k.name;
+    return failWith(error, std::string("no kernel named '") + name +
+                               "' in the program (it has: " + known + ")");
+  }
+  if (program->target == FLEXSN_TARGET_CPU && device != 0)
+    return failWith(error, "a CPU program runs on device 0 only, not " +
+                               std::to_string(device));
+  if (device < 0)
+    return failWith(error, "device must be >= 0, not " + std::to_string(device));
+
+  std::lock_guard<std::mutex> lock(program->mutex);
+  auto &slot = program->kernels[{std::string(name), device}];
+  if (slot) {
+    *kernel = slot.get();
+    return 0;
+  }
+  auto k = std::make_unique<flexsn_kernel>();
+  k->info = info;
+  k->target = program->target;
+  for (const ManifestArg &a : info->args)
+    if (a.isPointer)
+      k->pointers.push_back({a.shape, a.elementBytes});
+  if (program->target == FLEXSN_TARGET_CPU) {
+    auto fn = program->cpu->lookup(name);
+    if (failed(fn))
+      return failWith(error, std::string("the CPU JIT has no entry point for "
+                                         "kernel '") +
+                                 name + "'");
+    k->cpuFn = *fn;
+  } else {
+    auto dev = getDevice(device);
+    if (!dev)
+      return failWith(error, dev.takeError());
+    auto module = (*dev)->loadPTX(program->ptx);
     if (!module)
-      return failure();
-    auto compiled = CPUKernels::compile(*module);
-    if (failed(compiled))
-      return failure();
-    result->kernels = std::move(*compiled);
-    return success();
-  });
-  if (r == 0)
-    *kernels = result.release();
-  return r;
-}
-
-int flexsn_cpu_run(flexsn_cpu_kernels *kernels, const char *name,
-                   void *const *ptrs, size_t num_ptrs, int64_t T, int64_t NCL,
-                   unsigned threads, char **error) {
-  if (T < 0 || NCL < 0)
-    return failWith(error, "T and NCL must be >= 0");
-  auto fn = kernels->kernels->lookup(name ? name : "");
-  if (failed(fn))
-    return failWith(error, std::string("no CPU kernel named '") +
-                               (name ? name : "") + "'");
-  CPUKernels::run(*fn, llvm::ArrayRef<void *>(ptrs, num_ptrs), T, NCL,
-                  threads);
+      return failWith(error, module.takeError());
+    auto fn = (*dev)->getFunction(*module, name);
+    if (!fn)
+      return failWith(error, fn.takeError());
+    k->device = *dev;
+    k->cudaFn = *fn;
+    k->blockSize = program->gpu.blockSize;
+    k->neuronsPerThread = program->gpu.neuronsPerThread;
+  }
+  slot = std::move(k);
+  *kernel = slot.get();
   return 0;
 }
 
-void flexsn_cpu_destroy(flexsn_cpu_kernels *kernels) { delete kernels; }
-
-int flexsn_cuda_open(int ordinal, flexsn_cuda_device **device,
-                     char **error) {
-  auto opened = cuda::Device::open(ordinal);
-  if (!opened)
-    return failWith(error, opened.takeError());
-  *device = new flexsn_cuda_device{std::move(*opened)};
-  return 0;
+size_t flexsn_kernel_num_pointers(const flexsn_kernel *kernel) {
+  return kernel ? kernel->pointers.size() : 0;
 }
 
-char *flexsn_cuda_describe(const flexsn_cuda_device *device) {
-  return copyString(device->device->describe());
-}
-
-int flexsn_cuda_capability(const flexsn_cuda_device *device) {
-  return device->device->computeCapability();
-}
-
-int flexsn_cuda_launch(flexsn_cuda_device *device, const char *ptx,
-                       const char *name, const uint64_t *ptrs,
-                       size_t num_ptrs, int64_t T, int64_t NCL,
-                       unsigned block_size, unsigned neurons_per_thread,
-                       void *stream, char **error) {
+int flexsn_kernel_launch(const flexsn_kernel *kernel, void *const *ptrs,
+                         size_t num_ptrs, int64_t T, int64_t NCL,
+                         void *stream, unsigned threads, char **error) {
+  if (!kernel)
+    return failWith(error, "kernel must not be NULL");
+  const std::string &name = kernel->info->name;
+  if (num_ptrs != kernel->pointers.size())
+    return failWith(error, "kernel '" + name + "' takes " +
+                               std::to_string(kernel->pointers.size()) +
+                               " pointers, got " + std::to_string(num_ptrs));
+  if (num_ptrs && !ptrs)
+    return failWith(error, "ptrs must not be NULL");
   if (T < 0 || NCL < 0)
-    return failWith(error, "T and NCL must be >= 0");
-  if (block_size == 0 || neurons_per_thread == 0)
-    return failWith(error, "block_size and neurons_per_thread must be > 0");
-  auto module = device->device->loadPTX(ptx ? ptx : "");
-  if (!module)
-    return failWith(error, module.takeError());
-  auto fn = device->device->getFunction(*module, name ? name : "");
-  if (!fn)
-    return failWith(error, fn.takeError());
-  uint64_t perBlock = uint64_t(block_size) * neurons_per_thread;
+    return failWith(error, "T and NCL must be >= 0 (got T=" +
+                               std::to_string(T) +
+                               ", NCL=" + std::to_string(NCL) + ")");
+  for (auto [i, p] : llvm::enumerate(kernel->pointers)) {
+    int64_t bytes;
+    if (!bufferBytes(p.first, p.second, T, NCL, bytes))
+      return failWith(error, "the buffer of pointer #" + std::to_string(i) +
+                                 " of kernel '" + name +
+                                 "' overflows 64 bits at T=" +
+                                 std::to_string(T) +
+                                 ", NCL=" + std::to_string(NCL));
+    if (bytes > 0 && !ptrs[i])
+      return failWith(error, "pointer #" + std::to_string(i) + " of kernel '" +
+                                 name + "' is NULL but its buffer holds " +
+                                 std::to_string(bytes) + " bytes");
+  }
+  if (kernel->target == FLEXSN_TARGET_CPU) {
+    CPUKernels::run(kernel->cpuFn, llvm::ArrayRef<void *>(ptrs, num_ptrs), T,
+                    NCL, threads);
+    return 0;
+  }
+  uint64_t perBlock = uint64_t(kernel->blockSize) * kernel->neuronsPerThread;
   uint64_t grid = (uint64_t(NCL) + perBlock - 1) / perBlock;
   if (grid == 0)
     return 0;
   if (grid > 0x7fffffffu)
-    return failWith(error, "NCL too large for one launch");
-  std::vector<uint64_t> values(ptrs, ptrs + num_ptrs);
-  std::vector<void *> args;
-  for (uint64_t &v : values)
-    args.push_back(&v);
+    return failWith(error, "NCL=" + std::to_string(NCL) +
+                               " is too large for one launch");
+  llvm::SmallVector<void *, 24> args;
+  for (size_t i = 0; i < num_ptrs; ++i)
+    args.push_back(const_cast<void **>(&ptrs[i]));
   args.push_back(&T);
   args.push_back(&NCL);
-  if (llvm::Error e = device->device->launch(
-          *fn, grid, block_size, args, static_cast<cuda::Stream>(stream),
-          name))
+  if (llvm::Error e = kernel->device->launch(
+          kernel->cudaFn, unsigned(grid), kernel->blockSize, args,
+          static_cast<cuda::Stream>(stream), name))
     return failWith(error, std::move(e));
   return 0;
 }
 
-int flexsn_cuda_synchronize(flexsn_cuda_device *device, char **error) {
-  if (llvm::Error e = device->device->synchronize())
-    return failWith(error, std::move(e));
+int flexsn_cuda_device_count(int *count, char **error) {
+  if (!count)
+    return failWith(error, "count must not be NULL");
+  auto n = cuda::Device::count();
+  if (!n)
+    return failWith(error, n.takeError());
+  *count = *n;
   return 0;
 }
 
-void flexsn_cuda_close(flexsn_cuda_device *device) { delete device; }
+int flexsn_cuda_device_info(int device, int *capability, char **description,
+                            char **error) {
+  if (device < 0)
+    return failWith(error, "device must be >= 0, not " + std::to_string(device));
+  auto dev = getDevice(device);
+  if (!dev)
+    return failWith(error, dev.takeError());
+  if (capability)
+    *capability = (*dev)->computeCapability();
+  if (description)
+    *description = copyString((*dev)->describe());
+  return 0;
+}
+
+int flexsn_cuda_synchronize(int device, char **error) {
+  auto dev = getDevice(device);
+  if (!dev)
+    return failWith(error, dev.takeError());
+  if (llvm::Error e = (*dev)->synchronize())
+    return failWith(error, std::move(e));
+  return 0;
+}
 
 } // extern "C"

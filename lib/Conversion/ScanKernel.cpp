@@ -1,7 +1,7 @@
 //===- ScanKernel.cpp - Kernel ABI and body emission for scans ------------===//
 
 #include "flexsn/Conversion/ScanKernel.h"
-#include "flexsn/Dialect/FlexSN/Transforms/Passes.h"
+#include "flexsn/Dialect/FlexSN/IR/FlexSNDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -127,10 +127,43 @@ static std::string typeName(Type type) {
   return s;
 }
 
-LogicalResult mlir::flexsn::writeManifest(ModuleOp module, const GPUOptions &options,
-                                    llvm::raw_ostream &os) {
-  // The kernels are built after canonicalization (which may drop unused
-  // operands): describe them from the same canonical form.
+StringRef mlir::flexsn::stringifyArgShape(ArgShape shape) {
+  switch (shape) {
+  case ArgShape::Sequence:
+    return "[T, NCL]";
+  case ArgShape::PerNeuron:
+    return "[NCL]";
+  case ArgShape::Scalar:
+    return "[]";
+  }
+  llvm_unreachable("unknown shape");
+}
+
+static ArgShape shapeOf(KernelArgRole role) {
+  switch (role) {
+  case KernelArgRole::Input:
+  case KernelArgRole::Lagged:
+  case KernelArgRole::Output:
+  case KernelArgRole::StateSeq:
+    return ArgShape::Sequence;
+  case KernelArgRole::LaggedInit:
+  case KernelArgRole::InitState:
+  case KernelArgRole::Param:
+  case KernelArgRole::FinalState:
+    return ArgShape::PerNeuron;
+  default:
+    return ArgShape::Scalar;
+  }
+}
+
+unsigned ManifestKernel::getNumPointers() const {
+  return llvm::count_if(args, [](const ManifestArg &a) { return a.isPointer; });
+}
+
+FailureOr<std::vector<ManifestKernel>>
+mlir::flexsn::collectManifest(ModuleOp module) {
+  // The kernels are built after canonicalization: describe them from the
+  // same canonical form.
   OwningOpRef<ModuleOp> canonical = module.clone();
   PassManager pm(module.getContext());
   pm.addPass(createCanonicalizerPass());
@@ -139,57 +172,113 @@ LogicalResult mlir::flexsn::writeManifest(ModuleOp module, const GPUOptions &opt
   SmallVector<ScanOp> scans;
   if (failed(collectKernelScans(*canonical, "GPU", scans)))
     return failure();
+  std::vector<ManifestKernel> kernels;
+  for (ScanOp scan : scans) {
+    auto func = cast<func::FuncOp>(scan->getParentOp());
+    auto primal = func->getAttrOfType<FlatSymbolRefAttr>(kPrimalAttr);
+    for (const KernelSpec &spec : getKernelSpecs(scan)) {
+      ManifestKernel &k = kernels.emplace_back();
+      k.name = spec.name;
+      k.source = func.getSymName().str();
+      if (primal)
+        k.primal = primal.getValue().str();
+      k.variant = spec.kind;
+      k.reverse = scan.getReverse();
+      k.computeType = typeName(scan.getComputeType());
+      k.numInputs = scan.getNumInputs();
+      k.numStates = scan.getNumStates();
+      k.numOutputs = scan.getNumOutputs();
+      k.numParams = scan.getNumParams();
+      for (const KernelArg &arg :
+           getKernelABI(scan, spec.variant, /*cpu=*/false)) {
+        ManifestArg &a = k.args.emplace_back();
+        a.role = stringifyKernelArgRole(arg.role).str();
+        a.index = arg.index;
+        a.isPointer = arg.isPointer();
+        a.dtype = typeName(arg.type);
+        a.elementBytes = arg.type.getIntOrFloatBitWidth() / 8;
+        if (!a.isPointer)
+          continue;
+        a.shape = shapeOf(arg.role);
+        ArgMeaning m = describeKernelArg(scan, arg);
+        a.meaning = m.role;
+        a.meaningIndex = m.index;
+        a.accumulate = arg.role == KernelArgRole::SumState;
+      }
+    }
+  }
+  return kernels;
+}
+
+void mlir::flexsn::serializeManifest(ArrayRef<ManifestKernel> kernels,
+                                     const GPUOptions *gpu,
+                                     llvm::raw_ostream &os) {
   llvm::json::OStream j(os, 2);
   j.object([&] {
     j.attribute("format", "flexsn-manifest");
-    j.attribute("version", 2);
-    j.attribute("chip", options.chip);
+    j.attribute("version", 3);
+    j.attribute("target", gpu ? "cuda" : "cpu");
+    if (gpu)
+      j.attribute("chip", gpu->chip);
     j.attributeArray("kernels", [&] {
-      for (ScanOp scan : scans) {
-        auto func = cast<func::FuncOp>(scan->getParentOp());
-        auto primal = func->getAttrOfType<FlatSymbolRefAttr>(kPrimalAttr);
-        for (const KernelSpec &spec : getKernelSpecs(scan)) {
-          j.object([&] {
-            j.attribute("name", spec.name);
-            j.attribute("source", func.getSymName());
-            if (primal)
-              j.attribute("primal", primal.getValue());
-            j.attribute("variant", spec.kind);
-            j.attribute("reverse", scan.getReverse());
-            j.attribute("compute_type", typeName(scan.getComputeType()));
-            j.attribute("num_inputs", scan.getNumInputs());
-            j.attribute("num_states", scan.getNumStates());
-            j.attribute("num_outputs", scan.getNumOutputs());
-            j.attribute("num_params", scan.getNumParams());
-            j.attribute("block_size", options.blockSize);
-            j.attribute("neurons_per_thread", options.neuronsPerThread);
-            j.attribute("grid", "ceil(NCL / (block_size * neurons_per_thread))");
-            // In launch order; `meaning` says what each pointer holds (for
-            // a backward: which forward tensor or gradient it reads).
-            j.attributeArray("args", [&] {
-              for (const KernelArg &arg :
-                   getKernelABI(scan, spec.variant, /*cpu=*/false)) {
-                j.object([&] {
-                  j.attribute("role", stringifyKernelArgRole(arg.role));
-                  j.attribute("index", arg.index);
-                  j.attribute("kind", arg.isPointer() ? "ptr" : "i64");
-                  j.attribute("dtype", typeName(arg.type));
-                  if (!arg.isPointer())
-                    return;
-                  ArgMeaning m = describeKernelArg(scan, arg);
-                  j.attribute("meaning", m.role);
-                  j.attribute("meaning_index", m.index);
-                  if (arg.role == KernelArgRole::SumState)
-                    j.attribute("accumulate", true);
-                });
-              }
-            });
+      for (const ManifestKernel &k : kernels) {
+        j.object([&] {
+          j.attribute("name", k.name);
+          j.attribute("source", k.source);
+          if (!k.primal.empty())
+            j.attribute("primal", k.primal);
+          j.attribute("variant", k.variant);
+          j.attribute("reverse", k.reverse);
+          j.attribute("compute_type", k.computeType);
+          j.attribute("num_inputs", k.numInputs);
+          j.attribute("num_states", k.numStates);
+          j.attribute("num_outputs", k.numOutputs);
+          j.attribute("num_params", k.numParams);
+          j.attribute("num_pointers", k.getNumPointers());
+          if (gpu) {
+            j.attribute("block_size", gpu->blockSize);
+            j.attribute("neurons_per_thread", gpu->neuronsPerThread);
+            j.attribute("grid",
+                        "ceil(NCL / (block_size * neurons_per_thread))");
+          }
+          // In launch order; `meaning` says what each pointer holds (for a
+          // backward: which forward tensor or gradient it reads); `shape`
+          // and `bytes` how large its buffer is.
+          j.attributeArray("args", [&] {
+            for (const ManifestArg &a : k.args) {
+              j.object([&] {
+                j.attribute("role", a.role);
+                j.attribute("index", a.index);
+                j.attribute("kind", a.isPointer ? "ptr" : "i64");
+                j.attribute("dtype", a.dtype);
+                if (!a.isPointer)
+                  return;
+                j.attribute("meaning", a.meaning);
+                j.attribute("meaning_index", a.meaningIndex);
+                j.attribute("shape", stringifyArgShape(a.shape));
+                std::string elems = a.shape == ArgShape::Sequence ? "T * NCL * "
+                                    : a.shape == ArgShape::PerNeuron ? "NCL * "
+                                                                     : "";
+                j.attribute("bytes", elems + std::to_string(a.elementBytes));
+                if (a.accumulate)
+                  j.attribute("accumulate", true);
+              });
+            }
           });
-        }
+        });
       }
     });
   });
   os << "\n";
+}
+
+LogicalResult mlir::flexsn::writeManifest(ModuleOp module,
+                                          const GPUOptions &options,
+                                          llvm::raw_ostream &os) {
+  FailureOr<std::vector<ManifestKernel>> kernels = collectManifest(module);
+  if (failed(kernels))
+    return failure();
+  serializeManifest(*kernels, &options, os);
   return success();
 }
 

@@ -1,10 +1,12 @@
-/* Exercises libFlexSN.so through its C header only: compile to PTX and a
- * manifest, JIT and run on the CPU against a hand-written LIF, error paths,
- * and the CUDA entry points (mode "cuda": on a GPU; otherwise they must fail
- * cleanly). Usage: flexsn-capi-test FILE.mlir [cpu|cuda] */
+/* Exercises libFlexSN.so through its C header only (API version 2):
+ * programs for the CPU (no CUDA needed, not even for the manifest) and for
+ * CUDA, kernel handles, CPU launches against a hand-written LIF, argument
+ * checks (pointer count, NULL, T/NCL, overflow), operand numbering when an
+ * input is unused, and the CUDA entry points (mode "cuda": on a GPU;
+ * otherwise they must fail cleanly).
+ * Usage: flexsn-capi-test FILE.mlir [cpu|cuda] */
 #include "flexsn-c/FlexSN.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,44 +34,68 @@ static int failures = 0;
     failures += !ok_;                                                          \
   } while (0)
 
-int main(int argc, char **argv) {
-  if (argc < 2)
-    return 2;
-  const char *mode = argc > 2 ? argv[2] : "cpu";
-  char *lif = readFile(argv[1]);
+/* Expects a failure whose message contains `needle`; frees the message. */
+static void expectError(int r, char **error, const char *needle,
+                        const char *what) {
+  int ok = r != 0 && *error && strstr(*error, needle);
+  EXPECT(ok, what);
+  if (!ok && *error)
+    printf("  got: %s\n", *error);
+  flexsn_free(*error);
+  *error = NULL;
+}
+
+/* A core whose first input is unused: out = 2 * y. */
+static const char *kUnusedInput =
+    "func.func @k(%x: tensor<?x?xf32>, %y: tensor<?x?xf32>, %p: tensor<?xf32>,"
+    "             %q: tensor<?xf32>) -> tensor<?x?xf32> {\n"
+    "  %o = flexsn.scan ins(%x, %y : tensor<?x?xf32>, tensor<?x?xf32>)"
+    "      params(%p, %q : tensor<?xf32>, tensor<?xf32>) -> (tensor<?x?xf32>) {\n"
+    "  ^bb0(%xt: f32, %yt: f32, %pt: f32, %qt: f32):\n"
+    "    %two = arith.constant 2.0 : f32\n"
+    "    %m = arith.mulf %yt, %two : f32\n"
+    "    %r = arith.addf %m, %qt : f32\n"
+    "    flexsn.yield %r : f32\n"
+    "  }\n"
+    "  return %o : tensor<?x?xf32>\n"
+    "}\n";
+
+static void testCPU(const char *lif) {
   char *error = NULL;
-  printf("version: %s\n", flexsn_version());
-
   flexsn_program *program = NULL;
-  int r = flexsn_compile(lif, "chip=sm_90 differentiate=1", &program, &error);
-  EXPECT(r == 0, "compile lif with differentiate=1");
-  if (r == 0) {
-    EXPECT(strstr(flexsn_program_ptx(program), ".entry lif_backward") != NULL,
-           "PTX holds lif_backward");
-    EXPECT(strstr(flexsn_program_manifest(program),
-                  "\"variant\": \"backward\"") != NULL,
-           "manifest lists the backward");
-  } else {
+  /* No CUDA toolkit is needed for a CPU program or its manifest. */
+  int r = flexsn_program_create(lif, FLEXSN_TARGET_CPU,
+                                "differentiate=1 cuda-home=/nonexistent",
+                                &program, &error);
+  EXPECT(r == 0, "cpu program of lif with differentiate=1, no CUDA");
+  if (r != 0) {
     printf("  %s\n", error);
+    return;
   }
+  const char *manifest = flexsn_program_manifest(program);
+  EXPECT(strstr(manifest, "\"version\": 3") &&
+             strstr(manifest, "\"target\": \"cpu\"") &&
+             strstr(manifest, "\"name\": \"lif_backward\"") &&
+             strstr(manifest, "\"shape\": \"[T, NCL]\"") &&
+             strstr(manifest, "\"bytes\": \"NCL * 4\""),
+         "manifest v3: target, every kernel, shapes and byte sizes");
+  EXPECT(strcmp(flexsn_program_ptx(program), "") == 0 &&
+             flexsn_program_target(program) == FLEXSN_TARGET_CPU,
+         "a CPU program has no PTX");
 
-  r = flexsn_compile(lif, "chip=sm_90 frobnicate=2", &program, &error);
-  EXPECT(r != 0 && strstr(error, "unknown or malformed option 'frobnicate=2'"),
-         "unknown option is an error naming it");
-  flexsn_free(error);
-  error = NULL;
-  r = flexsn_compile("func.func @f(", "", &program, &error);
-  EXPECT(r != 0 && strstr(error, "<flexsn source>:1"),
-         "malformed IR is an error with its location");
-  if (error)
-    printf("  (%.*s)\n", (int)strcspn(error, "\n"), error);
-  flexsn_free(error);
-  error = NULL;
+  flexsn_kernel *k = NULL, *again = NULL;
+  r = flexsn_kernel_get(program, "lif_inference", 0, &k, &error);
+  EXPECT(r == 0 && flexsn_kernel_num_pointers(k) == 4,
+         "kernel handle for lif_inference takes 4 pointers");
+  flexsn_kernel_get(program, "lif_inference", 0, &again, &error);
+  EXPECT(again == k, "asking again returns the same handle");
+  expectError(flexsn_kernel_get(program, "nope", 0, &again, &error), &error,
+              "no kernel named 'nope' in the program (it has: lif_inference",
+              "unknown kernel is an error listing the kernels");
+  expectError(flexsn_kernel_get(program, "lif_inference", 1, &again, &error),
+              &error, "a CPU program runs on device 0 only",
+              "a CPU kernel on device 1 is an error");
 
-  /* CPU: lif_inference on T=3, NCL=5 against a hand-written LIF. */
-  flexsn_cpu_kernels *cpu = NULL;
-  r = flexsn_cpu_compile(lif, "", &cpu, &error);
-  EXPECT(r == 0, "cpu compile");
   enum { T = 3, N = 5 };
   float x[T * N], v0[N], s[T * N], v[T * N];
   for (int i = 0; i < T * N; ++i)
@@ -77,8 +103,8 @@ int main(int argc, char **argv) {
   for (int n = 0; n < N; ++n)
     v0[n] = 0.1f * n;
   void *ptrs[] = {x, v0, s, v};
-  r = flexsn_cpu_run(cpu, "lif_inference", ptrs, 4, T, N, 1, &error);
-  EXPECT(r == 0, "cpu run lif_inference");
+  r = flexsn_kernel_launch(k, ptrs, 4, T, N, NULL, 1, &error);
+  EXPECT(r == 0, "cpu launch of lif_inference");
   int same = 1;
   for (int n = 0; n < N; ++n) {
     float vt = v0[n];
@@ -90,42 +116,177 @@ int main(int argc, char **argv) {
     }
   }
   EXPECT(same, "cpu results equal a hand-written LIF");
-  r = flexsn_cpu_run(cpu, "nope", ptrs, 4, T, N, 1, &error);
-  EXPECT(r != 0 && strstr(error, "no CPU kernel named 'nope'"),
-         "unknown kernel is an error");
-  flexsn_free(error);
-  error = NULL;
-  flexsn_cpu_destroy(cpu);
 
-  flexsn_cuda_device *gpu = NULL;
-  r = flexsn_cuda_open(0, &gpu, &error);
-  if (strcmp(mode, "cuda") != 0) {
-    EXPECT(r != 0 && (strstr(error, "no CUDA driver") ||
-                      strstr(error, "no CUDA device") ||
-                      strstr(error, "CUDA driver too old")),
-           "without a GPU, cuda_open fails cleanly");
-  } else {
-    EXPECT(r == 0, "cuda open");
-    if (r == 0) {
-      char *d = flexsn_cuda_describe(gpu);
-      printf("device: %s\n", d);
-      flexsn_free(d);
-      r = flexsn_cuda_launch(gpu, "not ptx at all", "k", NULL, 0, 1, 1, 256,
-                             4, NULL, &error);
-      EXPECT(r != 0 && strstr(error, "the driver rejected the PTX"),
-             "garbage PTX is rejected with the driver's message");
-      flexsn_free(error);
-      error = NULL;
-      r = flexsn_cuda_launch(gpu, flexsn_program_ptx(program), "nope", NULL,
-                             0, 1, 1, 256, 4, NULL, &error);
-      EXPECT(r != 0 && strstr(error, "no kernel 'nope'"),
-             "unknown kernel is an error naming it");
-      flexsn_free(error);
-      error = NULL;
-      flexsn_cuda_close(gpu);
-    }
-  }
+  /* Argument checks: nothing runs, the outputs stay as they were. */
+  for (int i = 0; i < T * N; ++i)
+    s[i] = -7.0f;
+  void *many[9] = {x, v0, s, v, x, x, x, x, x};
+  expectError(flexsn_kernel_launch(k, many, 0, T, N, NULL, 1, &error), &error,
+              "takes 4 pointers, got 0", "0 pointers for 4 is an error");
+  expectError(flexsn_kernel_launch(k, many, 5, T, N, NULL, 1, &error), &error,
+              "takes 4 pointers, got 5", "5 pointers for 4 is an error");
+  expectError(flexsn_kernel_launch(k, many, 9, T, N, NULL, 1, &error), &error,
+              "takes 4 pointers, got 9", "9 pointers for 4 is an error");
+  void *withNull[] = {x, NULL, s, v};
+  expectError(flexsn_kernel_launch(k, withNull, 4, T, N, NULL, 1, &error),
+              &error, "pointer #1 of kernel 'lif_inference' is NULL",
+              "a NULL pointer to a non-empty buffer is an error");
+  expectError(flexsn_kernel_launch(k, NULL, 4, T, N, NULL, 1, &error), &error,
+              "ptrs must not be NULL", "a NULL pointer array is an error");
+  expectError(flexsn_kernel_launch(k, ptrs, 4, -1, N, NULL, 1, &error),
+              &error, "T and NCL must be >= 0", "T < 0 is an error");
+  expectError(flexsn_kernel_launch(k, ptrs, 4, T, -5, NULL, 1, &error),
+              &error, "T and NCL must be >= 0", "NCL < 0 is an error");
+  expectError(flexsn_kernel_launch(k, ptrs, 4, 4611686018427387904LL, 4, NULL,
+                                   1, &error),
+              &error, "overflows 64 bits",
+              "T * NCL * 4 bytes overflowing is an error");
+  expectError(flexsn_kernel_launch(NULL, ptrs, 4, T, N, NULL, 1, &error),
+              &error, "kernel must not be NULL", "a NULL kernel is an error");
+  int untouched = 1;
+  for (int i = 0; i < T * N; ++i)
+    untouched &= s[i] == -7.0f;
+  EXPECT(untouched, "rejected launches wrote nothing");
+
+  /* T = 0: the final-state kernel copies the initial states through. */
+  flexsn_kernel *fin = NULL;
+  r = flexsn_kernel_get(program, "lif_final_state", 0, &fin, &error);
+  float vfinal[N] = {0};
+  void *finPtrs[] = {NULL, v0, NULL, vfinal};
+  r = r ? r : flexsn_kernel_launch(fin, finPtrs, 4, 0, N, NULL, 1, &error);
+  EXPECT(r == 0 && memcmp(vfinal, v0, sizeof(v0)) == 0,
+         "T = 0: final states equal initial states, empty sequences may be "
+         "NULL");
+  if (r)
+    printf("  %s\n", error);
   flexsn_program_destroy(program);
+
+  /* An unused first input keeps its place: input #0 is x, input #1 is y,
+   * param #1 is q, whatever canonicalization drops. */
+  r = flexsn_program_create(kUnusedInput, FLEXSN_TARGET_CPU, "", &program,
+                            &error);
+  EXPECT(r == 0, "cpu program whose first input and first param are unused");
+  if (r != 0) {
+    printf("  %s\n", error);
+    return;
+  }
+  manifest = flexsn_program_manifest(program);
+  const char *in0 = strstr(manifest, "\"meaning\": \"input\"");
+  EXPECT(in0 && strstr(in0, "\"meaning_index\": 0") &&
+             strstr(manifest, "\"meaning\": \"param\""),
+         "manifest lists input #0 (x) and the params as written");
+  r = flexsn_kernel_get(program, "k_inference", 0, &k, &error);
+  EXPECT(r == 0 && flexsn_kernel_num_pointers(k) == 5,
+         "k_inference takes x, y, p, q and the output");
+  float xs[2] = {100.0f, 200.0f}, ys[2] = {1.0f, 2.0f}, ps[1] = {50.0f},
+        qs[1] = {0.5f}, out[2] = {0};
+  void *kp[] = {xs, ys, ps, qs, out};
+  r = r ? r : flexsn_kernel_launch(k, kp, 5, 2, 1, NULL, 1, &error);
+  EXPECT(r == 0 && out[0] == 2.5f && out[1] == 4.5f,
+         "the kernel reads y as input #1 and q as param #1: out = 2*y + q");
+  flexsn_program_destroy(program);
+}
+
+static void testErrors(const char *lif) {
+  char *error = NULL;
+  flexsn_program *program = NULL;
+  expectError(flexsn_program_create(lif, FLEXSN_TARGET_CPU, "frobnicate=2",
+                                    &program, &error),
+              &error, "unknown or malformed option 'frobnicate=2'",
+              "unknown option is an error naming it");
+  expectError(flexsn_program_create(lif, FLEXSN_TARGET_CUDA, "chip=x86_64",
+                                    &program, &error),
+              &error, "unknown or malformed option 'chip=x86_64'",
+              "a chip that is not sm_XX is an error");
+  expectError(flexsn_program_create(lif, FLEXSN_TARGET_CUDA, "block-size=100",
+                                    &program, &error),
+              &error, "'block-size=100'",
+              "a block size that is not a multiple of 32 is an error");
+  expectError(flexsn_program_create(lif, FLEXSN_TARGET_CPU, "save-ops=math.exp",
+                                    &program, &error),
+              &error, "save-ops needs differentiate=1",
+              "save-ops without differentiate is an error");
+  expectError(flexsn_program_create("func.func @f(", FLEXSN_TARGET_CPU, "",
+                                    &program, &error),
+              &error, "<flexsn source>:1",
+              "malformed IR is an error with its location");
+  expectError(flexsn_program_create(lif, (flexsn_target)7, "", &program,
+                                    &error),
+              &error, "unknown target 7", "an unknown target is an error");
+  expectError(flexsn_program_create(NULL, FLEXSN_TARGET_CPU, "", &program,
+                                    &error),
+              &error, "mlir_source must not be NULL",
+              "a NULL source is an error");
+  EXPECT(program == NULL, "failed creations return no program");
+}
+
+static void testCUDA(const char *lif, int onGPU) {
+  char *error = NULL;
+  flexsn_program *program = NULL;
+  int r = flexsn_program_create(lif, FLEXSN_TARGET_CUDA,
+                                "chip=sm_90 differentiate=1", &program, &error);
+  EXPECT(r == 0, "cuda program of lif with differentiate=1");
+  if (r != 0) {
+    printf("  %s\n", error);
+    return;
+  }
+  EXPECT(strstr(flexsn_program_ptx(program), ".entry lif_backward") &&
+             strstr(flexsn_program_manifest(program), "\"chip\": \"sm_90\"") &&
+             strstr(flexsn_program_manifest(program), "\"block_size\": 256"),
+         "PTX holds lif_backward; the manifest gives chip and geometry");
+
+  int count = 0;
+  r = flexsn_cuda_device_count(&count, &error);
+  flexsn_kernel *k = NULL;
+  if (!onGPU) {
+    EXPECT(r != 0 && (strstr(error, "no CUDA driver") ||
+                      strstr(error, "CUDA driver too old")),
+           "without a GPU, device_count fails cleanly");
+    flexsn_free(error);
+    error = NULL;
+    expectError(flexsn_kernel_get(program, "lif_inference", 0, &k, &error),
+                &error, "CUDA", "without a GPU, kernel_get fails cleanly");
+    flexsn_program_destroy(program);
+    return;
+  }
+  EXPECT(r == 0 && count >= 1, "device_count sees a GPU");
+  int capability = 0;
+  char *description = NULL;
+  r = flexsn_cuda_device_info(0, &capability, &description, &error);
+  EXPECT(r == 0 && capability >= 70, "device_info");
+  if (r == 0)
+    printf("device: %s\n", description);
+  flexsn_free(description);
+  r = flexsn_kernel_get(program, "lif_inference", 0, &k, &error);
+  EXPECT(r == 0 && flexsn_kernel_num_pointers(k) == 4,
+         "cuda kernel handle for lif_inference");
+  if (r == 0) {
+    void *none[4] = {0};
+    expectError(flexsn_kernel_launch(k, none, 3, 1, 1, NULL, 0, &error),
+                &error, "takes 4 pointers, got 3",
+                "wrong pointer count on CUDA is an error");
+    r = flexsn_kernel_launch(k, none, 4, 0, 0, NULL, 0, &error);
+    EXPECT(r == 0, "an empty launch (NCL = 0) does nothing");
+    EXPECT(flexsn_cuda_synchronize(0, &error) == 0, "synchronize");
+  }
+  expectError(flexsn_cuda_device_info(count, &capability, NULL, &error),
+              &error, "no CUDA device", "a device past the last is an error");
+  flexsn_program_destroy(program);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2)
+    return 2;
+  const char *mode = argc > 2 ? argv[2] : "cpu";
+  char *lif = readFile(argv[1]);
+  if (!lif)
+    return 2;
+  printf("version: %s\n", flexsn_version());
+  EXPECT(flexsn_api_version() == FLEXSN_API_VERSION,
+         "library and header agree on the API version");
+  testCPU(lif);
+  testErrors(lif);
+  testCUDA(lif, strcmp(mode, "cuda") == 0);
   free(lif);
   printf("%s\n", failures ? "SOME FAILED" : "ALL OK");
   return failures ? 1 : 0;

@@ -1,9 +1,13 @@
-// libFlexSN.so through its C API (test/CAPI/capi-test.c): compile, manifest,
-// CPU JIT run against a hand-written LIF, error messages; without a GPU the
-// CUDA entry points fail cleanly.
+// libFlexSN.so through its C API v2 (test/CAPI/capi-test.c): CPU and CUDA
+// programs, the manifest without CUDA, CPU launches against a hand-written
+// LIF, argument checks (pointer count, NULL, T/NCL, overflow), operand
+// numbering with an unused input, error messages; without a GPU the CUDA
+// entry points fail cleanly.
 // UNSUPPORTED: cuda
 // RUN: flexsn-capi-test %flexsn_src_root/examples/lif.mlir cpu | FileCheck %s
 // CHECK: version: flexsn-mlir
 // CHECK-NOT: FAIL
-// CHECK: ok: without a GPU, cuda_open fails cleanly
+// CHECK: ok: the kernel reads y as input #1 and q as param #1
+// CHECK: ok: without a GPU, device_count fails cleanly
+// CHECK: ok: without a GPU, kernel_get fails cleanly
 // CHECK: ALL OK

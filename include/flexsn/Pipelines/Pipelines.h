@@ -12,9 +12,11 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
+#include <vector>
 
 namespace mlir {
 namespace flexsn {
@@ -41,9 +43,55 @@ void buildGPUPipeline(mlir::OpPassManager &pm, const GPUOptions &options);
 mlir::FailureOr<std::string> translateToPTX(mlir::ModuleOp module,
                                             const GPUOptions &options);
 
-/// Writes the kernel manifest (JSON) of `module`, before lowering: for every
-/// kernel its name, source function, variant, argument roles and dtypes in
-/// order, counts, and launch configuration.
+/// How many elements a kernel pointer argument holds.
+enum class ArgShape {
+  Sequence,  // [T, NCL]
+  PerNeuron, // [NCL]
+  Scalar,    // one element
+};
+llvm::StringRef stringifyArgShape(ArgShape shape);
+
+/// One kernel argument, as the manifest describes it.
+struct ManifestArg {
+  /// ABI role ("input", "state_seq", ..., "T", "NCL").
+  std::string role;
+  unsigned index = 0;
+  bool isPointer = false;
+  /// Storage type ("f32", "bf16", ...) of pointers; "i64" for sizes.
+  std::string dtype;
+  unsigned elementBytes = 0;
+  ArgShape shape = ArgShape::Scalar;
+  /// What the pointer holds in the terms of the source function
+  /// ("input" #0, "grad_output" #1, ...).
+  std::string meaning;
+  unsigned meaningIndex = 0;
+  /// Atomically accumulated into (role sum_state): zero it first.
+  bool accumulate = false;
+};
+
+/// One kernel of a module, as the manifest describes it.
+struct ManifestKernel {
+  std::string name, source, primal, variant, computeType;
+  bool reverse = false;
+  unsigned numInputs = 0, numStates = 0, numOutputs = 0, numParams = 0;
+  /// In launch order: pointers, then T and NCL.
+  llvm::SmallVector<ManifestArg> args;
+  unsigned getNumPointers() const;
+};
+
+/// Describes every kernel of `module` (after canonicalization, as the
+/// lowerings see it). Fails, with a diagnostic, on a module whose scans are
+/// not in kernel form or hold ops without a lowering.
+mlir::FailureOr<std::vector<ManifestKernel>>
+collectManifest(mlir::ModuleOp module);
+
+/// Serializes `kernels` as the kernel manifest (JSON, format
+/// "flexsn-manifest" version 3). `gpu` is the launch configuration of CUDA
+/// kernels; null for the CPU target.
+void serializeManifest(llvm::ArrayRef<ManifestKernel> kernels,
+                       const GPUOptions *gpu, llvm::raw_ostream &os);
+
+/// collectManifest + serializeManifest for the CUDA target.
 mlir::LogicalResult writeManifest(mlir::ModuleOp module,
                                   const GPUOptions &options,
                                   llvm::raw_ostream &os);

@@ -156,35 +156,44 @@ Error Device::check(int result, const Twine &what) const {
   return driverError(what + ": " + drv.describe(result));
 }
 
-Expected<std::unique_ptr<Device>> Device::open(int ordinal) {
+Expected<int> Device::count() {
   Expected<const Driver &> driver = Driver::get();
   if (!driver)
     return driver.takeError();
   int count = 0;
   if (int r = driver->cuDeviceGetCount(&count))
     return driverError("cannot count CUDA devices: " + driver->describe(r));
+  return count;
+}
+
+Expected<std::unique_ptr<Device>> Device::open(int ordinal) {
+  Expected<int> numDevices = count();
+  if (!numDevices)
+    return numDevices.takeError();
+  const Driver &driver = llvm::cantFail(Driver::get());
+  int count = *numDevices;
   if (count == 0)
     return driverError("no CUDA device: the driver sees no GPU");
   if (ordinal < 0 || ordinal >= count)
     return driverError(llvm::formatv(
         "no CUDA device {0}: the driver sees {1} device(s)", ordinal, count));
-  std::unique_ptr<Device> dev(new Device(*driver, ordinal));
-  if (Error e = dev->check(driver->cuDeviceGet(&dev->device, ordinal),
+  std::unique_ptr<Device> dev(new Device(driver, ordinal));
+  if (Error e = dev->check(driver.cuDeviceGet(&dev->device, ordinal),
                            "cuDeviceGet"))
     return std::move(e);
   char name[256] = {0};
   int major = 0, minor = 0;
-  if (Error e = dev->check(driver->cuDeviceGetName(name, sizeof(name) - 1,
+  if (Error e = dev->check(driver.cuDeviceGetName(name, sizeof(name) - 1,
                                                    dev->device),
                            "cuDeviceGetName"))
     return std::move(e);
-  driver->cuDeviceGetAttribute(&major, kAttrCapabilityMajor, dev->device);
-  driver->cuDeviceGetAttribute(&minor, kAttrCapabilityMinor, dev->device);
-  driver->cuDriverGetVersion(&dev->driverVersion);
+  driver.cuDeviceGetAttribute(&major, kAttrCapabilityMajor, dev->device);
+  driver.cuDeviceGetAttribute(&minor, kAttrCapabilityMinor, dev->device);
+  driver.cuDriverGetVersion(&dev->driverVersion);
   dev->name = name;
   dev->capability = major * 10 + minor;
   if (Error e = dev->check(
-          driver->cuDevicePrimaryCtxRetain(&dev->context, dev->device),
+          driver.cuDevicePrimaryCtxRetain(&dev->context, dev->device),
           "cuDevicePrimaryCtxRetain"))
     return std::move(e);
   if (Error e = dev->makeCurrent())

@@ -1,12 +1,13 @@
 // RUN: flexsn-opt %s -canonicalize -split-input-file | FileCheck %s
 
-// An output nobody reads is no longer computed.
+// In a function made by flexsn-differentiate (its arguments name their
+// meaning), an output nobody reads is no longer computed.
 // CHECK-LABEL: func.func @drop_unused_output
 // CHECK: %[[V:.*]] = flexsn.scan ins(%{{.*}} : tensor<?x?xf32>) states(%{{.*}} : tensor<?xf32>) -> (tensor<?x?xf32>) {
 // CHECK-NOT: flexsn.spike
 // CHECK: flexsn.yield %{{.*}} : f32
 // CHECK: return %[[V]]
-func.func @drop_unused_output(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<?x?xf32> {
+func.func @drop_unused_output(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<?x?xf32> attributes {flexsn.kernel = "forward"} {
   %s, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
   ^bb0(%xt: f32, %vt: f32):
     %h = arith.addf %vt, %xt : f32
@@ -24,7 +25,7 @@ func.func @drop_unused_output(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor
 // CHECK-SAME: (%[[X:.*]]: tensor<?x?xf32>, %[[Y:.*]]: tensor<?x?xf32>, %[[A:.*]]: tensor<?xf32>, %[[B:.*]]: tensor<?xf32>)
 // CHECK: flexsn.scan ins(%[[X]] : tensor<?x?xf32>) states(%[[A]] : tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
 // CHECK-NEXT: ^bb0(%{{.*}}: f32, %{{.*}}: f32):
-func.func @drop_dead_state(%x: tensor<?x?xf32>, %y: tensor<?x?xf32>, %a0: tensor<?xf32>, %b0: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+func.func @drop_dead_state(%x: tensor<?x?xf32>, %y: tensor<?x?xf32>, %a0: tensor<?xf32>, %b0: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) attributes {flexsn.kernel = "forward"} {
   %o, %a, %b = flexsn.scan ins(%x, %y : tensor<?x?xf32>, tensor<?x?xf32>) states(%a0, %b0 : tensor<?xf32>, tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>) {
   ^bb0(%xt: f32, %yt: f32, %at: f32, %bt: f32):
     %an = arith.addf %at, %xt : f32
@@ -51,8 +52,8 @@ func.func @keep_feeding_state(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor
 
 // -----
 
-// Unused params are dropped; constant scalar params move into the body and
-// fold there.
+// Unused params are dropped (in a generated function); constant scalar
+// params move into the body and fold there.
 // CHECK-LABEL: func.func @params
 // CHECK-SAME: (%[[X:.*]]: tensor<?x?xf32>, %[[P:.*]]: tensor<?xf32>, %[[Q:.*]]: f32)
 // CHECK: flexsn.scan ins(%[[X]] : tensor<?x?xf32>) params(%[[P]] : tensor<?xf32>) -> (tensor<?x?xf32>) {
@@ -61,7 +62,7 @@ func.func @keep_feeding_state(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor
 // CHECK-NEXT: %[[M:.*]] = arith.mulf %[[XT]], %[[C]] : f32
 // CHECK-NEXT: %[[R:.*]] = arith.addf %[[M]], %[[PT]] : f32
 // CHECK-NEXT: flexsn.yield %[[R]] : f32
-func.func @params(%x: tensor<?x?xf32>, %p: tensor<?xf32>, %q: f32) -> tensor<?x?xf32> {
+func.func @params(%x: tensor<?x?xf32>, %p: tensor<?xf32>, %q: f32) -> tensor<?x?xf32> attributes {flexsn.kernel = "forward"} {
   %three = arith.constant 3.0 : f32
   %o = flexsn.scan ins(%x : tensor<?x?xf32>) params(%three, %p, %q : f32, tensor<?xf32>, f32) -> (tensor<?x?xf32>) {
   ^bb0(%xt: f32, %c: f32, %pt: f32, %qt: f32):
@@ -112,4 +113,28 @@ func.func @dead_scan(%x: tensor<?x?xf32>) {
     flexsn.yield %xt : f32
   }
   return
+}
+
+// -----
+
+// A user's function is a kernel whose ABI is its signature as written: its
+// results and its operands that are function arguments stay even when
+// unused (an unused input, param and state, an output nobody returns), so
+// that "input #1" keeps meaning the second input. Constant params still
+// fold into the body.
+// CHECK-LABEL: func.func @keep_user_abi
+// CHECK-SAME: (%[[X:.*]]: tensor<?x?xf32>, %[[Y:.*]]: tensor<?x?xf32>, %[[A:.*]]: tensor<?xf32>, %[[B:.*]]: tensor<?xf32>, %[[P:.*]]: tensor<?xf32>)
+// CHECK: %[[R:.*]]:3 = flexsn.scan ins(%[[X]], %[[Y]] : tensor<?x?xf32>, tensor<?x?xf32>) states(%[[A]], %[[B]] : tensor<?xf32>, tensor<?xf32>) params(%[[P]] : tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>) {
+// CHECK-NEXT: ^bb0(%{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32):
+// CHECK: return %[[R]]#1
+func.func @keep_user_abi(%x: tensor<?x?xf32>, %y: tensor<?x?xf32>, %a0: tensor<?xf32>, %b0: tensor<?xf32>, %p: tensor<?xf32>) -> tensor<?x?xf32> {
+  %three = arith.constant 3.0 : f32
+  %o, %a, %b = flexsn.scan ins(%x, %y : tensor<?x?xf32>, tensor<?x?xf32>) states(%a0, %b0 : tensor<?xf32>, tensor<?xf32>) params(%p, %three : tensor<?xf32>, f32) -> (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %yt: f32, %at: f32, %bt: f32, %pt: f32, %c: f32):
+    %an = arith.addf %at, %yt : f32
+    %an3 = arith.mulf %an, %c : f32
+    %bn = arith.mulf %bt, %bt : f32
+    flexsn.yield %an3, %an3, %bn : f32, f32, f32
+  }
+  return %a : tensor<?x?xf32>
 }

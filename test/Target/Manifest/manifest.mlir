@@ -1,6 +1,8 @@
 // RUN: flexsn-translate --flexsn-to-manifest %flexsn_src_root/examples/plif.mlir | FileCheck %s
 // CHECK: "format": "flexsn-manifest"
-// CHECK: "chip": "sm_90"
+// CHECK-NEXT: "version": 3
+// CHECK-NEXT: "target": "cuda"
+// CHECK-NEXT: "chip": "sm_90"
 // CHECK: "name": "plif_inference"
 // CHECK-NEXT: "source": "plif"
 // CHECK-NEXT: "variant": "inference"
@@ -10,12 +12,20 @@
 // CHECK-NEXT: "num_states": 1
 // CHECK-NEXT: "num_outputs": 1
 // CHECK-NEXT: "num_params": 1
+// CHECK-NEXT: "num_pointers": 5
 // CHECK-NEXT: "block_size": 256
 // CHECK-NEXT: "neurons_per_thread": 4
 // CHECK: "args": [
+// Each pointer's shape rule and byte size.
 // CHECK: "role": "input"
+// CHECK: "shape": "[T, NCL]"
+// CHECK-NEXT: "bytes": "T * NCL * 4"
 // CHECK: "role": "init_state"
+// CHECK: "shape": "[NCL]"
+// CHECK-NEXT: "bytes": "NCL * 4"
 // CHECK: "role": "param_scalar"
+// CHECK: "shape": "[]"
+// CHECK-NEXT: "bytes": "4"
 // CHECK: "role": "output"
 // CHECK: "role": "state_seq"
 // CHECK: "role": "T"
@@ -29,7 +39,7 @@
 // backward holds, in launch order. The scalar parameter's gradient is
 // accumulated (the caller zeroes it).
 // RUN: flexsn-translate --flexsn-to-manifest --differentiate %flexsn_src_root/examples/plif.mlir | FileCheck %s --check-prefix=TRAIN
-// TRAIN: "version": 2
+// TRAIN: "version": 3
 // TRAIN: "name": "plif_forward"
 // TRAIN-NEXT: "source": "plif_forward"
 // TRAIN-NEXT: "primal": "plif"
@@ -56,4 +66,37 @@
 // TRAIN: "role": "sum_state"
 // TRAIN: "meaning": "grad_param"
 // TRAIN-NEXT: "meaning_index": 0
+// TRAIN-NEXT: "shape": "[]"
+// TRAIN-NEXT: "bytes": "4"
 // TRAIN-NEXT: "accumulate": true
+
+// The manifest exists without CUDA (no libdevice needed) and for the CPU
+// target the C API gives it too (test/CAPI).
+// RUN: env CUDA_HOME=/nonexistent flexsn-translate --flexsn-to-manifest %flexsn_src_root/examples/plif.mlir | FileCheck %s --check-prefix=NOCUDA
+// NOCUDA: "name": "plif_inference"
+
+// A user's function keeps its ABI as written: the unused first input and
+// first param still have their pointers, so input #1 is y and param #1 is q
+// (canonicalization would otherwise renumber them).
+// RUN: flexsn-translate --flexsn-to-manifest %s | FileCheck %s --check-prefix=UNUSED
+// UNUSED: "name": "unused_inference"
+// UNUSED: "num_inputs": 2
+// UNUSED: "num_params": 2
+// UNUSED: "meaning": "input"
+// UNUSED-NEXT: "meaning_index": 0
+// UNUSED: "meaning": "input"
+// UNUSED-NEXT: "meaning_index": 1
+// UNUSED: "meaning": "param"
+// UNUSED-NEXT: "meaning_index": 0
+// UNUSED: "meaning": "param"
+// UNUSED-NEXT: "meaning_index": 1
+func.func @unused(%x: tensor<?x?xf32>, %y: tensor<?x?xf32>, %p: tensor<?xf32>, %q: tensor<?xf32>) -> tensor<?x?xf32> {
+  %o = flexsn.scan ins(%x, %y : tensor<?x?xf32>, tensor<?x?xf32>) params(%p, %q : tensor<?xf32>, tensor<?xf32>) -> (tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %yt: f32, %pt: f32, %qt: f32):
+    %two = arith.constant 2.0 : f32
+    %m = arith.mulf %yt, %two : f32
+    %r = arith.addf %m, %qt : f32
+    flexsn.yield %r : f32
+  }
+  return %o : tensor<?x?xf32>
+}

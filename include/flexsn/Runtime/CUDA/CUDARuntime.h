@@ -46,6 +46,8 @@ public:
   /// libcuda cannot be loaded, "driver too old" below CUDA 12.0, "no CUDA
   /// device" when there is none, or the driver's own error.
   static llvm::Expected<std::unique_ptr<Device>> open(int ordinal = 0);
+  /// How many devices the driver sees (errors as for open()).
+  static llvm::Expected<int> count();
   ~Device();
 
   /// "NVIDIA H100 80GB HBM3, sm_90, driver 13.0".

@@ -11,6 +11,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/SetVector.h"
@@ -295,6 +296,13 @@ namespace {
 /// whose result is unused and whose value feeds no live result, and
 /// inputs/params the body no longer reads. Scalar params that are constants
 /// move into the body.
+///
+/// A scan directly in a function is a kernel (or will be one): its results
+/// and its operands that are function arguments are the kernel's ABI, and a
+/// caller numbers them as written ("input #1" is the second input of the
+/// source, whatever the body reads). In a user's function those stay, unused
+/// or not: the lowering stores nothing for an unused result and its unused
+/// loads fold away.
 struct SimplifyScanOperands : public OpRewritePattern<ScanOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -324,11 +332,21 @@ struct SimplifyScanOperands : public OpRewritePattern<ScanOp> {
 
     // Liveness of yielded values: outputs with uses, states with used
     // results, and (to a fixpoint) states whose argument feeds a live value.
+    // Functions made by flexsn-differentiate name each argument's meaning
+    // (flexsn.role, flexsn.index): their operands may go.
+    Operation *func = scan->getParentOp();
+    bool inFunction = func && isa<FunctionOpInterface>(func) &&
+                      !func->hasAttr(kKernelKindAttr);
+    auto isFunctionArg = [&](Value v) {
+      auto arg = dyn_cast<BlockArgument>(v);
+      return inFunction && arg && arg.getOwner()->getParentOp() == func;
+    };
     llvm::BitVector liveOut(numOut), liveState(numSt);
     for (unsigned i = 0; i < numOut; ++i)
-      liveOut[i] = !scan.getOutputResults()[i].use_empty();
+      liveOut[i] = inFunction || !scan.getOutputResults()[i].use_empty();
     for (unsigned i = 0; i < numSt; ++i)
-      liveState[i] = !scan.getStateResults()[i].use_empty();
+      liveState[i] = inFunction || !scan.getStateResults()[i].use_empty() ||
+                     isFunctionArg(scan.getInitStates()[i]);
     auto argsReachedBy = [&](Value root, llvm::SetVector<Value> &seen) {
       SmallVector<Value> stack{root};
       while (!stack.empty()) {
@@ -361,11 +379,15 @@ struct SimplifyScanOperands : public OpRewritePattern<ScanOp> {
       return changed ? success() : failure(); // the whole scan is dead
     llvm::BitVector liveIn(numIn), liveLa(numLa), livePa(numPa);
     for (unsigned i = 0; i < numIn; ++i)
-      liveIn[i] = reached.contains(scan.getInputArgs()[i]);
+      liveIn[i] = reached.contains(scan.getInputArgs()[i]) ||
+                  isFunctionArg(scan.getInputs()[i]);
     for (unsigned i = 0; i < numLa; ++i)
-      liveLa[i] = reached.contains(scan.getLaggedArgs()[i]);
+      liveLa[i] = reached.contains(scan.getLaggedArgs()[i]) ||
+                  isFunctionArg(scan.getLagged()[i]) ||
+                  isFunctionArg(scan.getLaggedInit()[i]);
     for (unsigned i = 0; i < numPa; ++i)
-      livePa[i] = reached.contains(scan.getParamArgs()[i]);
+      livePa[i] = reached.contains(scan.getParamArgs()[i]) ||
+                  isFunctionArg(scan.getParams()[i]);
 
     if (liveOut.all() && liveState.all() && liveIn.all() && liveLa.all() &&
         livePa.all())

@@ -8,4 +8,24 @@
 
 #include "flexsn/Dialect/FlexSN/IR/FlexSNDialect.h.inc"
 
+namespace mlir {
+namespace flexsn {
+
+/// Discardable attributes of the dialect, shared by flexsn-differentiate,
+/// canonicalization, the lowerings, the manifest and flexsn-run.
+/// On a generated function: "forward" or "backward".
+inline constexpr llvm::StringLiteral kKernelKindAttr = "flexsn.kernel";
+/// On a generated function: the primal function's name.
+inline constexpr llvm::StringLiteral kPrimalAttr = "flexsn.primal";
+/// On arguments/results of generated functions: what the value is.
+inline constexpr llvm::StringLiteral kRoleAttr = "flexsn.role";
+inline constexpr llvm::StringLiteral kIndexAttr = "flexsn.index";
+/// On primal arguments/results: no gradient wanted / given.
+inline constexpr llvm::StringLiteral kNoGradAttr = "flexsn.no_grad";
+/// On a body op: the training forward saves its result.
+inline constexpr llvm::StringLiteral kSaveAttr = "flexsn.save";
+
+} // namespace flexsn
+} // namespace mlir
+
 #endif // FLEXSN_DIALECT_FLEXSN_IR_FLEXSNDIALECT_H

@@ -3,6 +3,7 @@
 #ifndef FLEXSN_DIALECT_FLEXSN_TRANSFORMS_PASSES_H
 #define FLEXSN_DIALECT_FLEXSN_TRANSFORMS_PASSES_H
 
+#include "flexsn/Dialect/FlexSN/IR/FlexSNDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -11,20 +12,6 @@
 
 namespace mlir {
 namespace flexsn {
-
-/// Attribute names shared by flexsn-differentiate, the lowerings, the
-/// manifest and flexsn-run.
-/// On a generated function: "forward" or "backward".
-inline constexpr llvm::StringLiteral kKernelKindAttr = "flexsn.kernel";
-/// On a generated function: the primal function's name.
-inline constexpr llvm::StringLiteral kPrimalAttr = "flexsn.primal";
-/// On arguments/results of generated functions: what the value is.
-inline constexpr llvm::StringLiteral kRoleAttr = "flexsn.role";
-inline constexpr llvm::StringLiteral kIndexAttr = "flexsn.index";
-/// On primal arguments/results: no gradient wanted / given.
-inline constexpr llvm::StringLiteral kNoGradAttr = "flexsn.no_grad";
-/// On a body op: the training forward saves its result.
-inline constexpr llvm::StringLiteral kSaveAttr = "flexsn.save";
 
 #define GEN_PASS_DECL
 #include "flexsn/Dialect/FlexSN/Transforms/Passes.h.inc"

@@ -1,0 +1,15 @@
+"""The flexsn exception hierarchy and warning category."""
+
+
+class FlexSNError(RuntimeError):
+    """A failure inside libFlexSN (compilation, loading or launching a
+    kernel); the message is the library's, with MLIR's diagnostics."""
+
+
+class UnsupportedOpError(FlexSNError):
+    """The core uses an operation the compiler cannot express; the message
+    names the op and where the core calls it."""
+
+
+class FallbackWarning(UserWarning):
+    """A core could not be compiled and runs as a Python loop instead."""

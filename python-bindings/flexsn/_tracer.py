@@ -1,0 +1,664 @@
+"""Tracer: a single-step PyTorch core -> ``flexsn`` dialect IR text.
+
+:func:`trace` records the core with ``make_fx`` (an ATen-level FX graph) on
+one-element example tensors. Python numbers the core closes over are
+constants of the graph; tensors it closes over (or receives as SpikingJelly
+2.0 ``static_inputs``) become scan parameters. :func:`emit` then writes the
+graph as one ``func.func`` holding one ``flexsn.scan`` for given storage
+dtypes, parameter kinds and requires-grad mask: the op table below maps each
+ATen op to ``arith``/``math``/``flexsn`` ops on scalars. An op outside the
+table raises :class:`UnsupportedOpError` naming it and its source line.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from . import surrogate as _sg
+from ._errors import UnsupportedOpError
+
+aten = torch.ops.aten
+
+STORAGE = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
+           torch.float64: "f64"}
+
+
+@dataclass
+class ParamSource:
+    """Where a scan parameter's tensor comes from at run time."""
+    kind: str                 # "static": static_inputs[index]; "closure": tensor
+    index: int = 0
+    tensor: Optional[torch.Tensor] = None
+
+
+@dataclass
+class TracedCore:
+    graph: torch.fx.Graph
+    num_inputs: int
+    num_states: int
+    num_outputs: int
+    params: list[ParamSource] = field(default_factory=list)
+    # graph node name -> parameter number (placeholders and get_attr nodes)
+    param_of_node: dict[str, int] = field(default_factory=dict)
+    constants: dict[str, float] = field(default_factory=dict)
+
+
+def _where(node: torch.fx.Node) -> str:
+    trace = node.meta.get("stack_trace")
+    if not trace:
+        return ""
+    # The innermost frame that is not torch's or ours: the user's line.
+    frames = [line.strip() for line in trace.strip().splitlines()
+              if line.strip().startswith("File ")]
+    for frame in reversed(frames):
+        if "/torch/" not in frame and "/flexsn/" not in frame:
+            return " at " + frame.replace("File ", "", 1)
+    return ""
+
+
+def _sj_surrogate_patch():
+    """While tracing, SpikingJelly surrogate modules (when SpikingJelly is
+    installed) call our spike op with the same family and parameters."""
+    try:
+        from spikingjelly.activation_based import surrogate as sj  # type: ignore
+    except Exception:
+        return None
+    base = sj.SurrogateFunctionBase
+    original = base.forward
+
+    def forward(self, x):
+        if not getattr(self, "spiking", True):
+            return original(self, x)
+        name = type(self).__name__
+        kind = _sg.KIND_OF_CLASS.get(name)
+        if kind is None:
+            raise UnsupportedOpError(
+                f"SpikingJelly surrogate {name} has no flexsn.spike family "
+                f"(supported: {', '.join(_sg.KIND_OF_CLASS)})")
+        params = getattr(self, "_sg_params", None)
+        if params is None:
+            params = {n: getattr(self, n) for n, _ in _sg.FAMILIES[kind][2]}
+        values = [float(params[n]) for n, _ in _sg.FAMILIES[kind][2]]
+        return _sg.spike(x, kind, values)
+
+    return base, original, forward
+
+
+def trace(core: Callable, num_inputs: int, num_states: int,
+          static_inputs: Sequence[torch.Tensor] = (),
+          example_inputs: Optional[Sequence[torch.Tensor]] = None) -> TracedCore:
+    """Records `core(*inputs, *states, *static_inputs)` as an FX graph."""
+    n = num_inputs + num_states
+    if example_inputs is None:
+        example = [torch.zeros(1) for _ in range(n)]
+    else:
+        example = [torch.zeros(1, dtype=e.dtype if e.is_floating_point() else torch.float32)
+                   for e in list(example_inputs)[:n]]
+        example += [torch.zeros(1) for _ in range(n - len(example))]
+    statics = [s.detach().cpu() for s in static_inputs]
+
+    def step(*args):
+        return core(*args)
+
+    patch = _sj_surrogate_patch()
+    if patch:
+        patch[0].forward = patch[2]
+    try:
+        with torch.no_grad():
+            gm = make_fx(step, record_stack_traces=True)(*example, *statics)
+    finally:
+        if patch:
+            patch[0].forward = patch[1]
+
+    graph = gm.graph
+    traced = TracedCore(graph, num_inputs, num_states, 0)
+    placeholders = [nd for nd in graph.nodes if nd.op == "placeholder"]
+    for i, nd in enumerate(placeholders[n:]):
+        traced.param_of_node[nd.name] = len(traced.params)
+        traced.params.append(ParamSource("static", i))
+    by_identity: dict[int, int] = {}
+    for nd in graph.nodes:
+        if nd.op != "get_attr":
+            continue
+        value = getattr(gm, nd.target)
+        if not isinstance(value, torch.Tensor):
+            raise UnsupportedOpError(f"the core reads a non-tensor attribute {nd.target}")
+        only_copied = nd.users and all(
+            u.target is aten.lift_fresh_copy.default for u in nd.users)
+        if only_copied and value.numel() == 1 and not value.requires_grad:
+            # A tensor the core makes from a number (torch.tensor(2.0)).
+            traced.constants[nd.name] = float(value.item())
+            continue
+        key = id(value)
+        if key not in by_identity:
+            by_identity[key] = len(traced.params)
+            traced.params.append(ParamSource("closure", tensor=value))
+        traced.param_of_node[nd.name] = by_identity[key]
+    outputs = next(nd for nd in graph.nodes if nd.op == "output").args[0]
+    if not isinstance(outputs, (tuple, list)):
+        outputs = (outputs,)
+    num_outputs = len(outputs) - num_states
+    if num_outputs < 0:
+        raise ValueError(f"the core returns {len(outputs)} values but there are "
+                         f"{num_states} states: it must return (*outputs, *new_states)")
+    for k, out in enumerate(outputs):
+        if not isinstance(out, torch.fx.Node):
+            raise TypeError(f"the core's return value #{k} is {type(out).__name__} "
+                            f"({out!r}); it must return tensors")
+    traced.num_outputs = num_outputs
+    return traced
+
+
+# --------------------------------------------------------------------------
+# Emission
+# --------------------------------------------------------------------------
+
+class Value:
+    """An SSA value of the scan body: a compute-type float ('f') or an i1 ('b')."""
+    __slots__ = ("name", "kind")
+
+    def __init__(self, name: str, kind: str):
+        self.name, self.kind = name, kind
+
+
+class _Body:
+    def __init__(self, ftype: str):
+        self.ft = ftype
+        self.lines: list[str] = []
+        self.count = 0
+        self._consts: dict[tuple, Value] = {}
+
+    def emit(self, text: str, kind: str) -> Value:
+        name = f"%v{self.count}"
+        self.count += 1
+        self.lines.append(f"    {name} = {text}")
+        return Value(name, kind)
+
+    def const(self, v: float) -> Value:
+        v = float(v)
+        key = ("f", repr(v))
+        if key not in self._consts:
+            if math.isfinite(v):
+                lit = _sg.float_literal(v)
+            else:
+                bits = {"f32": {1: "0x7F800000", -1: "0xFF800000", 0: "0x7FC00000"},
+                        "f64": {1: "0x7FF0000000000000", -1: "0xFFF0000000000000",
+                                0: "0x7FF8000000000000"}}[self.ft]
+                lit = bits[0 if math.isnan(v) else (1 if v > 0 else -1)]
+            self._consts[key] = self.emit(f"arith.constant {lit} : {self.ft}", "f")
+        return self._consts[key]
+
+    def bconst(self, v: bool) -> Value:
+        key = ("b", bool(v))
+        if key not in self._consts:
+            self._consts[key] = self.emit(
+                f"arith.constant {'true' if v else 'false'}", "b")
+        return self._consts[key]
+
+    # Coercions -------------------------------------------------------------
+    def f(self, v) -> Value:
+        if isinstance(v, Value):
+            if v.kind == "f":
+                return v
+            return self.emit(f"arith.uitofp {v.name} : i1 to {self.ft}", "f")
+        if isinstance(v, (bool, int, float)):
+            return self.const(float(v))
+        raise UnsupportedOpError(f"unsupported operand {v!r}")
+
+    def b(self, v) -> Value:
+        if isinstance(v, Value):
+            if v.kind == "b":
+                return v
+            return self.cmp("une", v, 0.0)
+        if isinstance(v, (bool, int, float)):
+            return self.bconst(bool(v))
+        raise UnsupportedOpError(f"unsupported operand {v!r}")
+
+    # Ops --------------------------------------------------------------------
+    def bin(self, op: str, a, b) -> Value:
+        a, b = self.f(a), self.f(b)
+        return self.emit(f"{op} {a.name}, {b.name} : {self.ft}", "f")
+
+    def un(self, op: str, a) -> Value:
+        a = self.f(a)
+        return self.emit(f"{op} {a.name} : {self.ft}", "f")
+
+    def add(self, a, b): return self.bin("arith.addf", a, b)
+    def sub(self, a, b): return self.bin("arith.subf", a, b)
+    def mul(self, a, b): return self.bin("arith.mulf", a, b)
+    def div(self, a, b): return self.bin("arith.divf", a, b)
+    def neg(self, a): return self.un("arith.negf", a)
+
+    def cmp(self, pred: str, a, b) -> Value:
+        a, b = self.f(a), self.f(b)
+        return self.emit(f"arith.cmpf {pred}, {a.name}, {b.name} : {self.ft}", "b")
+
+    def select(self, c, a, b) -> Value:
+        c = self.b(c)
+        if isinstance(a, Value) and isinstance(b, Value) and a.kind == b.kind == "b":
+            return self.emit(f"arith.select {c.name}, {a.name}, {b.name} : i1", "b")
+        a, b = self.f(a), self.f(b)
+        return self.emit(f"arith.select {c.name}, {a.name}, {b.name} : {self.ft}", "f")
+
+    def logic(self, op: str, a, b) -> Value:
+        a, b = self.b(a), self.b(b)
+        return self.emit(f"arith.{op} {a.name}, {b.name} : i1", "b")
+
+    def lnot(self, a) -> Value:
+        return self.logic("xori", a, True)
+
+    def round_to(self, a, storage: str) -> Value:
+        """Rounds a compute value to a narrower float type and back."""
+        a = self.f(a)
+        t = self.emit(f"arith.truncf {a.name} : {self.ft} to {storage}", "t")
+        return self.emit(f"arith.extf {t.name} : {storage} to {self.ft}", "f")
+
+
+def _arg(args, i, default=None):
+    return args[i] if len(args) > i else default
+
+
+def _scalar_or(v, default):
+    return default if v is None else v
+
+
+def _pow(B: _Body, a, e):
+    if isinstance(e, (int, float)) and not isinstance(a, (int, float)):
+        e = float(e)
+        if e == 0.0:
+            return B.const(1.0)
+        if e == 1.0:
+            return B.f(a)
+        if e == 2.0:
+            return B.mul(a, a)
+        if e == 3.0:
+            return B.mul(B.mul(a, a), a)
+        if e == 0.5:
+            return B.un("math.sqrt", a)
+        if e == -0.5:
+            return B.un("math.rsqrt", a)
+        if e == -1.0:
+            return B.div(1.0, a)
+    return B.bin("math.powf", a, e)
+
+
+def _sigmoid(B: _Body, x):
+    # Stable both ways: exp of -|x| never overflows, in the forward or in
+    # the adjoint of the branch select does not take.
+    x = B.f(x)
+    e = B.un("math.exp", B.neg(B.un("math.absf", x)))
+    d = B.add(1.0, e)
+    return B.select(B.cmp("oge", x, 0.0), B.div(1.0, d), B.div(e, d))
+
+
+def _clamp_min(B, x, lo):
+    return B.select(B.cmp("olt", x, lo), lo, x)
+
+
+def _clamp_max(B, x, hi):
+    return B.select(B.cmp("ogt", x, hi), hi, x)
+
+
+def _clamp(B, x, lo, hi):
+    if lo is not None:
+        x = _clamp_min(B, x, lo)
+    if hi is not None:
+        x = _clamp_max(B, x, hi)
+    return B.f(x)
+
+
+def _softplus(B, x, beta=1.0, threshold=20.0):
+    bx = B.mul(x, beta)
+    big = B.cmp("ogt", bx, threshold)
+    safe = B.select(big, threshold, bx)
+    soft = B.div(B.un("math.log1p", B.un("math.exp", safe)), beta)
+    return B.select(big, x, soft)
+
+
+def _gelu(B, x, approximate="none"):
+    x = B.f(x)
+    if approximate == "tanh":
+        inner = B.mul(math.sqrt(2.0 / math.pi),
+                      B.add(x, B.mul(0.044715, B.mul(B.mul(x, x), x))))
+        return B.mul(B.mul(0.5, x), B.add(1.0, B.un("math.tanh", inner)))
+    return B.mul(B.mul(0.5, x), B.add(1.0, B.un("math.erf", B.mul(x, 1 / math.sqrt(2.0)))))
+
+
+def _to_copy(B, x, dtype=None, **_):
+    if dtype is None:
+        return x
+    if dtype == torch.bool:
+        return B.b(x)
+    if dtype in (torch.float32, torch.float64):
+        return B.f(x)
+    if dtype in (torch.float16, torch.bfloat16):
+        return B.round_to(x, STORAGE[dtype])
+    raise UnsupportedOpError(f"conversion to {dtype} (only floating types and bool)")
+
+
+def _bool_or_float(B, logic_op, float_op):
+    def handler(a, b, *rest):
+        if all(isinstance(v, Value) and v.kind == "b" for v in (a, b)):
+            return B.logic(logic_op, a, b)
+        return float_op(a, b, *rest)
+    return handler
+
+
+def _handlers(B: _Body) -> dict:
+    f, un = B.f, B.un
+
+    def add(a, b, alpha=1):
+        return B.add(a, b if alpha == 1 else B.mul(b, alpha))
+
+    def sub(a, b, alpha=1):
+        return B.sub(a, b if alpha == 1 else B.mul(b, alpha))
+
+    def rsub(a, b, alpha=1):
+        return B.sub(b, a if alpha == 1 else B.mul(a, alpha))
+
+    def div_mode(a, b, rounding_mode=None):
+        q = B.div(a, b)
+        if rounding_mode == "trunc":
+            return un("math.trunc", q)
+        if rounding_mode == "floor":
+            return un("math.floor", q)
+        return q
+
+    def remainder(a, b):
+        return B.sub(a, B.mul(un("math.floor", B.div(a, b)), b))
+
+    def sign(x):
+        x = f(x)
+        return B.select(B.cmp("ogt", x, 0.0), 1.0,
+                        B.select(B.cmp("olt", x, 0.0), -1.0, x))
+
+    def relu(x):
+        return B.select(B.cmp("ugt", x, 0.0), x, 0.0)
+
+    def where(c, a, b):
+        return B.select(c, a, b)
+
+    def masked_fill(x, mask, value):
+        return B.select(mask, value, x)
+
+    def heaviside(x, v):
+        return B.select(B.cmp("oeq", x, 0.0), v,
+                        B.select(B.cmp("ogt", x, 0.0), 1.0, 0.0))
+
+    def leaky_relu(x, slope=0.01):
+        return B.select(B.cmp("ogt", x, 0.0), x, B.mul(x, slope))
+
+    def elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
+        neg = B.mul(B.mul(scale, alpha), un("math.expm1", B.mul(x, input_scale)))
+        return B.select(B.cmp("ogt", x, 0.0), B.mul(x, scale), neg)
+
+    def lerp(a, b, w):
+        return B.add(a, B.mul(w, B.sub(b, a)))
+
+    def addcmul(a, t1, t2, value=1):
+        return B.add(a, B.mul(B.mul(t1, t2), value))
+
+    def addcdiv(a, t1, t2, value=1):
+        return B.add(a, B.mul(B.div(t1, t2), value))
+
+    def hypot(a, b):
+        return un("math.sqrt", B.add(B.mul(a, a), B.mul(b, b)))
+
+    def frac(x):
+        return B.sub(x, un("math.trunc", x))
+
+    def cmp(pred):
+        return lambda a, b: B.cmp(pred, a, b)
+
+    def math1(op):
+        return lambda x: un(op, x)
+
+    def const_like(v):
+        return lambda *a, **k: B.const(v)
+
+    def full_like(x, v, **_):
+        return B.const(v)
+
+    def detach(x):
+        x = f(x)
+        return B.emit(f"flexsn.detach {x.name} : {B.ft}", "f")
+
+    def spike(x, kind, params):
+        x = f(x)
+        return B.emit(f"flexsn.spike {x.name} surrogate "
+                      f"{_sg.ir_attribute(kind, params)} : {B.ft}", "f")
+
+    def identity(x, *_, **__):
+        return x
+
+    mul_or_and = _bool_or_float(B, "andi", B.mul)
+    add_or_or = _bool_or_float(B, "ori", add)
+
+    return {
+        aten.add.Tensor: add_or_or, aten.add.Scalar: add,
+        aten.sub.Tensor: sub, aten.sub.Scalar: sub,
+        aten.rsub.Tensor: rsub, aten.rsub.Scalar: rsub,
+        aten.mul.Tensor: mul_or_and, aten.mul.Scalar: B.mul,
+        aten.div.Tensor: B.div, aten.div.Scalar: B.div,
+        aten.div.Tensor_mode: div_mode, aten.div.Scalar_mode: div_mode,
+        aten.neg.default: B.neg, aten.reciprocal.default: lambda x: B.div(1.0, x),
+        aten.bitwise_and.Tensor: lambda a, b: B.logic("andi", a, b),
+        aten.bitwise_or.Tensor: lambda a, b: B.logic("ori", a, b),
+        aten.bitwise_xor.Tensor: lambda a, b: B.logic("xori", a, b),
+        aten.bitwise_not.default: B.lnot,
+        aten.logical_and.default: lambda a, b: B.logic("andi", a, b),
+        aten.logical_or.default: lambda a, b: B.logic("ori", a, b),
+        aten.logical_xor.default: lambda a, b: B.logic("xori", a, b),
+        aten.logical_not.default: B.lnot,
+        aten.eq.Tensor: cmp("oeq"), aten.eq.Scalar: cmp("oeq"),
+        aten.ne.Tensor: cmp("une"), aten.ne.Scalar: cmp("une"),
+        aten.ge.Tensor: cmp("oge"), aten.ge.Scalar: cmp("oge"),
+        aten.gt.Tensor: cmp("ogt"), aten.gt.Scalar: cmp("ogt"),
+        aten.le.Tensor: cmp("ole"), aten.le.Scalar: cmp("ole"),
+        aten.lt.Tensor: cmp("olt"), aten.lt.Scalar: cmp("olt"),
+        aten.isnan.default: lambda x: B.cmp("uno", x, x),
+        aten.sigmoid.default: lambda x: _sigmoid(B, x),
+        aten.tanh.default: math1("math.tanh"),
+        aten.exp.default: math1("math.exp"), aten.exp2.default: math1("math.exp2"),
+        aten.expm1.default: math1("math.expm1"),
+        aten.log.default: math1("math.log"), aten.log2.default: math1("math.log2"),
+        aten.log10.default: math1("math.log10"), aten.log1p.default: math1("math.log1p"),
+        aten.sqrt.default: math1("math.sqrt"), aten.rsqrt.default: math1("math.rsqrt"),
+        aten.abs.default: math1("math.absf"),
+        aten.sin.default: math1("math.sin"), aten.cos.default: math1("math.cos"),
+        aten.tan.default: math1("math.tan"), aten.atan.default: math1("math.atan"),
+        aten.asin.default: math1("math.asin"), aten.acos.default: math1("math.acos"),
+        aten.sinh.default: math1("math.sinh"), aten.cosh.default: math1("math.cosh"),
+        aten.asinh.default: math1("math.asinh"), aten.acosh.default: math1("math.acosh"),
+        aten.atanh.default: math1("math.atanh"),
+        aten.erf.default: math1("math.erf"), aten.erfc.default: math1("math.erfc"),
+        aten.floor.default: math1("math.floor"), aten.ceil.default: math1("math.ceil"),
+        aten.round.default: math1("math.roundeven"), aten.trunc.default: math1("math.trunc"),
+        aten.frac.default: frac,
+        aten.relu.default: relu, aten.sign.default: sign, aten.sgn.default: sign,
+        aten.minimum.default: lambda a, b: B.bin("arith.minimumf", a, b),
+        aten.maximum.default: lambda a, b: B.bin("arith.maximumf", a, b),
+        aten.fmin.default: lambda a, b: B.bin("arith.minnumf", a, b),
+        aten.fmax.default: lambda a, b: B.bin("arith.maxnumf", a, b),
+        aten.fmod.Scalar: lambda a, b: B.bin("arith.remf", a, b),
+        aten.fmod.Tensor: lambda a, b: B.bin("arith.remf", a, b),
+        aten.remainder.Scalar: remainder, aten.remainder.Tensor: remainder,
+        aten.pow.Tensor_Scalar: lambda a, e: _pow(B, a, e),
+        aten.pow.Tensor_Tensor: lambda a, e: B.bin("math.powf", a, e),
+        aten.pow.Scalar: lambda a, e: B.bin("math.powf", a, e),
+        aten.atan2.default: lambda a, b: B.bin("math.atan2", a, b),
+        aten.copysign.Tensor: lambda a, b: B.bin("math.copysign", a, b),
+        aten.copysign.Scalar: lambda a, b: B.bin("math.copysign", a, b),
+        aten.hypot.default: hypot,
+        aten.clamp.default: lambda x, lo=None, hi=None: _clamp(B, x, lo, hi),
+        aten.clamp.Tensor: lambda x, lo=None, hi=None: _clamp(B, x, lo, hi),
+        aten.clamp_min.default: lambda x, lo: _clamp(B, x, lo, None),
+        aten.clamp_min.Tensor: lambda x, lo: _clamp(B, x, lo, None),
+        aten.clamp_max.default: lambda x, hi: _clamp(B, x, None, hi),
+        aten.clamp_max.Tensor: lambda x, hi: _clamp(B, x, None, hi),
+        aten.hardtanh.default: lambda x, lo=-1.0, hi=1.0: _clamp(B, x, lo, hi),
+        aten.where.self: where, aten.where.ScalarSelf: where,
+        aten.where.ScalarOther: where, aten.where.Scalar: where,
+        aten.masked_fill.Scalar: masked_fill, aten.masked_fill.Tensor: masked_fill,
+        aten.heaviside.default: heaviside,
+        aten.lerp.Scalar: lerp, aten.lerp.Tensor: lerp,
+        aten.addcmul.default: addcmul, aten.addcdiv.default: addcdiv,
+        aten.softplus.default: lambda x, beta=1.0, threshold=20.0: _softplus(B, x, beta, threshold),
+        aten.leaky_relu.default: leaky_relu, aten.elu.default: elu,
+        aten.silu.default: lambda x: B.mul(x, _sigmoid(B, x)),
+        aten.gelu.default: lambda x, approximate="none": _gelu(B, x, approximate),
+        aten.square.default: lambda x: B.mul(x, x),
+        aten.clone.default: identity, aten.alias.default: identity,
+        aten.lift_fresh_copy.default: identity, aten.expand.default: identity,
+        aten.detach.default: detach,
+        aten.zeros_like.default: const_like(0.0), aten.ones_like.default: const_like(1.0),
+        aten.full_like.default: full_like,
+        aten.scalar_tensor.default: lambda v, **_: B.const(v),
+        aten._to_copy.default: lambda x, **kw: _to_copy(B, x, **kw),
+        torch.ops.flexsn.spike.default: spike,
+    }
+
+
+_MULTI = {aten.log_sigmoid_forward.default}
+
+
+def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
+         param_dtypes: Sequence[torch.dtype], param_scalar: Sequence[bool],
+         requires_grad: Sequence[bool], name: str = "core") -> str:
+    """The IR of `traced`: one kernel function `name` whose inputs and
+    states are stored as `in_dtypes` (inputs then states; outputs take the
+    first input's), whose parameters are scalars or per-neuron, and where
+    `requires_grad` (inputs, states, params) marks what takes a gradient."""
+    ni, ns, no = traced.num_inputs, traced.num_states, traced.num_outputs
+    compute = "f64" if all(d == torch.float64 for d in in_dtypes) else "f32"
+    B = _Body(compute)
+    table = _handlers(B)
+    values: dict[str, Any] = {}
+    placeholders = [nd for nd in traced.graph.nodes if nd.op == "placeholder"]
+    block_args = []
+    for i, nd in enumerate(placeholders[:ni + ns]):
+        values[nd.name] = Value(f"%a{i}", "f")
+        block_args.append(f"%a{i}: {compute}")
+    for p in range(len(traced.params)):
+        block_args.append(f"%p{p}: {compute}")
+    for node_name, p in traced.param_of_node.items():
+        values[node_name] = Value(f"%p{p}", "f")
+    for node_name, c in traced.constants.items():
+        values[node_name] = c
+
+    def resolve(a):
+        if isinstance(a, torch.fx.Node):
+            return values[a.name]
+        if isinstance(a, (list, tuple)):
+            return type(a)(resolve(x) for x in a)
+        return a
+
+    multi: dict[str, list] = {}
+    result = None
+    for nd in traced.graph.nodes:
+        if nd.op in ("placeholder", "get_attr") or nd.name in values:
+            continue
+        if nd.op == "output":
+            result = nd.args[0]
+            break
+        if nd.op != "call_function":
+            raise UnsupportedOpError(f"{nd.op} {nd.target}{_where(nd)}")
+        if nd.target is operator.getitem:
+            src, k = nd.args
+            if src.name in multi and k == 0:
+                values[nd.name] = multi[src.name][0]
+                continue
+            if src.name in multi and not nd.users:
+                continue
+            raise UnsupportedOpError(f"getitem #{k} of {src.target}{_where(nd)}")
+        if nd.target in _MULTI:
+            multi[nd.name] = [table_logsigmoid(B, resolve(nd.args[0]))]
+            continue
+        handler = table.get(nd.target)
+        if handler is None:
+            raise UnsupportedOpError(
+                f"the core uses {nd.target}, which flexsn cannot compile{_where(nd)}")
+        kwargs = {k: resolve(v) for k, v in nd.kwargs.items()
+                  if k not in ("device", "layout", "pin_memory", "memory_format",
+                               "non_blocking")}
+        if nd.target in (aten.clamp.default, aten.clamp.Tensor) and kwargs:
+            kwargs = {"lo": kwargs.get("min"), "hi": kwargs.get("max")}
+        try:
+            values[nd.name] = handler(*resolve(nd.args), **kwargs)
+        except UnsupportedOpError as e:
+            raise UnsupportedOpError(f"{nd.target}: {e}{_where(nd)}") from None
+        except TypeError as e:
+            raise UnsupportedOpError(
+                f"the core calls {nd.target} with arguments flexsn does not "
+                f"support ({e}){_where(nd)}") from None
+
+    outs = result if isinstance(result, (tuple, list)) else (result,)
+    yielded = []
+    for k, out in enumerate(outs):
+        v = values[out.name] if isinstance(out, torch.fx.Node) else out
+        if isinstance(v, Value) and v.kind == "b":
+            what = f"output #{k}" if k < no else f"new state #{k - no}"
+            raise TypeError(f"the core's {what} is a bool tensor; FlexSN needs "
+                            "floating-point outputs and states (use .to(x))")
+        yielded.append(B.f(v).name)
+
+    def seq(d):
+        return f"tensor<?x?x{STORAGE[d]}>"
+
+    def vec(d):
+        return f"tensor<?x{STORAGE[d]}>"
+
+    out_dtype = in_dtypes[0]
+    no_grad = " {flexsn.no_grad}"
+    func_args, ins, sts, prs = [], [], [], []
+    for i in range(ni):
+        func_args.append(f"%x{i}: {seq(in_dtypes[i])}" + ("" if requires_grad[i] else no_grad))
+        ins.append((f"%x{i}", seq(in_dtypes[i])))
+    for i in range(ns):
+        d = in_dtypes[ni + i]
+        func_args.append(f"%s{i}: {vec(d)}" + ("" if requires_grad[ni + i] else no_grad))
+        sts.append((f"%s{i}", vec(d)))
+    for p, (d, scalar) in enumerate(zip(param_dtypes, param_scalar)):
+        t = STORAGE[d] if scalar else vec(d)
+        func_args.append(f"%q{p}: {t}" + ("" if requires_grad[ni + ns + p] else no_grad))
+        prs.append((f"%q{p}", t))
+    result_types = [seq(out_dtype)] * no + [seq(in_dtypes[ni + i]) for i in range(ns)]
+
+    def group(kw, items):
+        if not items:
+            return ""
+        return (f" {kw}(" + ", ".join(n for n, _ in items) + " : "
+                + ", ".join(t for _, t in items) + ")")
+
+    nres = len(result_types)
+    res = "%r" if nres == 1 else f"%r:{nres}"
+    lines = [f"func.func @{name}(" + ", ".join(func_args) + ") -> ("
+             + ", ".join(result_types) + ") {",
+             f"  {res} = flexsn.scan" + group("ins", ins) + group("states", sts)
+             + group("params", prs) + " -> (" + ", ".join(result_types) + ") {",
+             "  ^bb0(" + ", ".join(block_args) + "):"]
+    lines += B.lines
+    lines.append(f"    flexsn.yield {', '.join(yielded)} : {', '.join([compute] * len(yielded))}")
+    lines.append("  }")
+    rets = ["%r"] if nres == 1 else [f"%r#{k}" for k in range(nres)]
+    lines.append(f"  return {', '.join(rets)} : {', '.join(result_types)}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def table_logsigmoid(B: _Body, x):
+    x = B.f(x)
+    m = B.select(B.cmp("olt", x, 0.0), x, 0.0)
+    return B.sub(m, B.un("math.log1p", B.un("math.exp", B.neg(B.un("math.absf", x)))))
+
+
+def supported_ops() -> list[str]:
+    """Names of the ATen ops the tracer compiles."""
+    return sorted({str(k) for k in _handlers(_Body("f32"))} | {str(k) for k in _MULTI})
