@@ -1,0 +1,39 @@
+"""flexsn: spiking neurons written once in PyTorch, compiled by FlexSN-MLIR
+into fused multi-step kernels (CPU JIT and CUDA PTX) with BPTT training.
+
+    import flexsn
+    neuron = flexsn.FlexSN(core, num_inputs=1, num_states=1, num_outputs=1)
+
+Importing the package loads neither torch, the compiler library nor the
+GPU: the names below are loaded on first use.
+"""
+
+from ._errors import FallbackWarning, FlexSNError, UnsupportedOpError
+
+__version__ = "0.4.0"
+
+_LAZY = {
+    "FlexSN": "._module",
+    "FlexSNKernel": "._module",
+    "surrogate": None,
+    "neuron": None,
+}
+
+__all__ = ["FlexSN", "FlexSNKernel", "surrogate", "FlexSNError",
+           "UnsupportedOpError", "FallbackWarning", "library_version"]
+
+
+def __getattr__(name):
+    import importlib
+    if name in _LAZY:
+        where = _LAZY[name]
+        if where is None:
+            return importlib.import_module(f".{name}", __name__)
+        return getattr(importlib.import_module(where, __name__), name)
+    raise AttributeError(f"module 'flexsn' has no attribute {name!r}")
+
+
+def library_version() -> str:
+    """The loaded libFlexSN's version string."""
+    from . import _capi
+    return _capi.version()

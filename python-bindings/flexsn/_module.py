@@ -1,0 +1,294 @@
+"""The user API: the FlexSN module and the functional FlexSNKernel."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Callable, Optional, Sequence
+
+import torch
+from torch import nn
+
+from . import _runner
+
+BACKENDS = ("torch", "cpu", "cuda", "triton", "inductor", "hop")
+COMPILED_ALIASES = ("triton", "inductor", "hop")
+
+
+def _check_backend(backend: Optional[str]) -> Optional[str]:
+    if backend is not None and backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))} "
+                         f"or None (compiled on the tensors' device), got {backend!r}")
+    return backend
+
+
+def _check_device(backend: Optional[str], device: torch.device) -> None:
+    if backend == "cpu" and device.type != "cpu":
+        raise ValueError(f"backend 'cpu' runs CPU tensors, but the inputs are on {device}")
+    if backend == "cuda" and device.type != "cuda":
+        raise ValueError(f"backend 'cuda' runs CUDA tensors, but the inputs are on {device}")
+    if device.type not in ("cpu", "cuda") and backend != "torch":
+        raise ValueError(f"flexsn kernels run on cpu and cuda devices, not {device}; "
+                         "use backend='torch'")
+
+
+def _num_step_inputs(core: Callable, num_states: int, num_static: int) -> int:
+    try:
+        sig = inspect.signature(core)
+    except (TypeError, ValueError):
+        raise TypeError("cannot read the core's signature; pass num_inputs=") from None
+    positional = 0
+    for p in sig.parameters.values():
+        if p.kind == p.VAR_POSITIONAL:
+            raise TypeError("the core takes *args: pass num_inputs= explicitly")
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            positional += 1
+    n = positional - num_states - num_static
+    if n < 1:
+        raise ValueError(f"the core takes {positional} positional arguments, which "
+                         f"leaves {n} step inputs after {num_states} states and "
+                         f"{num_static} static inputs; it needs at least one input")
+    return n
+
+
+class FlexSNKernel:
+    """The functional form: ``kernel(*input_seqs, *init_states)`` returns
+    ``(*output_seqs, *state_seqs)`` (``final_state=True``: the final states
+    ``[N, ...]`` instead of the state sequences). Inputs are ``[T, N, ...]``,
+    initial states ``[N, ...]``; gradients flow to every tensor that
+    requires them (and to tensors the core captures).
+
+    Arguments are those of SpikingJelly's tutorial FlexSNKernel: ``core``,
+    ``num_inputs``, ``num_states``, ``num_outputs`` (checked against a trace),
+    ``example_inputs`` (dtypes for the trace), ``requires_grad`` (a mask over
+    inputs and states; None: all), ``backend`` and ``strict``.
+    """
+
+    def __init__(self, core: Callable, num_inputs: int, num_states: int,
+                 num_outputs: Optional[int] = None, example_inputs=None,
+                 requires_grad: Optional[Sequence[bool]] = None,
+                 backend: Optional[str] = None, final_state: bool = False,
+                 strict: bool = False, static_inputs: Sequence[torch.Tensor] = ()):
+        if not callable(core):
+            raise TypeError(f"core must be callable, got {type(core).__name__}")
+        for name, v in (("num_inputs", num_inputs), ("num_states", num_states)):
+            if not isinstance(v, int) or v < (1 if name == "num_inputs" else 0):
+                raise ValueError(f"{name} must be an int >= "
+                                 f"{1 if name == 'num_inputs' else 0}, got {v!r}")
+        self.core, self.num_inputs, self.num_states = core, num_inputs, num_states
+        self.static_inputs = tuple(static_inputs)
+        self.backend = _check_backend(backend)
+        self.final_state = bool(final_state)
+        if requires_grad is not None:
+            requires_grad = tuple(bool(r) for r in requires_grad)
+            if len(requires_grad) != num_inputs + num_states:
+                raise ValueError(f"requires_grad has {len(requires_grad)} entries; "
+                                 f"expected {num_inputs + num_states} (inputs, then states)")
+        self.requires_grad = requires_grad
+        self.compiled = None
+        if self.backend != "torch":
+            self.compiled = _runner.try_compile(core, num_inputs, num_states,
+                                                self.static_inputs, example_inputs, strict)
+        if self.compiled is not None:
+            found = self.compiled.num_outputs
+        else:
+            found = self._count_outputs(example_inputs)
+        if num_outputs is not None and num_outputs != found:
+            raise ValueError(f"num_outputs={num_outputs} but the core returns {found} "
+                             f"outputs besides its {num_states} states")
+        self.num_outputs = found
+
+    def _count_outputs(self, example_inputs) -> int:
+        n = self.num_inputs + self.num_states
+        args = list(example_inputs)[:n] if example_inputs else [torch.zeros(1)] * n
+        with torch.no_grad():
+            r = self.core(*args, *self.static_inputs)
+        r = (r,) if isinstance(r, torch.Tensor) else tuple(r)
+        return len(r) - self.num_states
+
+    def params(self, static_inputs=None) -> list:
+        statics = self.static_inputs if static_inputs is None else static_inputs
+        if self.compiled is None:
+            return list(statics)
+        return self.compiled.param_tensors(statics)
+
+    def run(self, inputs, init_states, *, want_seqs: bool, static_inputs=None,
+            out_dtypes=None):
+        """(outputs, state sequences or None, final states)."""
+        statics = self.static_inputs if static_inputs is None else static_inputs
+        device = inputs[0].device
+        _check_device(self.backend, device)
+        if self.compiled is None or self.backend == "torch":
+            return _runner.run_torch(self.core, self.num_outputs, inputs, init_states,
+                                     statics, want_seqs=want_seqs, out_dtypes=out_dtypes)
+        mask = None
+        if self.requires_grad is not None:
+            mask = list(self.requires_grad) + [True] * len(self.compiled.traced.params)
+        return _runner.run_compiled(self.compiled, inputs, init_states,
+                                    self.compiled.param_tensors(statics),
+                                    want_seqs=want_seqs, grad_mask=mask)
+
+    def __call__(self, *tensors):
+        n = self.num_inputs + self.num_states
+        if len(tensors) != n:
+            raise TypeError(f"expected {self.num_inputs} input sequence(s) and "
+                            f"{self.num_states} initial state(s), got {len(tensors)} tensors")
+        inputs, states = tensors[:self.num_inputs], tensors[self.num_inputs:]
+        _runner.validate_sequences(inputs, states, self.num_inputs, self.num_states)
+        outs, seqs, finals = self.run(inputs, states, want_seqs=not self.final_state)
+        return (*outs, *(finals if self.final_state else seqs))
+
+
+class FlexSN(nn.Module):
+    """A spiking neuron from a single-step core, run over time by compiled
+    kernels (or the reference Python loop).
+
+    Accepts both SpikingJelly APIs:
+
+    * the tutorial's: ``FlexSN(core, num_inputs, num_states, num_outputs,
+      example_inputs=None, example_outputs=None, requires_grad=None,
+      step_mode="m", backend=..., store_state_seqs=False)``;
+    * SpikingJelly 2.0's: ``FlexSN(core, num_states=..., static_inputs=(...),
+      step_mode="m", store_state_seqs=False)``, the number of inputs read
+      from the core's signature ``core(*inputs, *states, *static_inputs)``.
+
+    The second positional argument is ``num_inputs`` in the first and
+    ``num_states`` in the second, so ``FlexSN(core, n)`` with one positional
+    count is refused as ambiguous: pass it by keyword.
+
+    Multi-step (``step_mode="m"``): ``forward(*inputs)`` with inputs
+    ``[T, N, ...]`` returns the output sequences (one tensor, or a tuple);
+    single-step (``"s"``): inputs ``[N, ...]``. ``states`` holds the states
+    after the last call (zeros from ``init_states`` before the first, and
+    after ``reset()``); ``state_seqs`` the state sequences when
+    ``store_state_seqs``. T == 0 launches nothing: outputs are empty and the
+    states unchanged.
+
+    backend: ``"torch"`` (the core in a Python loop), ``"cpu"`` (JIT-compiled
+    kernels), ``"cuda"`` (PTX kernels); ``"triton"``, ``"inductor"``,
+    ``"hop"`` and None (the default) mean compiled kernels on the tensors'
+    device. ``strict=True`` raises :class:`flexsn.UnsupportedOpError` for an
+    op the compiler lacks instead of falling back to ``"torch"`` with a
+    warning.
+    """
+
+    def __init__(self, core: Callable, *args, num_inputs: Optional[int] = None,
+                 num_states: Optional[int] = None, num_outputs: Optional[int] = None,
+                 example_inputs=None, example_outputs=None, requires_grad=None,
+                 step_mode: str = "m", backend: Optional[str] = None,
+                 store_state_seqs: bool = False,
+                 static_inputs: Sequence[torch.Tensor] = (), strict: bool = False):
+        super().__init__()
+        if not callable(core):
+            raise TypeError(f"core must be callable, got {type(core).__name__}")
+        names = ("num_inputs", "num_states", "num_outputs", "example_inputs",
+                 "example_outputs", "requires_grad", "step_mode", "backend",
+                 "store_state_seqs")
+        if len(args) == 1 and num_inputs is None and num_states is None:
+            raise TypeError(
+                f"FlexSN(core, {args[0]!r}) is ambiguous: SpikingJelly's tutorial "
+                "reads the second argument as num_inputs and SpikingJelly 2.0 as "
+                "num_states; pass num_inputs=... and/or num_states=... by keyword")
+        if len(args) == 2 and isinstance(args[1], (tuple, list)):
+            names = ("num_states", "static_inputs")  # 2.0: (core, num_states, static_inputs)
+        if len(args) > len(names):
+            raise TypeError(f"FlexSN takes at most {len(names) + 1} positional arguments")
+        given = dict(zip(names, args))
+        for k, v in given.items():
+            if k in ("num_inputs", "num_states", "num_outputs", "static_inputs") and \
+                    locals()[k] not in (None, ()):
+                raise TypeError(f"FlexSN got {k} both positionally and by keyword")
+        num_inputs = given.get("num_inputs", num_inputs)
+        num_states = given.get("num_states", num_states)
+        num_outputs = given.get("num_outputs", num_outputs)
+        example_inputs = given.get("example_inputs", example_inputs)
+        example_outputs = given.get("example_outputs", example_outputs)
+        requires_grad = given.get("requires_grad", requires_grad)
+        step_mode = given.get("step_mode", step_mode)
+        backend = given.get("backend", backend)
+        store_state_seqs = given.get("store_state_seqs", store_state_seqs)
+        static_inputs = given.get("static_inputs", static_inputs)
+
+        if num_states is None:
+            raise TypeError("FlexSN needs num_states")
+        if step_mode not in ("s", "m"):
+            raise ValueError(f"step_mode must be 's' or 'm', got {step_mode!r}")
+        _check_backend(backend)
+        static_inputs = tuple(static_inputs)
+        for i, t in enumerate(static_inputs):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"static_inputs[{i}] must be a tensor, got {type(t).__name__}")
+            if isinstance(t, nn.Parameter):
+                self.register_parameter(f"static_input_{i}", t)
+            else:
+                self.register_buffer(f"static_input_{i}", t)
+        self._num_static = len(static_inputs)
+        if num_inputs is None:
+            num_inputs = _num_step_inputs(core, num_states, len(static_inputs))
+        self.kernel = FlexSNKernel(core, num_inputs, num_states, num_outputs,
+                                   example_inputs, requires_grad, backend,
+                                   strict=strict, static_inputs=static_inputs)
+        self.core = core
+        self.num_inputs, self.num_states = num_inputs, num_states
+        self.num_outputs = self.kernel.num_outputs
+        self.step_mode, self.backend = step_mode, backend
+        self.store_state_seqs = bool(store_state_seqs)
+        self.example_outputs = tuple(example_outputs) if example_outputs else None
+        if self.example_outputs is not None and len(self.example_outputs) != self.num_outputs:
+            raise ValueError(f"example_outputs has {len(self.example_outputs)} entries; "
+                             f"the core has {self.num_outputs} outputs")
+        self.states = None
+        self.state_seqs = None
+
+    @property
+    def static_inputs(self) -> tuple:
+        return tuple(getattr(self, f"static_input_{i}") for i in range(self._num_static))
+
+    @property
+    def compiled(self) -> bool:
+        """True when calls run compiled kernels (False: the Python loop)."""
+        return self.kernel.compiled is not None and self.backend != "torch"
+
+    @staticmethod
+    def init_states(num_states: int, step_mode: str, *args) -> list:
+        """Initial states: zeros shaped like one step of the first input.
+        Override to start elsewhere."""
+        if step_mode == "s":
+            return [torch.zeros_like(args[0]) for _ in range(num_states)]
+        if step_mode == "m":
+            return [torch.zeros_like(args[0][0]) for _ in range(num_states)]
+        raise ValueError(f"Unsupported step mode: {step_mode}")
+
+    def reset(self) -> None:
+        self.states = None
+        self.state_seqs = None
+
+    def forward(self, *inputs):
+        if len(inputs) != self.num_inputs:
+            raise TypeError(f"expected {self.num_inputs} input tensor(s), got {len(inputs)}")
+        if self.states is None:
+            self.states = list(self.init_states(self.num_states, self.step_mode, *inputs))
+        states = list(self.states)
+        T, step = _runner.validate_sequences(inputs, states, self.num_inputs,
+                                             self.num_states, self.step_mode)
+        single = self.step_mode == "s"
+        if single:
+            inputs = [x.unsqueeze(0) for x in inputs]
+        out_dtypes = [e.dtype for e in self.example_outputs] if self.example_outputs else None
+        outs, seqs, finals = self.kernel.run(
+            inputs, states, want_seqs=self.store_state_seqs,
+            static_inputs=self.static_inputs, out_dtypes=out_dtypes)
+        if out_dtypes and inputs[0].shape[0] == 0:
+            outs = [o.to(d) for o, d in zip(outs, out_dtypes)]
+        self.states = list(finals)
+        if single:
+            outs = [o[0] for o in outs]
+            self.state_seqs = [q for q in seqs] if seqs is not None else None
+        else:
+            self.state_seqs = list(seqs) if seqs is not None else None
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def extra_repr(self) -> str:
+        return (f"num_inputs={self.num_inputs}, num_states={self.num_states}, "
+                f"num_outputs={self.num_outputs}, step_mode={self.step_mode!r}, "
+                f"backend={self.backend!r}, compiled={self.compiled}, "
+                f"store_state_seqs={self.store_state_seqs}")
