@@ -254,8 +254,8 @@ class FlexSN(nn.Module):
         Override to start elsewhere."""
         if step_mode == "s":
             return [torch.zeros_like(args[0]) for _ in range(num_states)]
-        if step_mode == "m":
-            return [torch.zeros_like(args[0][0]) for _ in range(num_states)]
+        if step_mode == "m":  # shape of one step, also when T == 0
+            return [args[0].new_zeros(args[0].shape[1:]) for _ in range(num_states)]
         raise ValueError(f"Unsupported step mode: {step_mode}")
 
     def reset(self) -> None:

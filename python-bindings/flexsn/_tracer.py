@@ -1,6 +1,6 @@
 """Tracer: a single-step PyTorch core -> ``flexsn`` dialect IR text.
 
-:func:`trace` records the core with ``make_fx`` (an ATen-level FX graph) on
+:func:`trace` records the ATen calls of the core (a ``TorchDispatchMode``) on
 one-element example tensors. Python numbers the core closes over are
 constants of the graph; tensors it closes over (or receives as SpikingJelly
 2.0 ``static_inputs``) become scan parameters. :func:`emit` then writes the
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 import torch
-from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import surrogate as _sg
 from ._errors import UnsupportedOpError
@@ -38,28 +38,46 @@ class ParamSource:
     tensor: Optional[torch.Tensor] = None
 
 
+class Node:
+    """One recorded ATen call (or a placeholder / parameter / output)."""
+    __slots__ = ("op", "name", "target", "args", "kwargs", "users", "meta")
+
+    def __init__(self, op, name, target=None, args=(), kwargs=None):
+        self.op, self.name, self.target = op, name, target
+        self.args, self.kwargs = args, kwargs or {}
+        self.users: list[Node] = []
+        self.meta: dict = {}
+
+
+class Graph:
+    def __init__(self):
+        self.nodes: list[Node] = []
+
+
 @dataclass
 class TracedCore:
-    graph: torch.fx.Graph
+    graph: Graph
     num_inputs: int
     num_states: int
     num_outputs: int
     params: list[ParamSource] = field(default_factory=list)
-    # graph node name -> parameter number (placeholders and get_attr nodes)
+    # node name -> parameter number (placeholders and captured tensors)
     param_of_node: dict[str, int] = field(default_factory=dict)
     constants: dict[str, float] = field(default_factory=dict)
 
 
-def _where(node: torch.fx.Node) -> str:
-    trace = node.meta.get("stack_trace")
-    if not trace:
-        return ""
-    # The innermost frame that is not torch's or ours: the user's line.
-    frames = [line.strip() for line in trace.strip().splitlines()
-              if line.strip().startswith("File ")]
-    for frame in reversed(frames):
-        if "/torch/" not in frame and "/flexsn/" not in frame:
-            return " at " + frame.replace("File ", "", 1)
+def _where(node: Node) -> str:
+    frame = node.meta.get("frame")
+    return f" at {frame}" if frame else ""
+
+
+def _user_frame() -> str:
+    """The innermost stack frame outside torch and flexsn: the user's line."""
+    for frame in reversed(traceback.extract_stack()):
+        f = frame.filename.replace("\\", "/")
+        if "/torch/" in f or "/flexsn/" in f or f.startswith("<frozen"):
+            continue
+        return f'{frame.filename}:{frame.lineno} ({frame.line or frame.name})'
     return ""
 
 
@@ -91,67 +109,121 @@ def _sj_surrogate_patch():
     return base, original, forward
 
 
+class _Recorder(TorchDispatchMode):
+    """Records every ATen call on tensors the core computes. A tensor the
+    core did not compute and was not given is a captured one: a parameter,
+    or a constant when the core made it from a number (torch.tensor(2.0))."""
+
+    def __init__(self, traced: TracedCore, placeholders):
+        super().__init__()
+        self.traced = traced
+        self.node_of: dict[int, Node] = {}
+        self.keep: list = []  # keeps recorded tensors alive: ids stay unique
+        for t, node in placeholders:
+            self.node_of[id(t)] = node
+            self.keep.append(t)
+
+    def node(self, t: torch.Tensor, fresh: bool) -> Node:
+        n = self.node_of.get(id(t))
+        if n is not None:
+            return n
+        g = self.traced.graph
+        node = Node("get_attr", f"c{len(g.nodes)}")
+        g.nodes.append(node)
+        if fresh and t.numel() == 1 and not t.requires_grad:
+            self.traced.constants[node.name] = float(t.reshape(()).item())
+        else:
+            self.traced.param_of_node[node.name] = len(self.traced.params)
+            self.traced.params.append(ParamSource("closure", tensor=t))
+        self.node_of[id(t)] = node
+        self.keep.append(t)
+        return node
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        fresh = func in (aten.lift_fresh.default, aten.lift_fresh_copy.default)
+
+        def ref(a):
+            if isinstance(a, torch.Tensor):
+                return self.node(a, fresh)
+            if isinstance(a, (list, tuple)):
+                return type(a)(ref(x) for x in a)
+            return a
+
+        g = self.traced.graph
+        node = Node("call_function", f"n{len(g.nodes)}", func, ref(tuple(args)),
+                    {k: ref(v) for k, v in kwargs.items()})
+        node.meta["frame"] = _user_frame()
+        for a in list(node.args) + list(node.kwargs.values()):
+            for x in (a if isinstance(a, (list, tuple)) else (a,)):
+                if isinstance(x, Node):
+                    x.users.append(node)
+        g.nodes.append(node)
+        if isinstance(out, torch.Tensor):
+            self.node_of[id(out)] = node
+            self.keep.append(out)
+        elif isinstance(out, (tuple, list)):
+            for k, o in enumerate(out):
+                if isinstance(o, torch.Tensor):
+                    item = Node("call_function", f"n{len(g.nodes)}", operator.getitem,
+                                (node, k))
+                    node.users.append(item)
+                    g.nodes.append(item)
+                    self.node_of[id(o)] = item
+                    self.keep.append(o)
+        return out
+
+
 def trace(core: Callable, num_inputs: int, num_states: int,
           static_inputs: Sequence[torch.Tensor] = (),
           example_inputs: Optional[Sequence[torch.Tensor]] = None) -> TracedCore:
-    """Records `core(*inputs, *states, *static_inputs)` as an FX graph."""
+    """Records `core(*inputs, *states, *static_inputs)` on one-element
+    tensors."""
     n = num_inputs + num_states
-    if example_inputs is None:
-        example = [torch.zeros(1) for _ in range(n)]
-    else:
-        example = [torch.zeros(1, dtype=e.dtype if e.is_floating_point() else torch.float32)
-                   for e in list(example_inputs)[:n]]
-        example += [torch.zeros(1) for _ in range(n - len(example))]
+    dtypes = [torch.float32] * n
+    for k, e in enumerate(list(example_inputs or [])[:n]):
+        if isinstance(e, torch.Tensor) and e.is_floating_point():
+            dtypes[k] = e.dtype
+    example = [torch.zeros(1, dtype=d) for d in dtypes]
     statics = [s.detach().cpu() for s in static_inputs]
+    traced = TracedCore(Graph(), num_inputs, num_states, 0)
+    placeholders = []
+    for k, t in enumerate(example + statics):
+        node = Node("placeholder", f"arg{k}")
+        traced.graph.nodes.append(node)
+        placeholders.append((t, node))
+        if k >= n:
+            traced.param_of_node[node.name] = len(traced.params)
+            traced.params.append(ParamSource("static", k - n))
 
-    def step(*args):
-        return core(*args)
-
+    recorder = _Recorder(traced, placeholders)
     patch = _sj_surrogate_patch()
     if patch:
         patch[0].forward = patch[2]
     try:
-        with torch.no_grad():
-            gm = make_fx(step, record_stack_traces=True)(*example, *statics)
+        with torch.no_grad(), recorder:
+            result = core(*example, *statics)
     finally:
         if patch:
             patch[0].forward = patch[1]
 
-    graph = gm.graph
-    traced = TracedCore(graph, num_inputs, num_states, 0)
-    placeholders = [nd for nd in graph.nodes if nd.op == "placeholder"]
-    for i, nd in enumerate(placeholders[n:]):
-        traced.param_of_node[nd.name] = len(traced.params)
-        traced.params.append(ParamSource("static", i))
-    by_identity: dict[int, int] = {}
-    for nd in graph.nodes:
-        if nd.op != "get_attr":
-            continue
-        value = getattr(gm, nd.target)
-        if not isinstance(value, torch.Tensor):
-            raise UnsupportedOpError(f"the core reads a non-tensor attribute {nd.target}")
-        only_copied = nd.users and all(
-            u.target is aten.lift_fresh_copy.default for u in nd.users)
-        if only_copied and value.numel() == 1 and not value.requires_grad:
-            # A tensor the core makes from a number (torch.tensor(2.0)).
-            traced.constants[nd.name] = float(value.item())
-            continue
-        key = id(value)
-        if key not in by_identity:
-            by_identity[key] = len(traced.params)
-            traced.params.append(ParamSource("closure", tensor=value))
-        traced.param_of_node[nd.name] = by_identity[key]
-    outputs = next(nd for nd in graph.nodes if nd.op == "output").args[0]
+    outputs = (result,) if isinstance(result, torch.Tensor) else result
     if not isinstance(outputs, (tuple, list)):
-        outputs = (outputs,)
+        raise TypeError(f"the core must return a tuple of tensors, got "
+                        f"{type(result).__name__}")
     num_outputs = len(outputs) - num_states
     if num_outputs < 0:
         raise ValueError(f"the core returns {len(outputs)} values but there are "
                          f"{num_states} states: it must return (*outputs, *new_states)")
+    refs = []
     for k, out in enumerate(outputs):
-        if not isinstance(out, torch.fx.Node):
+        if not isinstance(out, torch.Tensor):
             raise TypeError(f"the core's return value #{k} is {type(out).__name__} "
                             f"({out!r}); it must return tensors")
+        refs.append(recorder.node(out, False))
+    out_node = Node("output", "output", args=(tuple(refs),))
+    traced.graph.nodes.append(out_node)
     traced.num_outputs = num_outputs
     return traced
 
@@ -516,7 +588,7 @@ def _handlers(B: _Body) -> dict:
         aten.gelu.default: lambda x, approximate="none": _gelu(B, x, approximate),
         aten.square.default: lambda x: B.mul(x, x),
         aten.clone.default: identity, aten.alias.default: identity,
-        aten.lift_fresh_copy.default: identity, aten.expand.default: identity,
+        aten.lift_fresh_copy.default: identity, aten.lift_fresh.default: identity, aten.expand.default: identity,
         aten.detach.default: detach,
         aten.zeros_like.default: const_like(0.0), aten.ones_like.default: const_like(1.0),
         aten.full_like.default: full_like,
@@ -554,7 +626,7 @@ def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
         values[node_name] = c
 
     def resolve(a):
-        if isinstance(a, torch.fx.Node):
+        if isinstance(a, Node):
             return values[a.name]
         if isinstance(a, (list, tuple)):
             return type(a)(resolve(x) for x in a)
@@ -602,7 +674,7 @@ def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
     outs = result if isinstance(result, (tuple, list)) else (result,)
     yielded = []
     for k, out in enumerate(outs):
-        v = values[out.name] if isinstance(out, torch.fx.Node) else out
+        v = values[out.name] if isinstance(out, Node) else out
         if isinstance(v, Value) and v.kind == "b":
             what = f"output #{k}" if k < no else f"new state #{k - no}"
             raise TypeError(f"the core's {what} is a bool tensor; FlexSN needs "

@@ -95,16 +95,21 @@ def derivative(kind: int, params: Sequence[float], x: torch.Tensor) -> torch.Ten
     raise ValueError(f"unknown surrogate family {kind}")
 
 
-@torch.library.custom_op("flexsn::spike", mutates_args=())
-def spike(x: torch.Tensor, kind: int, params: list[float]) -> torch.Tensor:
-    """Heaviside step of `x` (1 where x >= 0, NaN gives 0) in x's dtype;
-    backward: the surrogate derivative of family `kind`."""
+# The op is defined through the low-level torch.library.Library API: unlike
+# torch.library.custom_op, its calls do not import torch._dynamo (1-2 s), so
+# eager use and tracing stay fast. It has a fake (meta) implementation and
+# an autograd formula, so torch.compile keeps it as one node.
+_lib = torch.library.Library("flexsn", "DEF")
+_lib.define("spike(Tensor x, int kind, float[] params) -> Tensor")
+
+
+def _spike_impl(x, kind, params):
     return (x >= 0).to(x.dtype)
 
 
-@spike.register_fake
-def _spike_fake(x, kind, params):
-    return torch.empty_like(x)
+_lib.impl("spike", _spike_impl, "CompositeExplicitAutograd")
+torch.library.register_fake("flexsn::spike", lambda x, kind, params: torch.empty_like(x),
+                            lib=_lib)
 
 
 def _spike_setup(ctx, inputs, output):
@@ -115,12 +120,19 @@ def _spike_setup(ctx, inputs, output):
 
 def _spike_backward(ctx, grad):
     (x,) = ctx.saved_tensors
-    g = derivative(ctx.kind, ctx.params, x.to(torch.float32 if x.dtype in (
-        torch.float16, torch.bfloat16) else x.dtype))
+    wide = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    g = derivative(ctx.kind, ctx.params, x.to(wide))
     return (grad * g).to(grad.dtype), None, None
 
 
-spike.register_autograd(_spike_backward, setup_context=_spike_setup)
+torch.library.register_autograd("flexsn::spike", _spike_backward,
+                                setup_context=_spike_setup, lib=_lib)
+
+
+def spike(x: torch.Tensor, kind: int, params: list) -> torch.Tensor:
+    """Heaviside step of `x` (1 where x >= 0; NaN gives 0) in x's dtype;
+    its gradient is the surrogate derivative of family `kind`."""
+    return torch.ops.flexsn.spike(x, kind, [float(p) for p in params])
 
 
 class SurrogateFunction(nn.Module):

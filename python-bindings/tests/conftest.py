@@ -1,0 +1,33 @@
+"""Shared fixtures: the device each test runs on (the cpu backend always;
+CUDA when a GPU is present, marked `cuda` so `-m cuda` selects it)."""
+
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+DEVICES = [pytest.param("cpu", id="cpu")]
+if torch.cuda.is_available():
+    DEVICES.append(pytest.param("cuda", id="cuda", marks=pytest.mark.cuda))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cuda: needs a CUDA GPU (runs on the GPU machine)")
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return torch.device(request.param)
+
+
+def assert_close(a, b, dtype=torch.float32, what=""):
+    tol = {torch.float32: 1e-6, torch.float64: 1e-10}.get(dtype, 1e-2)
+    # relative to the magnitude of the reference, as the tutorial's asserts
+    assert a.shape == b.shape, f"{what}: shape {tuple(a.shape)} != {tuple(b.shape)}"
+    a, b = a.double(), b.double()
+    err = (a - b).abs().max().item() if a.numel() else 0.0
+    bound = tol + tol * b.abs().max().item() if b.numel() else tol
+    assert err <= bound, f"{what}: max abs error {err:.3e} > {bound:.3e}"

@@ -1,0 +1,229 @@
+"""FlexSN's compiled backends against the "torch" reference loop: outputs,
+final states, state sequences and gradients over T, shapes and dtypes."""
+
+import copy
+
+import pytest
+import torch
+
+import flexsn
+from conftest import assert_close
+from cores import lif, tutorial
+
+SHAPES = [(8,), (4, 8), (2, 3, 8)]
+
+
+def pair(core, ni, ns, device, **kw):
+    compiled = flexsn.FlexSN(core, num_inputs=ni, num_states=ns, backend=device.type,
+                             store_state_seqs=True, **kw)
+    reference = flexsn.FlexSN(core, num_inputs=ni, num_states=ns, backend="torch",
+                              store_state_seqs=True, **kw)
+    assert compiled.compiled and not reference.compiled
+    return compiled, reference
+
+
+@pytest.mark.parametrize("T", [0, 1, 4, 16])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_tutorial_neuron_forward_backward(device, T, shape):
+    c, r = pair(tutorial(), 2, 2, device)
+    torch.manual_seed(T + len(shape))
+    x = torch.randn(T, *shape, device=device) * 2
+    y = torch.randn(T, *shape, device=device)
+    xc, yc, xr, yr = (t.clone().requires_grad_() for t in (x, y, x, y))
+    oc, orf = c(xc, yc), r(xr, yr)
+    for a, b, what in zip(oc, orf, ("s1", "s2")):
+        assert_close(a, b, what=what)
+    for a, b, what in zip(c.state_seqs, r.state_seqs, ("v seq", "rho seq")):
+        assert_close(a, b, what=what)
+    for a, b, what in zip(c.states, r.states, ("v", "rho")):
+        assert_close(a, b, what=what)
+    if T == 0:
+        assert oc[0].shape == (0, *shape)
+        return
+    g1, g2 = torch.randn_like(oc[0]), torch.randn_like(oc[1])
+    (oc[0] * g1 + oc[1] * g2 + c.state_seqs[0].sin()).sum().backward()
+    (orf[0] * g1 + orf[1] * g2 + r.state_seqs[0].sin()).sum().backward()
+    assert_close(xc.grad, xr.grad, what="grad x")
+    assert_close(yc.grad, yr.grad, what="grad y")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_storage(device, dtype):
+    c, r = pair(lif(), 1, 1, device)
+    torch.manual_seed(1)
+    x = (torch.randn(16, 4, 8, device=device) * 1.5).to(dtype)
+    xc, xr = x.clone().requires_grad_(), x.clone().requires_grad_()
+    sc, sr = c(xc), r(xr)
+    assert sc.dtype == dtype
+    # Spikes flip where bf16 rounding moves h across the threshold: compare
+    # the fraction that differs, and the membrane where neither spiked.
+    assert (sc != sr).float().mean().item() < 0.02
+    g = torch.ones_like(sc)
+    sc.backward(g)
+    sr.backward(g)
+    same = (sc == sr).all(0)
+    if same.any():
+        assert_close(xc.grad[:, same].float(), xr.grad[:, same].float(), dtype=dtype,
+                     what="grad x (bf16)")
+
+
+def test_float64_gradcheck_cpu():
+    torch.manual_seed(0)
+
+    def smooth(x, v, w):
+        h = v * torch.sigmoid(w) + torch.tanh(x)
+        return h * h, h - 0.1 * h * h
+
+    w = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    k = flexsn.FlexSNKernel(lambda x, v: smooth(x, v, w), 1, 1, backend="cpu")
+    x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    v0 = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, v0: k(x, v0), (x, v0))
+    assert torch.autograd.gradcheck(lambda w_: flexsn.FlexSNKernel(
+        lambda x, v: smooth(x, v, w_), 1, 1, backend="cpu")(x.detach(), v0.detach()),
+        (w,))
+
+
+def test_only_some_inputs_require_grad(device):
+    c, r = pair(tutorial(), 2, 2, device)
+    x = torch.randn(5, 6, device=device)
+    y = torch.randn(5, 6, device=device)
+    xc, xr = x.clone().requires_grad_(), x.clone().requires_grad_()
+    c(xc, y)[0].sum().backward()
+    r(xr, y)[0].sum().backward()
+    assert_close(xc.grad, xr.grad, what="grad x")
+
+
+def test_initial_state_gradients(device):
+    core = lif()
+    k = flexsn.FlexSNKernel(core, 1, 1, backend=device.type)
+    kr = flexsn.FlexSNKernel(core, 1, 1, backend="torch")
+    x = torch.randn(6, 7, device=device)
+    v0 = torch.randn(7, device=device)
+    vc, vr = v0.clone().requires_grad_(), v0.clone().requires_grad_()
+    sc, seqc = k(x, vc)
+    sr, seqr = kr(x, vr)
+    (sc.sum() + seqc.pow(2).sum()).backward()
+    (sr.sum() + seqr.pow(2).sum()).backward()
+    assert_close(vc.grad, vr.grad, what="grad v0")
+
+
+@pytest.mark.parametrize("kind", ["scalar", "neuron", "channel"])
+def test_parameter_gradients(device, kind):
+    """Tensors the core captures are parameters: scalar, per-neuron, or
+    broadcast per channel; their gradients are reduced to their shape."""
+    shape = {"scalar": (1,), "neuron": (2, 3, 4), "channel": (3, 1)}[kind]
+    torch.manual_seed(3)
+    w = (torch.randn(*shape, device=device) * 0.5).requires_grad_()
+    wr = w.detach().clone().requires_grad_()
+
+    def make(param):
+        def core(x, v):
+            h = v + (x - v) * torch.sigmoid(param)
+            s = flexsn.surrogate.Sigmoid()(h - 1.)
+            return s, h * (1. - s)
+        return core
+
+    c = flexsn.FlexSN(make(w), num_inputs=1, num_states=1, backend=device.type)
+    r = flexsn.FlexSN(make(wr), num_inputs=1, num_states=1, backend="torch")
+    x = torch.randn(8, 2, 3, 4, device=device) * 2
+    c(x).sum().backward()
+    r(x).sum().backward()
+    assert w.grad.shape == w.shape
+    assert_close(w.grad, wr.grad, what=f"grad of a {kind} parameter")
+
+
+def test_step_mode_single_matches_multi(device):
+    core = tutorial()
+    m = flexsn.FlexSN(core, num_inputs=2, num_states=2, backend=device.type)
+    s = flexsn.FlexSN(core, num_inputs=2, num_states=2, step_mode="s",
+                      backend=device.type)
+    x, y = torch.randn(4, 3, 5, device=device), torch.randn(4, 3, 5, device=device)
+    multi = m(x, y)
+    for t in range(4):
+        out = s(x[t], y[t])
+        assert_close(out[0], multi[0][t], what=f"s1 at t={t}")
+        assert_close(out[1], multi[1][t], what=f"s2 at t={t}")
+    assert_close(s.states[0], m.states[0], what="v")
+
+
+def test_states_carry_over_calls_and_reset(device):
+    c, r = pair(lif(), 1, 1, device)
+    x = torch.randn(3, 10, device=device) * 2
+    for _ in range(3):
+        assert_close(c(x), r(x))
+    assert_close(c.states[0], r.states[0])
+    c.reset()
+    assert c.states is None and c.state_seqs is None
+    fresh = flexsn.FlexSN(lif(), num_inputs=1, num_states=1, backend=device.type)
+    assert_close(c(x), fresh(x))
+
+
+def test_init_states_override(device):
+    class Started(flexsn.FlexSN):
+        @staticmethod
+        def init_states(num_states, step_mode, *args):
+            return [torch.full_like(args[0][0], 0.7) for _ in range(num_states)]
+
+    c = Started(lif(), num_inputs=1, num_states=1, backend=device.type)
+    r = Started(lif(), num_inputs=1, num_states=1, backend="torch")
+    x = torch.randn(4, 6, device=device)
+    assert_close(c(x), r(x))
+
+
+def test_kernel_matches_module(device):
+    core = tutorial()
+    k = flexsn.FlexSNKernel(core, 2, 2, backend=device.type)
+    kf = flexsn.FlexSNKernel(core, 2, 2, backend=device.type, final_state=True)
+    m = flexsn.FlexSN(core, num_inputs=2, num_states=2, backend=device.type,
+                      store_state_seqs=True)
+    x, y = torch.randn(5, 9, device=device), torch.randn(5, 9, device=device)
+    z = torch.zeros(9, device=device)
+    s1, s2, v, rho = k(x, y, z, z)
+    ms1, ms2 = m(x, y)
+    assert_close(s1, ms1)
+    assert_close(s2, ms2)
+    assert_close(v, m.state_seqs[0])
+    f1, f2, fv, frho = kf(x, y, z, z)
+    assert_close(fv, v[-1])
+    assert_close(frho, rho[-1])
+
+
+def test_non_contiguous_and_expanded_inputs(device):
+    c, r = pair(lif(), 1, 1, device)
+    base = torch.randn(8, 6, 5, device=device)
+    x = base.transpose(1, 2)          # non-contiguous
+    assert not x.is_contiguous()
+    assert_close(c(x), r(x), what="transposed input")
+    c.reset()
+    r.reset()
+    e = torch.randn(8, 1, 5, device=device).expand(8, 6, 5)  # zero stride
+    assert_close(c(e), r(e), what="expanded input")
+
+
+def test_t_zero_keeps_states_and_gives_empty_outputs(device):
+    c = flexsn.FlexSN(tutorial(), num_inputs=2, num_states=2, backend=device.type,
+                      example_outputs=(torch.zeros(1), torch.zeros(1)),
+                      store_state_seqs=True)
+    x = torch.randn(0, 3, 4, device=device, requires_grad=True)
+    s1, s2 = c(x, torch.randn(0, 3, 4, device=device))
+    assert s1.shape == (0, 3, 4) and s2.shape == (0, 3, 4)
+    assert all((s == 0).all() for s in c.states)
+    (s1.sum() + s2.sum()).backward()
+    assert x.grad is not None and x.grad.shape == x.shape
+
+
+def test_deepcopy_and_repr(device):
+    c = flexsn.FlexSN(lif(), num_inputs=1, num_states=1, backend=device.type)
+    d = copy.deepcopy(c)
+    x = torch.randn(4, 5, device=device)
+    assert_close(c(x), d(x))
+    assert "compiled=True" in repr(c)
+
+
+def test_inference_under_no_grad_uses_final_state_kernel(device):
+    c = flexsn.FlexSN(lif(), num_inputs=1, num_states=1, backend=device.type)
+    x = torch.randn(6, 7, device=device, requires_grad=True)
+    with torch.no_grad():
+        s = c(x)
+    assert not s.requires_grad and c.state_seqs is None
