@@ -32,6 +32,9 @@ class CompiledCore:
                                     example_inputs)
         self.num_inputs, self.num_states = num_inputs, num_states
         self.num_outputs = self.traced.num_outputs
+        # outputs, then new states: those PyTorch gives no gradient path
+        self.non_differentiable = [k for k, d in enumerate(
+            _tracer.differentiable_results(self.traced)) if not d]
         self._ir: dict[tuple, str] = {}
 
     def ir(self, in_dtypes, param_dtypes, param_scalar, mask) -> str:
@@ -66,7 +69,7 @@ def try_compile(core, num_inputs, num_states, static_inputs, example_inputs,
 class _Plan:
     """What one compiled call needs inside autograd."""
     __slots__ = ("forward", "backward", "T", "NCL", "device", "counts", "mask",
-                 "param_shapes", "param_dtypes", "grad_reads")
+                 "param_shapes", "param_dtypes", "grad_reads", "non_differentiable")
 
 
 class ScanFunction(torch.autograd.Function):
@@ -87,7 +90,10 @@ class ScanFunction(torch.autograd.Function):
         seqs = [res[("state_seq", s)] for s in range(ns)]
         ctx.plan = plan
         ctx.save_for_backward(*tensors, *seqs)
-        return (*outs, *seqs)
+        result = (*outs, *seqs)
+        if plan.non_differentiable:
+            ctx.mark_non_differentiable(*[result[k] for k in plan.non_differentiable])
+        return result
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -233,6 +239,7 @@ def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bo
         plan.counts = (ni, ns, len(ps), no)
         plan.param_shapes = [(1,) if sc else (NCL,) for sc in p_scalar]
         plan.param_dtypes = p_dtypes
+        plan.non_differentiable = cc.non_differentiable
         plan.grad_reads = [key for _, key in plan.backward.reads
                            if key[0] in ("grad_output", "grad_state_seq")]
         res = ScanFunction.apply(plan, *xs, *s0, *ps)

@@ -416,10 +416,10 @@ def _to_copy(B, x, dtype=None, **_):
 
 
 def _bool_or_float(B, logic_op, float_op):
-    def handler(a, b, *rest):
+    def handler(a, b, *rest, **kw):
         if all(isinstance(v, Value) and v.kind == "b" for v in (a, b)):
             return B.logic(logic_op, a, b)
-        return float_op(a, b, *rest)
+        return float_op(a, b, *rest, **kw)
     return handler
 
 
@@ -729,6 +729,50 @@ def table_logsigmoid(B: _Body, x):
     x = B.f(x)
     m = B.select(B.cmp("olt", x, 0.0), x, 0.0)
     return B.sub(m, B.un("math.log1p", B.un("math.exp", B.neg(B.un("math.absf", x)))))
+
+
+_NO_GRAD_OPS = {aten.detach.default, aten.zeros_like.default, aten.ones_like.default,
+                aten.full_like.default, aten.scalar_tensor.default,
+                aten.lift_fresh.default, aten.lift_fresh_copy.default,
+                aten.isnan.default}
+_BOOL_OPS_PREFIX = ("aten.eq.", "aten.ne.", "aten.ge.", "aten.gt.", "aten.le.",
+                    "aten.lt.", "aten.logical_", "aten.bitwise_")
+
+
+def differentiable_results(traced: TracedCore) -> list[bool]:
+    """For each output and new state: whether PyTorch would give it a
+    gradient path (it depends on an input, state or parameter through ops
+    other than comparisons, logic, detach and bool conversions)."""
+    diff: dict[str, bool] = {}
+    for nd in traced.graph.nodes:
+        if nd.op == "placeholder":
+            diff[nd.name] = True
+        elif nd.op == "get_attr":
+            diff[nd.name] = nd.name in traced.param_of_node
+        elif nd.op == "call_function":
+            name = str(nd.target)
+            if nd.target in _NO_GRAD_OPS or name.startswith(_BOOL_OPS_PREFIX):
+                diff[nd.name] = False
+                continue
+            args = list(nd.args) + list(nd.kwargs.values())
+            flat = [a for x in args for a in (x if isinstance(x, (list, tuple)) else (x,))]
+            d = any(diff.get(a.name, False) for a in flat if isinstance(a, Node))
+            if nd.target is aten._to_copy.default and nd.kwargs.get("dtype") is not None:
+                src = nd.args[0]
+                d = d and not (isinstance(src, Node) and _is_bool(src))
+            diff[nd.name] = d
+        elif nd.op == "output":
+            return [diff.get(a.name, False) for a in nd.args[0]]
+    return []
+
+
+def _is_bool(node: Node) -> bool:
+    name = str(node.target)
+    if name.startswith(_BOOL_OPS_PREFIX) or node.target is aten.isnan.default:
+        return True
+    if node.target is aten._to_copy.default:
+        return node.kwargs.get("dtype") == torch.bool
+    return False
 
 
 def supported_ops() -> list[str]:
