@@ -36,6 +36,12 @@ class CompiledCore:
         self.non_differentiable = [k for k, d in enumerate(
             _tracer.differentiable_results(self.traced)) if not d]
         self._ir: dict[tuple, str] = {}
+        # Emit once now: an op outside the table, or a bool output, is found
+        # when the module is built, not at its first call.
+        n = num_inputs + num_states + len(self.traced.params)
+        self.ir([torch.float32] * (num_inputs + num_states),
+                [torch.float32] * len(self.traced.params),
+                [False] * len(self.traced.params), [False] * n)
 
     def ir(self, in_dtypes, param_dtypes, param_scalar, mask) -> str:
         key = (tuple(in_dtypes), tuple(param_dtypes), tuple(param_scalar), tuple(mask))
