@@ -10,7 +10,7 @@ xz -dc .gpu/libFlexSN.so.xz > build/lib/libFlexSN.so
 cp .gpu/flexsn-capi-test build/bin/
 export FLEXSN_LIBRARY=$PWD/build/lib/libFlexSN.so PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-  --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+  --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD/python-bindings
 nvidia-smi -L | tee "$OUT/device.txt"
 python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())' | tee -a "$OUT/device.txt"
 echo "== C API v2 (cuda mode)"

@@ -8,7 +8,7 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import nn
 
-from . import _runner
+from . import _runner, _tracer
 
 BACKENDS = ("torch", "cpu", "cuda", "triton", "inductor", "hop")
 COMPILED_ALIASES = ("triton", "inductor", "hop")
@@ -99,7 +99,9 @@ class FlexSNKernel:
 
     def _count_outputs(self, example_inputs) -> int:
         n = self.num_inputs + self.num_states
-        args = list(example_inputs)[:n] if example_inputs else [torch.zeros(1)] * n
+        device = _tracer.example_device(self.core, self.static_inputs, example_inputs)
+        args = list(example_inputs)[:n] if example_inputs else \
+            [torch.zeros(1, device=device)] * n
         with torch.no_grad():
             r = self.core(*args, *self.static_inputs)
         r = (r,) if isinstance(r, torch.Tensor) else tuple(r)

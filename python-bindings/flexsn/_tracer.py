@@ -175,6 +175,44 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
+def _captured_tensors(obj, depth=0, seen=None):
+    """Tensors a callable holds: closure cells, defaults, partial arguments,
+    bound modules' parameters and buffers (a few levels deep)."""
+    seen = set() if seen is None else seen
+    if depth > 3 or id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, torch.nn.Module):
+        yield from obj.parameters()
+        yield from obj.buffers()
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            yield from _captured_tensors(x, depth + 1, seen)
+    elif callable(obj):
+        for cell in getattr(obj, "__closure__", None) or ():
+            try:
+                yield from _captured_tensors(cell.cell_contents, depth + 1, seen)
+            except ValueError:  # an empty cell
+                pass
+        yield from _captured_tensors(getattr(obj, "__defaults__", None) or (), depth + 1, seen)
+        for attr in ("args", "func", "__self__"):
+            if hasattr(obj, attr):
+                yield from _captured_tensors(getattr(obj, attr), depth + 1, seen)
+
+
+def example_device(core, static_inputs=(), example_inputs=None) -> torch.device:
+    """Where to trace: the device of the examples, of the static inputs, or
+    of the tensors the core captures (CPU when it has none)."""
+    for t in list(example_inputs or []) + list(static_inputs):
+        if isinstance(t, torch.Tensor):
+            return t.device
+    for t in _captured_tensors(core):
+        return t.device
+    return torch.device("cpu")
+
+
 def trace(core: Callable, num_inputs: int, num_states: int,
           static_inputs: Sequence[torch.Tensor] = (),
           example_inputs: Optional[Sequence[torch.Tensor]] = None) -> TracedCore:
@@ -185,8 +223,9 @@ def trace(core: Callable, num_inputs: int, num_states: int,
     for k, e in enumerate(list(example_inputs or [])[:n]):
         if isinstance(e, torch.Tensor) and e.is_floating_point():
             dtypes[k] = e.dtype
-    example = [torch.zeros(1, dtype=d) for d in dtypes]
-    statics = [s.detach().cpu() for s in static_inputs]
+    device = example_device(core, static_inputs, example_inputs)
+    example = [torch.zeros(1, dtype=d, device=device) for d in dtypes]
+    statics = [s.detach() for s in static_inputs]
     traced = TracedCore(Graph(), num_inputs, num_states, 0)
     placeholders = []
     for k, t in enumerate(example + statics):

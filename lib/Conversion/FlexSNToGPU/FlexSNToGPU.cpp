@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -84,6 +85,23 @@ struct ConvertFlexSNToGPUPass
     populateGpuAllReducePatterns(patterns);
     if (failed(applyPatternsGreedily(gpuModule, std::move(patterns))))
       return signalPassFailure();
+    // convert-gpu-to-nvvm (MLIR 22) has no lowering for math.trunc (the
+    // round-toward-zero of torch.trunc/frac and of fmod's adjoint): write
+    // it as x < 0 ? ceil(x) : floor(x) (NaN takes floor: NaN).
+    gpuModule.walk([](math::TruncOp op) {
+      OpBuilder b(op);
+      Location loc = op.getLoc();
+      Value x = op.getOperand();
+      Value zero = arith::ConstantOp::create(
+          b, loc, b.getFloatAttr(x.getType(), 0.0));
+      Value negative =
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, zero);
+      Value up = math::CeilOp::create(b, loc, x);
+      Value down = math::FloorOp::create(b, loc, x);
+      op.replaceAllUsesWith(
+          arith::SelectOp::create(b, loc, negative, up, down).getResult());
+      op.erase();
+    });
   }
 
   void buildKernelBody(OpBuilder &b, Location loc, ScanOp scan,
