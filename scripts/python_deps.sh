@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Python packages the package's tests and main job need, where
+# missing: PyTorch (pinned to the GPU machine's 2.11.0), pytest, numpy, and
+# SpikingJelly 2.0.0 (pure Python, no dependencies: only for the
+# compatibility tests; flexsn never needs it at run time).
+set -euo pipefail
+PY=${PYTHON:-python3}
+want=()
+$PY -c 'import torch' 2>/dev/null || want+=(torch==2.11.0)
+$PY -c 'import pytest' 2>/dev/null || want+=(pytest)
+$PY -c 'import numpy' 2>/dev/null || want+=(numpy)
+if ((${#want[@]})); then
+  echo "== pip install ${want[*]}"
+  $PY -m pip install -q "${want[@]}"
+fi
+if ! $PY -c 'import spikingjelly' 2>/dev/null; then
+  $PY -m pip install -q --no-deps spikingjelly==2.0.0 loguru
+fi
