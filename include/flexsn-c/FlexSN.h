@@ -56,6 +56,12 @@ typedef struct flexsn_program flexsn_program;
 int flexsn_program_create(const char *mlir_source, flexsn_target target,
                           const char *options, flexsn_program **program,
                           char **error);
+/* Rebuilds a CUDA program from the PTX and manifest of one made by
+ * flexsn_program_create (a compilation cache keeps both): no compilation.
+ * Fails on a manifest that is not a CUDA manifest of version 3 or on PTX
+ * that lacks one of its kernels (checked when the kernel is loaded). */
+int flexsn_program_load_cuda(const char *ptx, const char *manifest,
+                             flexsn_program **program, char **error);
 /* The kernel manifest (JSON, "flexsn-manifest" version 3): every kernel's
  * name, variant, launch geometry and arguments in launch order (role,
  * meaning in the source function's terms, dtype, shape). Valid until the

@@ -240,6 +240,29 @@ int flexsn_program_create(const char *mlir_source, flexsn_target target,
   return r;
 }
 
+int flexsn_program_load_cuda(const char *ptx, const char *manifest,
+                             flexsn_program **program, char **error) {
+  if (!program)
+    return failWith(error, "program must not be NULL");
+  *program = nullptr;
+  if (!ptx || !manifest)
+    return failWith(error, "ptx and manifest must not be NULL");
+  auto result = std::make_unique<flexsn_program>();
+  result->target = FLEXSN_TARGET_CUDA;
+  bool isCUDA = false;
+  std::string message;
+  if (!parseManifest(manifest, result->manifest, result->gpu, isCUDA, message))
+    return failWith(error, message);
+  if (!isCUDA)
+    return failWith(error, "the manifest is not a CUDA program's");
+  if (!llvm::StringRef(ptx).contains(".entry"))
+    return failWith(error, "the PTX holds no kernel entry");
+  result->ptx = ptx;
+  result->manifestText = manifest;
+  *program = result.release();
+  return 0;
+}
+
 const char *flexsn_program_manifest(const flexsn_program *program) {
   return program ? program->manifestText.c_str() : "";
 }

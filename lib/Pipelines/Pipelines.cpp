@@ -272,6 +272,95 @@ void mlir::flexsn::serializeManifest(ArrayRef<ManifestKernel> kernels,
   os << "\n";
 }
 
+bool mlir::flexsn::parseManifest(StringRef json,
+                                 std::vector<ManifestKernel> &kernels,
+                                 GPUOptions &gpu, bool &isCUDA,
+                                 std::string &error) {
+  llvm::Expected<llvm::json::Value> value = llvm::json::parse(json);
+  if (!value) {
+    error = "the manifest is not JSON: " + llvm::toString(value.takeError());
+    return false;
+  }
+  auto fail = [&](const Twine &what) {
+    error = ("malformed manifest: " + what).str();
+    return false;
+  };
+  const llvm::json::Object *root = value->getAsObject();
+  if (!root || root->getString("format") != "flexsn-manifest")
+    return fail("no \"format\": \"flexsn-manifest\"");
+  if (root->getInteger("version") != 3)
+    return fail("version is not 3");
+  std::optional<StringRef> target = root->getString("target");
+  if (!target || (*target != "cpu" && *target != "cuda"))
+    return fail("target is neither cpu nor cuda");
+  isCUDA = *target == "cuda";
+  if (isCUDA) {
+    std::optional<StringRef> chip = root->getString("chip");
+    if (!chip)
+      return fail("a cuda manifest without chip");
+    gpu.chip = chip->str();
+  }
+  const llvm::json::Array *list = root->getArray("kernels");
+  if (!list)
+    return fail("no kernels");
+  kernels.clear();
+  for (const llvm::json::Value &kv : *list) {
+    const llvm::json::Object *ko = kv.getAsObject();
+    std::optional<StringRef> name = ko ? ko->getString("name") : std::nullopt;
+    const llvm::json::Array *args = ko ? ko->getArray("args") : nullptr;
+    if (!name || !args)
+      return fail("a kernel without name or args");
+    ManifestKernel &k = kernels.emplace_back();
+    k.name = name->str();
+    k.source = ko->getString("source").value_or("").str();
+    k.primal = ko->getString("primal").value_or("").str();
+    k.variant = ko->getString("variant").value_or("").str();
+    k.computeType = ko->getString("compute_type").value_or("").str();
+    k.reverse = ko->getBoolean("reverse").value_or(false);
+    k.numInputs = ko->getInteger("num_inputs").value_or(0);
+    k.numStates = ko->getInteger("num_states").value_or(0);
+    k.numOutputs = ko->getInteger("num_outputs").value_or(0);
+    k.numParams = ko->getInteger("num_params").value_or(0);
+    if (isCUDA) {
+      std::optional<int64_t> block = ko->getInteger("block_size");
+      std::optional<int64_t> npt = ko->getInteger("neurons_per_thread");
+      if (!block || !npt || *block <= 0 || *npt <= 0)
+        return fail("kernel '" + k.name + "' without its launch geometry");
+      gpu.blockSize = *block;
+      gpu.neuronsPerThread = *npt;
+    }
+    for (const llvm::json::Value &av : *args) {
+      const llvm::json::Object *ao = av.getAsObject();
+      if (!ao)
+        return fail("an argument of '" + k.name + "' is not an object");
+      ManifestArg &a = k.args.emplace_back();
+      a.role = ao->getString("role").value_or("").str();
+      a.index = ao->getInteger("index").value_or(0);
+      a.isPointer = ao->getString("kind") == "ptr";
+      a.dtype = ao->getString("dtype").value_or("").str();
+      if (!a.isPointer)
+        continue;
+      a.elementBytes = a.dtype == "f64" ? 8 : a.dtype == "f32" ? 4
+                       : (a.dtype == "f16" || a.dtype == "bf16") ? 2 : 0;
+      if (!a.elementBytes)
+        return fail("pointer of '" + k.name + "' with dtype '" + a.dtype + "'");
+      std::optional<StringRef> shape = ao->getString("shape");
+      if (shape == stringifyArgShape(ArgShape::Sequence))
+        a.shape = ArgShape::Sequence;
+      else if (shape == stringifyArgShape(ArgShape::PerNeuron))
+        a.shape = ArgShape::PerNeuron;
+      else if (shape == stringifyArgShape(ArgShape::Scalar))
+        a.shape = ArgShape::Scalar;
+      else
+        return fail("pointer of '" + k.name + "' without a known shape");
+      a.meaning = ao->getString("meaning").value_or("").str();
+      a.meaningIndex = ao->getInteger("meaning_index").value_or(0);
+      a.accumulate = ao->getBoolean("accumulate").value_or(false);
+    }
+  }
+  return true;
+}
+
 LogicalResult mlir::flexsn::writeManifest(ModuleOp module,
                                           const GPUOptions &options,
                                           llvm::raw_ostream &os) {

@@ -43,6 +43,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "flexsn_free": (None, [c_void_p]),
         "flexsn_program_create": (
             c_int, [c_char_p, c_int, c_char_p, ctypes.POINTER(c_void_p), err]),
+        "flexsn_program_load_cuda": (
+            c_int, [c_char_p, c_char_p, ctypes.POINTER(c_void_p), err]),
         "flexsn_program_manifest": (c_char_p, [c_void_p]),
         "flexsn_program_ptx": (c_char_p, [c_void_p]),
         "flexsn_program_destroy": (None, [c_void_p]),
@@ -117,6 +119,14 @@ def program_create(source: str, target: int, options: str) -> int:
     r = lib().flexsn_program_create(source.encode(), target, options.encode(),
                                     ctypes.byref(handle), ctypes.byref(error))
     _check(r, error, "compilation failed")
+    return handle.value
+
+
+def program_load_cuda(ptx: str, manifest: str) -> int:
+    handle, error = ctypes.c_void_p(), ctypes.c_void_p()
+    r = lib().flexsn_program_load_cuda(ptx.encode(), manifest.encode(),
+                                       ctypes.byref(handle), ctypes.byref(error))
+    _check(r, error, "cannot load a cached program")
     return handle.value
 
 

@@ -12,13 +12,18 @@ allocates the results, fills a pointer array and launches.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
+import os
+import tempfile
 import threading
+from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
 
 from . import _capi
+from ._errors import FlexSNError
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
           "f64": torch.float64}
@@ -30,11 +35,11 @@ _programs: dict[tuple, "Program"] = {}
 
 
 class Program:
-    def __init__(self, ir: str, target: str, options: str):
-        self.ir, self.target, self.options = ir, target, options
-        code = _capi.TARGET_CUDA if target == "cuda" else _capi.TARGET_CPU
-        self.handle = _capi.program_create(ir, code, options)
-        self.manifest = json.loads(_capi.program_manifest(self.handle))
+    """A compiled module (owns its C handle and kernel launchers)."""
+
+    def __init__(self, handle: int, target: str):
+        self.handle, self.target = handle, target
+        self.manifest = json.loads(_capi.program_manifest(handle))
         self.kernels = {k["name"]: k for k in self.manifest["kernels"]}
         self._launchers: dict[tuple, Launcher] = {}
 
@@ -58,11 +63,53 @@ class Program:
                 pass
 
 
+def cache_dir() -> Optional[Path]:
+    """Where compiled CUDA programs are kept across processes:
+    $FLEXSN_CACHE_DIR, else ~/.cache/flexsn; FLEXSN_CACHE_DIR=off: nowhere."""
+    where = os.environ.get("FLEXSN_CACHE_DIR")
+    if where is not None and where.strip().lower() in ("", "0", "off", "none"):
+        return None
+    return Path(where) if where else Path.home() / ".cache" / "flexsn"
+
+
+def _compile(ir: str, target: str, options: str) -> Program:
+    code = _capi.TARGET_CUDA if target == "cuda" else _capi.TARGET_CPU
+    if target != "cuda" or cache_dir() is None:
+        return Program(_capi.program_create(ir, code, options), target)
+    # The PTX and manifest of a CUDA program are kept on disk, under a key of
+    # everything they depend on; files are written whole, then renamed, so
+    # concurrent processes never read half a file.
+    key = hashlib.sha256("\0".join(
+        [_capi.version(), target, options, ir]).encode()).hexdigest()[:32]
+    directory = cache_dir()
+    ptx_path, manifest_path = directory / f"{key}.ptx", directory / f"{key}.json"
+    try:
+        ptx, manifest = ptx_path.read_text(), manifest_path.read_text()
+        return Program(_capi.program_load_cuda(ptx, manifest), target)
+    except (OSError, FlexSNError):
+        pass
+    program = Program(_capi.program_create(ir, code, options), target)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for path, text in ((ptx_path, _capi.program_ptx(program.handle)),
+                           (manifest_path, _capi.program_manifest(program.handle))):
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            os.replace(tmp, path)
+    except OSError:
+        pass  # an unwritable cache only costs the next process a compile
+    return program
+
+
 def get_program(ir: str, target: str, chip: Optional[str] = None,
                 differentiate: bool = False) -> Program:
+    """The program of `ir` for `target`, compiled once per process (and, for
+    CUDA, once per cache directory)."""
     options = "differentiate=1" if differentiate else ""
     if target == "cuda":
         options += f" chip={chip}"
+    options = options.strip()
     key = (ir, target, options)
     program = _programs.get(key)
     if program is not None:
@@ -70,7 +117,7 @@ def get_program(ir: str, target: str, chip: Optional[str] = None,
     with _lock:
         program = _programs.get(key)
         if program is None:
-            program = Program(ir, target, options.strip())
+            program = _compile(ir, target, options)
             _programs[key] = program
     return program
 

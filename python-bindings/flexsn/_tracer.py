@@ -114,6 +114,13 @@ class _Recorder(TorchDispatchMode):
     core did not compute and was not given is a captured one: a parameter,
     or a constant when the core made it from a number (torch.tensor(2.0))."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # TorchDispatchMode wraps __torch_dispatch__ in torch._disable_dynamo,
+        # whose first call imports torch._dynamo (1-2 s). Tracing runs when a
+        # module is built, never under torch.compile: leave it unwrapped.
+        return False
+
     def __init__(self, traced: TracedCore, placeholders):
         super().__init__()
         self.traced = traced

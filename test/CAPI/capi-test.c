@@ -159,6 +159,12 @@ static void testCPU(const char *lif) {
          "NULL");
   if (r)
     printf("  %s\n", error);
+  {
+    flexsn_program *loaded = NULL;
+    expectError(flexsn_program_load_cuda(".entry x", flexsn_program_manifest(program), &loaded, &error),
+                &error, "not a CUDA program's",
+                "load_cuda refuses a CPU program's manifest");
+  }
   flexsn_program_destroy(program);
 
   /* An unused first input keeps its place: input #0 is x, input #1 is y,
@@ -234,6 +240,28 @@ static void testCUDA(const char *lif, int onGPU) {
              strstr(flexsn_program_manifest(program), "\"chip\": \"sm_90\"") &&
              strstr(flexsn_program_manifest(program), "\"block_size\": 256"),
          "PTX holds lif_backward; the manifest gives chip and geometry");
+
+  /* A compilation cache rebuilds the program from its PTX and manifest. */
+  flexsn_program *loaded = NULL;
+  r = flexsn_program_load_cuda(flexsn_program_ptx(program),
+                               flexsn_program_manifest(program), &loaded,
+                               &error);
+  EXPECT(r == 0 && strcmp(flexsn_program_manifest(loaded),
+                          flexsn_program_manifest(program)) == 0 &&
+             flexsn_program_target(loaded) == FLEXSN_TARGET_CUDA,
+         "load_cuda rebuilds the program from its PTX and manifest");
+  flexsn_program_destroy(loaded);
+  expectError(flexsn_program_load_cuda(flexsn_program_ptx(program), "{oops",
+                                       &loaded, &error),
+              &error, "the manifest is not JSON", "load_cuda: bad JSON");
+  expectError(flexsn_program_load_cuda(
+                  flexsn_program_ptx(program),
+                  "{\"format\": \"flexsn-manifest\", \"version\": 2}", &loaded,
+                  &error),
+              &error, "version is not 3", "load_cuda: an old manifest");
+  expectError(flexsn_program_load_cuda("", flexsn_program_manifest(program),
+                                       &loaded, &error),
+              &error, "no kernel entry", "load_cuda: empty PTX");
 
   int count = 0;
   r = flexsn_cuda_device_count(&count, &error);

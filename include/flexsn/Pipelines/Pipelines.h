@@ -91,6 +91,12 @@ collectManifest(mlir::ModuleOp module);
 void serializeManifest(llvm::ArrayRef<ManifestKernel> kernels,
                        const GPUOptions *gpu, llvm::raw_ostream &os);
 
+/// Reads back a manifest serializeManifest wrote: its kernels, and in `gpu`
+/// the chip and launch geometry of a CUDA manifest. Returns false and sets
+/// `error` when the text is not such a manifest.
+bool parseManifest(llvm::StringRef json, std::vector<ManifestKernel> &kernels,
+                   GPUOptions &gpu, bool &isCUDA, std::string &error);
+
 /// collectManifest + serializeManifest for the CUDA target.
 mlir::LogicalResult writeManifest(mlir::ModuleOp module,
                                   const GPUOptions &options,

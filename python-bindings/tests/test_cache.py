@@ -1,0 +1,93 @@
+"""Compiled programs: cached in the process, and CUDA programs (PTX and
+manifest) on disk across processes. PTX compiles without a GPU, so this
+runs everywhere."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import flexsn
+from flexsn import _capi, _program, _runner
+from cores import lif
+
+
+def _ir():
+    cc = _runner.CompiledCore(lif(), 1, 1)
+    return cc.ir([torch.float32] * 2, [], [], [False, False])
+
+
+def test_process_cache_returns_the_same_program():
+    ir = _ir()
+    assert _program.get_program(ir, "cpu") is _program.get_program(ir, "cpu")
+
+
+def test_cuda_programs_on_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEXSN_CACHE_DIR", str(tmp_path))
+    ir = _ir()
+    first = _program._compile(ir, "cuda", "chip=sm_90")
+    files = sorted(p.suffix for p in tmp_path.iterdir())
+    assert files == [".json", ".ptx"]
+    # A second process finds it: no compilation.
+    def no_compile(*a):
+        raise AssertionError("compiled again")
+    monkeypatch.setattr(_capi, "program_create", no_compile)
+    again = _program._compile(ir, "cuda", "chip=sm_90")
+    assert again.manifest == first.manifest
+    assert _capi.program_ptx(again.handle) == _capi.program_ptx(first.handle)
+    # Another chip is another entry.
+    monkeypatch.undo()
+    monkeypatch.setenv("FLEXSN_CACHE_DIR", str(tmp_path))
+    _program._compile(ir, "cuda", "chip=sm_80")
+    assert len(list(tmp_path.glob("*.ptx"))) == 2
+
+
+def test_corrupt_cache_entry_is_recompiled(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEXSN_CACHE_DIR", str(tmp_path))
+    ir = _ir()
+    _program._compile(ir, "cuda", "chip=sm_90")
+    for p in tmp_path.glob("*.json"):
+        p.write_text("{not json")
+    program = _program._compile(ir, "cuda", "chip=sm_90")
+    assert "core_inference" in program.kernels
+
+
+def test_cache_off(monkeypatch, tmp_path):
+    monkeypatch.setenv("FLEXSN_CACHE_DIR", "off")
+    assert _program.cache_dir() is None
+
+
+def test_concurrent_processes_share_the_cache(tmp_path):
+    code = (
+        "import sys; sys.path.insert(0, %r); sys.path.insert(0, %r)\n"
+        "import torch\n"
+        "from flexsn import _program, _runner\n"
+        "from cores import lif\n"
+        "cc = _runner.CompiledCore(lif(), 1, 1)\n"
+        "ir = cc.ir([torch.float32] * 2, [], [], [False, False])\n"
+        "p = _program._compile(ir, 'cuda', 'chip=sm_90')\n"
+        "print(sorted(p.kernels))\n"
+    ) % (str(Path(__file__).parent.parent), str(Path(__file__).parent))
+    env = {**__import__("os").environ, "FLEXSN_CACHE_DIR": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    assert len({o for o, _ in outs}) == 1
+    assert len(list(tmp_path.glob("*.ptx"))) == 1
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_changing_T_or_N_never_recompiles(monkeypatch):
+    m = flexsn.FlexSN(lif(), num_inputs=1, num_states=1, backend="cpu")
+    m(torch.randn(3, 5))
+    calls = []
+    real = _capi.program_create
+    monkeypatch.setattr(_capi, "program_create", lambda *a: calls.append(a) or real(*a))
+    for T, shape in [(7, (5,)), (2, (3, 4)), (11, (64,))]:
+        m.reset()
+        m(torch.randn(T, *shape))
+    assert calls == []
