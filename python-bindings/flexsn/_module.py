@@ -120,6 +120,9 @@ class FlexSNKernel:
         device = inputs[0].device
         _check_device(self.backend, device)
         if self.compiled is None or self.backend == "torch":
+            if init_states is None:
+                init_states = [inputs[0].new_zeros(inputs[0].shape[1:])
+                               for _ in range(self.num_states)]
             return _runner.run_torch(self.core, self.num_outputs, inputs, init_states,
                                      statics, want_seqs=want_seqs, out_dtypes=out_dtypes)
         mask = None
@@ -267,9 +270,10 @@ class FlexSN(nn.Module):
     def forward(self, *inputs):
         if len(inputs) != self.num_inputs:
             raise TypeError(f"expected {self.num_inputs} input tensor(s), got {len(inputs)}")
-        if self.states is None:
-            self.states = list(self.init_states(self.num_states, self.step_mode, *inputs))
-        states = list(self.states)
+        states = self.states
+        if states is None and type(self).init_states is not FlexSN.init_states:
+            states = list(self.init_states(self.num_states, self.step_mode, *inputs))
+        # states None: zeros, made inside the kernel where it can.
         T, step = _runner.validate_sequences(inputs, states, self.num_inputs,
                                              self.num_states, self.step_mode)
         single = self.step_mode == "s"

@@ -43,11 +43,13 @@ class CompiledCore:
                 [torch.float32] * len(self.traced.params),
                 [False] * len(self.traced.params), [False] * n)
 
-    def ir(self, in_dtypes, param_dtypes, param_scalar, mask) -> str:
-        key = (tuple(in_dtypes), tuple(param_dtypes), tuple(param_scalar), tuple(mask))
+    def ir(self, in_dtypes, param_dtypes, param_scalar, mask, zero_states=False) -> str:
+        key = (tuple(in_dtypes), tuple(param_dtypes), tuple(param_scalar), tuple(mask),
+               zero_states)
         text = self._ir.get(key)
         if text is None:
-            text = _tracer.emit(self.traced, in_dtypes, param_dtypes, param_scalar, mask)
+            text = _tracer.emit(self.traced, in_dtypes, param_dtypes, param_scalar, mask,
+                                zero_states=zero_states)
             self._ir[key] = text
         return text
 
@@ -206,20 +208,29 @@ def _param_views(params, step, device, dtype_of_inputs):
 
 def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bool,
                  grad_mask: Optional[Sequence[bool]] = None):
-    """Runs `cc` on `inputs` ([T, *S]) from `init_states` ([*S]) with
-    `params`; returns (outputs [T, *S], state sequences [T, *S] or None,
+    """Runs `cc` on `inputs` ([T, *S]) from `init_states` ([*S]; None: zeros)
+    with `params`; returns (outputs [T, *S], state sequences [T, *S] or None,
     final states [*S])."""
     ni, ns, no = cc.num_inputs, cc.num_states, cc.num_outputs
     first = inputs[0]
     device = first.device
     T, step = first.shape[0], tuple(first.shape[1:])
     NCL = math.prod(step)
+    zero_states = init_states is None
+    if zero_states and (T == 0 or (torch.is_grad_enabled() and any(
+            t.requires_grad for t in list(inputs) + list(params)))):
+        # The training forward takes its initial states: zeros it is.
+        init_states = [first.new_zeros(step) for _ in range(ns)]
+        zero_states = False
+    elif zero_states:
+        init_states = []
     xs = [_program.flat(x, (T, NCL)) for x in inputs]
     s0 = [_program.flat(s, (NCL,)) for s in init_states]
     ps, p_shapes, p_dtypes, p_scalar = _param_views(params, step, device, first.dtype)
     in_dtypes = [first.dtype] * (ni + ns)
-    leaves = list(inputs) + list(init_states) + list(params)
-    mask = [t.requires_grad for t in leaves]
+    mask = [t.requires_grad for t in inputs]
+    mask += [False] * ns if zero_states else [t.requires_grad for t in init_states]
+    mask += [t.requires_grad for t in params]
     if grad_mask is not None:
         mask = [m and g for m, g in zip(mask, grad_mask)]
     training = torch.is_grad_enabled() and any(mask)
@@ -255,7 +266,7 @@ def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bo
         seqs = [q.view(T, *step) for q in seqs]
         return outs, (seqs if want_seqs else None), finals
 
-    ir = cc.ir(in_dtypes, p_dtypes, p_scalar, [False] * len(mask))
+    ir = cc.ir(in_dtypes, p_dtypes, p_scalar, [False] * len(mask), zero_states)
     program = _program.get_program(ir, target, chip)
     name = "core_inference" if want_seqs else "core_final_state"
     launcher = program.launcher(name, dev_index)

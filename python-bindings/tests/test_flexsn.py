@@ -227,3 +227,21 @@ def test_inference_under_no_grad_uses_final_state_kernel(device):
     with torch.no_grad():
         s = c(x)
     assert not s.requires_grad and c.state_seqs is None
+
+
+def test_default_zero_states_are_made_in_the_kernel(device):
+    """Inference from the default zero states passes no state buffer: the
+    kernel starts from constants (no zeros allocated per call)."""
+    from flexsn import _program
+    c = flexsn.FlexSN(lif(), num_inputs=1, num_states=1, backend=device.type)
+    r = flexsn.FlexSN(lif(), num_inputs=1, num_states=1, backend="torch")
+    x = torch.randn(5, 6, device=device) * 2
+    with torch.no_grad():
+        assert_close(c(x), r(x))
+        assert_close(c(x), r(x), what="second call, from the carried states")
+    irs = [ir for ir in c.kernel.compiled._ir.values() if "tensor.splat" in ir]
+    assert irs, "no zero-state IR was emitted"
+    program = _program.get_program(irs[0], device.type,
+                                   _program.chip_of(device) if device.type == "cuda" else None)
+    args = program.kernels["core_final_state"]["args"]
+    assert [a["meaning"] for a in args if a["kind"] == "ptr"] == ["input", "output", "final_state"]
