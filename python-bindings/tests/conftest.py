@@ -7,7 +7,10 @@ import sys
 import pytest
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+# The package of this checkout, unless the installed one is under test
+# (FLEXSN_TEST_INSTALLED=1, e.g. a wheel on the GPU machine).
+if not os.environ.get("FLEXSN_TEST_INSTALLED"):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 DEVICES = [pytest.param("cpu", id="cpu")]
 if torch.cuda.is_available():
