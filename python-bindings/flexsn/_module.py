@@ -8,7 +8,7 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import nn
 
-from . import _runner, _tracer
+from . import _ops, _runner, _tracer
 
 BACKENDS = ("torch", "cpu", "cuda", "triton", "inductor", "hop")
 COMPILED_ALIASES = ("triton", "inductor", "hop")
@@ -89,6 +89,7 @@ class FlexSNKernel:
             self.compiled = _runner.try_compile(core, num_inputs, num_states,
                                                 self.static_inputs, example_inputs, strict)
         if self.compiled is not None:
+            _ops.handle_of(self.compiled)  # now, not while torch.compile traces
             found = self.compiled.num_outputs
         else:
             found = self._count_outputs(example_inputs)
@@ -128,6 +129,10 @@ class FlexSNKernel:
         mask = None
         if self.requires_grad is not None:
             mask = list(self.requires_grad) + [True] * len(self.compiled.traced.params)
+        if torch.compiler.is_compiling():  # opaque custom ops: no graph break
+            return _ops.run(self.compiled, inputs, init_states,
+                            self.compiled.param_tensors(statics),
+                            want_seqs=want_seqs, grad_mask=mask)
         return _runner.run_compiled(self.compiled, inputs, init_states,
                                     self.compiled.param_tensors(statics),
                                     want_seqs=want_seqs, grad_mask=mask)

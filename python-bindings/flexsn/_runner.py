@@ -75,9 +75,56 @@ def try_compile(core, num_inputs, num_states, static_inputs, example_inputs,
 
 
 class _Plan:
-    """What one compiled call needs inside autograd."""
-    __slots__ = ("forward", "backward", "T", "NCL", "device", "counts", "mask",
+    """The training kernels of one call (the forward and the backward)."""
+    __slots__ = ("forward", "backward", "T", "NCL", "device", "counts",
                  "param_shapes", "param_dtypes", "grad_reads", "non_differentiable")
+
+
+def launch_forward(plan: _Plan, tensors):
+    """Training forward on flat tensors (inputs [T, NCL], initial states
+    [NCL], params): outputs and state sequences, [T, NCL] each."""
+    ni, ns, npar, no = plan.counts
+    feed = {}
+    for i in range(ni):
+        feed[("input", i)] = tensors[i]
+    for s in range(ns):
+        feed[("init_state", s)] = tensors[ni + s]
+    for p in range(npar):
+        feed[("param", p)] = tensors[ni + ns + p]
+    res = plan.forward(feed, plan.T, plan.NCL, plan.device)
+    return ([res[("output", k)] for k in range(no)],
+            [res[("state_seq", s)] for s in range(ns)])
+
+
+def launch_backward(plan: _Plan, tensors, seqs, grads):
+    """Backward kernel: `grads` holds the gradient (or None) of each output
+    and state sequence; returns the gradient (or None) of each flat input,
+    initial state and parameter."""
+    ni, ns, npar, no = plan.counts
+    T, NCL, device = plan.T, plan.NCL, plan.device
+    feed = {}
+    for i in range(ni):
+        feed[("input", i)] = tensors[i]
+    for s in range(ns):
+        feed[("init_state", s)] = tensors[ni + s]
+        feed[("state_seq", s)] = seqs[s]
+    for p in range(npar):
+        feed[("param", p)] = tensors[ni + ns + p]
+    for meaning, index in plan.grad_reads:
+        g = grads[index] if meaning == "grad_output" else grads[no + index]
+        if g is None:
+            g = torch.zeros((T, NCL), dtype=(seqs[index].dtype if meaning ==
+                            "grad_state_seq" else tensors[0].dtype), device=device)
+        feed[(meaning, index)] = _program.flat(g, (T, NCL))
+    res = plan.backward(feed, T, NCL, device)
+    out = [res.get(("grad_input", i)) for i in range(ni)]
+    out += [res.get(("grad_init_state", s)) for s in range(ns)]
+    for p in range(npar):
+        g = res.get(("grad_param", p))
+        if g is not None:
+            g = g.to(plan.param_dtypes[p]).view(plan.param_shapes[p])
+        out.append(g)
+    return out
 
 
 class ScanFunction(torch.autograd.Function):
@@ -85,17 +132,7 @@ class ScanFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, plan: _Plan, *tensors):
-        ni, ns, npar, no = plan.counts
-        feed = {}
-        for i in range(ni):
-            feed[("input", i)] = tensors[i]
-        for s in range(ns):
-            feed[("init_state", s)] = tensors[ni + s]
-        for p in range(npar):
-            feed[("param", p)] = tensors[ni + ns + p]
-        res = plan.forward(feed, plan.T, plan.NCL, plan.device)
-        outs = [res[("output", k)] for k in range(no)]
-        seqs = [res[("state_seq", s)] for s in range(ns)]
+        outs, seqs = launch_forward(plan, tensors)
         ctx.plan = plan
         ctx.save_for_backward(*tensors, *seqs)
         result = (*outs, *seqs)
@@ -107,36 +144,9 @@ class ScanFunction(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, *grads):
         plan: _Plan = ctx.plan
-        ni, ns, npar, no = plan.counts
+        n = sum(plan.counts[:3])
         saved = ctx.saved_tensors
-        tensors, seqs = saved[:ni + ns + npar], saved[ni + ns + npar:]
-        T, NCL, device = plan.T, plan.NCL, plan.device
-        feed = {}
-        for i in range(ni):
-            feed[("input", i)] = tensors[i]
-        for s in range(ns):
-            feed[("init_state", s)] = tensors[ni + s]
-            feed[("state_seq", s)] = seqs[s]
-        for p in range(npar):
-            feed[("param", p)] = tensors[ni + ns + p]
-        for meaning, index in plan.grad_reads:
-            g = grads[index] if meaning == "grad_output" else grads[no + index]
-            if g is None:
-                g = torch.zeros((T, NCL), dtype=(seqs[index].dtype if meaning ==
-                                "grad_state_seq" else tensors[0].dtype), device=device)
-            feed[(meaning, index)] = _program.flat(g, (T, NCL))
-        res = plan.backward(feed, T, NCL, device)
-        out = [None]
-        for i in range(ni):
-            out.append(res.get(("grad_input", i)))
-        for s in range(ns):
-            out.append(res.get(("grad_init_state", s)))
-        for p in range(npar):
-            g = res.get(("grad_param", p))
-            if g is not None:
-                g = g.to(plan.param_dtypes[p]).view(plan.param_shapes[p])
-            out.append(g)
-        return tuple(out)
+        return (None, *launch_backward(plan, saved[:n], saved[n:], grads))
 
 
 def validate_sequences(inputs, states, num_inputs, num_states, step_mode="m"):
@@ -206,79 +216,112 @@ def _param_views(params, step, device, dtype_of_inputs):
     return flat, shapes, dtypes, scalar
 
 
+class Call:
+    """One compiled call, prepared: flat views of the tensors, the kernel
+    configuration (dtypes, parameter kinds, requires-grad mask) and where
+    it runs."""
+
+    def __init__(self, cc: CompiledCore, inputs, init_states, params,
+                 grad_mask: Optional[Sequence[bool]] = None, training=None,
+                 explicit_mask: Optional[Sequence[bool]] = None):
+        ni, ns = cc.num_inputs, cc.num_states
+        self.cc = cc
+        first = inputs[0]
+        self.first, self.device = first, first.device
+        self.T, self.step = first.shape[0], tuple(first.shape[1:])
+        self.NCL = NCL = math.prod(self.step)
+        self.zero_states = init_states is None
+        if training is None:
+            training = torch.is_grad_enabled() and any(
+                t.requires_grad for t in list(inputs) + list(params) + list(init_states or []))
+        if self.zero_states and (self.T == 0 or training):
+            # The training forward takes its initial states: zeros it is.
+            init_states = [first.new_zeros(self.step) for _ in range(ns)]
+            self.zero_states = False
+        elif self.zero_states:
+            init_states = []
+        self.init_states = list(init_states)
+        self.xs = [_program.flat(x, (self.T, NCL)) for x in inputs]
+        self.s0 = [_program.flat(s, (NCL,)) for s in init_states]
+        self.ps, self.p_shapes, self.p_dtypes, self.p_scalar = _param_views(
+            params, self.step, self.device, first.dtype)
+        self.in_dtypes = [first.dtype] * (ni + ns)
+        mask = [t.requires_grad for t in inputs]
+        mask += [False] * ns if self.zero_states else [t.requires_grad for t in init_states]
+        mask += [t.requires_grad for t in params]
+        if grad_mask is not None:
+            mask = [m and g for m, g in zip(mask, grad_mask)]
+        if explicit_mask is not None:  # the custom ops: tensors below autograd
+            mask = [bool(m) for m in explicit_mask]
+        self.mask = mask
+        self.training = bool(training) and any(mask)
+        self.target = "cuda" if self.device.type == "cuda" else "cpu"
+        self.chip = _program.chip_of(self.device) if self.target == "cuda" else None
+        self.dev_index = (self.device.index if self.device.index is not None
+                          else torch.cuda.current_device()) if self.target == "cuda" else 0
+
+    def plan(self) -> _Plan:
+        cc = self.cc
+        ir = cc.ir(self.in_dtypes, self.p_dtypes, self.p_scalar, self.mask)
+        program = _program.get_program(ir, self.target, self.chip, differentiate=True)
+        plan = _Plan()
+        plan.forward = program.launcher("core_forward", self.dev_index)
+        plan.backward = program.launcher("core_backward", self.dev_index)
+        plan.T, plan.NCL, plan.device = self.T, self.NCL, self.device
+        plan.counts = (cc.num_inputs, cc.num_states, len(self.ps), cc.num_outputs)
+        plan.param_shapes = [(1,) if sc else (self.NCL,) for sc in self.p_scalar]
+        plan.param_dtypes = self.p_dtypes
+        plan.non_differentiable = cc.non_differentiable
+        plan.grad_reads = [key for _, key in plan.backward.reads
+                           if key[0] in ("grad_output", "grad_state_seq")]
+        return plan
+
+    def infer(self, want_seqs: bool):
+        """The inference kernel: (outputs, state sequences or None, final
+        states), shaped [T, *S] / [*S]."""
+        cc, T, step = self.cc, self.T, self.step
+        ir = cc.ir(self.in_dtypes, self.p_dtypes, self.p_scalar, [False] * len(self.mask),
+                   self.zero_states)
+        program = _program.get_program(ir, self.target, self.chip)
+        name = "core_inference" if want_seqs else "core_final_state"
+        launcher = program.launcher(name, self.dev_index)
+        feed = {("input", i): x for i, x in enumerate(self.xs)}
+        feed.update({("init_state", s): v for s, v in enumerate(self.s0)})
+        feed.update({("param", p): v for p, v in enumerate(self.ps)})
+        res = launcher(feed, T, self.NCL, self.device)
+        outs = [res[("output", k)].view(T, *step) for k in range(cc.num_outputs)]
+        if want_seqs:
+            seqs = [res[("state_seq", s)].view(T, *step) for s in range(cc.num_states)]
+            return outs, seqs, [q[-1] for q in seqs]
+        return outs, None, [res[("final_state", s)].view(step) for s in range(cc.num_states)]
+
+    def empty(self, want_seqs: bool):
+        """T == 0: no launch."""
+        first, step, no, ns = self.first, self.step, self.cc.num_outputs, self.cc.num_states
+        outs = [first.new_empty((0, *step)) for _ in range(no)]
+        if self.training:
+            outs = [first * 0 for _ in range(no)]
+        seqs = [first.new_empty((0, *step)) for _ in range(ns)] if want_seqs else None
+        return outs, seqs, list(self.init_states)
+
+
 def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bool,
                  grad_mask: Optional[Sequence[bool]] = None):
     """Runs `cc` on `inputs` ([T, *S]) from `init_states` ([*S]; None: zeros)
     with `params`; returns (outputs [T, *S], state sequences [T, *S] or None,
     final states [*S])."""
-    ni, ns, no = cc.num_inputs, cc.num_states, cc.num_outputs
-    first = inputs[0]
-    device = first.device
-    T, step = first.shape[0], tuple(first.shape[1:])
-    NCL = math.prod(step)
-    zero_states = init_states is None
-    if zero_states and (T == 0 or (torch.is_grad_enabled() and any(
-            t.requires_grad for t in list(inputs) + list(params)))):
-        # The training forward takes its initial states: zeros it is.
-        init_states = [first.new_zeros(step) for _ in range(ns)]
-        zero_states = False
-    elif zero_states:
-        init_states = []
-    xs = [_program.flat(x, (T, NCL)) for x in inputs]
-    s0 = [_program.flat(s, (NCL,)) for s in init_states]
-    ps, p_shapes, p_dtypes, p_scalar = _param_views(params, step, device, first.dtype)
-    in_dtypes = [first.dtype] * (ni + ns)
-    mask = [t.requires_grad for t in inputs]
-    mask += [False] * ns if zero_states else [t.requires_grad for t in init_states]
-    mask += [t.requires_grad for t in params]
-    if grad_mask is not None:
-        mask = [m and g for m, g in zip(mask, grad_mask)]
-    training = torch.is_grad_enabled() and any(mask)
-    target = "cuda" if device.type == "cuda" else "cpu"
-    chip = _program.chip_of(device) if target == "cuda" else None
-    dev_index = (device.index if device.index is not None else torch.cuda.current_device()) \
-        if target == "cuda" else 0
-
-    if T == 0:
-        outs = [first.new_empty((0, *step)) for _ in range(no)]
-        if training:
-            outs = [first * 0 for _ in range(no)]
-        seqs = [first.new_empty((0, *step)) for _ in range(ns)] if want_seqs else None
-        return outs, seqs, list(init_states)
-
-    if training:
-        ir = cc.ir(in_dtypes, p_dtypes, p_scalar, mask)
-        program = _program.get_program(ir, target, chip, differentiate=True)
-        plan = _Plan()
-        plan.forward = program.launcher("core_forward", dev_index)
-        plan.backward = program.launcher("core_backward", dev_index)
-        plan.T, plan.NCL, plan.device = T, NCL, device
-        plan.counts = (ni, ns, len(ps), no)
-        plan.param_shapes = [(1,) if sc else (NCL,) for sc in p_scalar]
-        plan.param_dtypes = p_dtypes
-        plan.non_differentiable = cc.non_differentiable
-        plan.grad_reads = [key for _, key in plan.backward.reads
-                           if key[0] in ("grad_output", "grad_state_seq")]
-        res = ScanFunction.apply(plan, *xs, *s0, *ps)
-        outs, seqs = list(res[:no]), list(res[no:])
-        finals = [q[-1].view(step) for q in seqs]
-        outs = [o.view(T, *step) for o in outs]
-        seqs = [q.view(T, *step) for q in seqs]
-        return outs, (seqs if want_seqs else None), finals
-
-    ir = cc.ir(in_dtypes, p_dtypes, p_scalar, [False] * len(mask), zero_states)
-    program = _program.get_program(ir, target, chip)
-    name = "core_inference" if want_seqs else "core_final_state"
-    launcher = program.launcher(name, dev_index)
-    feed = {("input", i): x for i, x in enumerate(xs)}
-    feed.update({("init_state", s): v for s, v in enumerate(s0)})
-    feed.update({("param", p): v for p, v in enumerate(ps)})
-    res = launcher(feed, T, NCL, device)
-    outs = [res[("output", k)].view(T, *step) for k in range(no)]
-    if want_seqs:
-        seqs = [res[("state_seq", s)].view(T, *step) for s in range(ns)]
-        return outs, seqs, [q[-1] for q in seqs]
-    return outs, None, [res[("final_state", s)].view(step) for s in range(ns)]
+    call = Call(cc, inputs, init_states, params, grad_mask)
+    if call.T == 0:
+        return call.empty(want_seqs)
+    if not call.training:
+        return call.infer(want_seqs)
+    T, step, no = call.T, call.step, cc.num_outputs
+    res = ScanFunction.apply(call.plan(), *call.xs, *call.s0, *call.ps)
+    outs, seqs = list(res[:no]), list(res[no:])
+    finals = [q[-1].view(step) for q in seqs]
+    outs = [o.view(T, *step) for o in outs]
+    seqs = [q.view(T, *step) for q in seqs]
+    return outs, (seqs if want_seqs else None), finals
 
 
 def as_tuple(r, num_outputs_and_states: int):

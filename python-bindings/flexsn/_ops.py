@@ -1,0 +1,184 @@
+"""torch.library custom ops, so that a FlexSN stays inside torch.compile
+graphs as opaque nodes (no graph break).
+
+Three ops take the core as an integer handle (compiled programs stay out of
+the graph) and tensors in the user's shapes (inputs [T, *S], states [*S],
+parameters as given):
+
+- ``flexsn::infer(core, inputs, states, params, want_seqs)``: outputs, then
+  state sequences (``want_seqs``) or final states; ``states`` empty: zeros.
+- ``flexsn::train_forward(core, inputs, states, params, mask)``: outputs and
+  state sequences; its autograd formula calls
+- ``flexsn::train_backward(core, inputs, states, params, seqs, grads, mask)``:
+  the gradient of each input, state and parameter (an empty tensor where
+  ``mask`` says none is wanted).
+
+Each has a fake (meta) implementation with exact shapes, T == 0 included.
+Eager calls do not go through these ops: they take the direct path
+(``_runner.run_compiled``), which saves the dispatcher's overhead.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import _runner
+
+_lock = threading.Lock()
+_CORES: list = []
+
+
+def handle_of(cc) -> int:
+    """The integer the ops name `cc` by (registered once)."""
+    h = getattr(cc, "_op_handle", None)
+    if h is None:
+        with _lock:
+            h = getattr(cc, "_op_handle", None)
+            if h is None:
+                h = len(_CORES)
+                _CORES.append(cc)
+                cc._op_handle = h
+    return h
+
+
+def _core(handle: int):
+    if not 0 <= handle < len(_CORES):
+        raise ValueError(f"no flexsn core with handle {handle}")
+    return _CORES[handle]
+
+
+def _step(inputs):
+    return tuple(inputs[0].shape[1:])
+
+
+@torch.library.custom_op("flexsn::infer", mutates_args=())
+def infer(core: int, inputs: list[Tensor], states: list[Tensor], params: list[Tensor],
+          want_seqs: bool) -> list[Tensor]:
+    cc = _core(core)
+    call = _runner.Call(cc, inputs, states or None, params, training=False)
+    outs, seqs, finals = call.empty(want_seqs) if call.T == 0 else call.infer(want_seqs)
+    # Outputs must not alias the op's inputs (T == 0 hands states through).
+    return list(outs) + [t.clone() if call.T == 0 else t for t in (seqs if want_seqs else finals)]
+
+
+@infer.register_fake
+def _infer_fake(core, inputs, states, params, want_seqs):
+    cc = _core(core)
+    x = inputs[0]
+    outs = [x.new_empty(x.shape) for _ in range(cc.num_outputs)]
+    if want_seqs:
+        return outs + [x.new_empty(x.shape) for _ in range(cc.num_states)]
+    return outs + [x.new_empty(x.shape[1:]) for _ in range(cc.num_states)]
+
+
+@torch.library.custom_op("flexsn::train_forward", mutates_args=())
+def train_forward(core: int, inputs: list[Tensor], states: list[Tensor],
+                  params: list[Tensor], mask: list[bool]) -> list[Tensor]:
+    cc = _core(core)
+    call = _runner.Call(cc, inputs, states, params, training=True, explicit_mask=mask)
+    T, step = call.T, call.step
+    if T == 0:
+        x = inputs[0]
+        return [x.new_empty(x.shape) for _ in range(cc.num_outputs + cc.num_states)]
+    outs, seqs = _runner.launch_forward(call.plan(), call.xs + call.s0 + call.ps)
+    return [t.view(T, *step) for t in outs + seqs]
+
+
+@train_forward.register_fake
+def _train_forward_fake(core, inputs, states, params, mask):
+    cc = _core(core)
+    x = inputs[0]
+    return [x.new_empty(x.shape) for _ in range(cc.num_outputs + cc.num_states)]
+
+
+@torch.library.custom_op("flexsn::train_backward", mutates_args=())
+def train_backward(core: int, inputs: list[Tensor], states: list[Tensor],
+                   params: list[Tensor], seqs: list[Tensor], grads: list[Optional[Tensor]],
+                   mask: list[bool]) -> list[Tensor]:
+    cc = _core(core)
+    call = _runner.Call(cc, inputs, states, params, training=True, explicit_mask=mask)
+    leaves = list(inputs) + list(states) + list(params)
+    if call.T == 0:
+        return [torch.zeros_like(t) if m else t.new_empty(0) for t, m in zip(leaves, mask)]
+    T, NCL, step = call.T, call.NCL, call.step
+    flat_seqs = [q.reshape(T, NCL) for q in seqs]
+    got = _runner.launch_backward(call.plan(), call.xs + call.s0 + call.ps, flat_seqs,
+                                  list(grads))
+    out = []
+    ni, ns = cc.num_inputs, cc.num_states
+    for k, (t, g, m) in enumerate(zip(leaves, got, mask)):
+        if not m or g is None:
+            out.append(t.new_empty(0) if not m else torch.zeros_like(t))
+        elif k < ni:
+            out.append(g.view(t.shape))
+        elif k < ni + ns:
+            out.append(g.view(t.shape))
+        elif call.p_scalar[k - ni - ns]:
+            out.append(g.view(t.shape))
+        else:  # broadcast parameter: reduce its gradient to its shape
+            out.append(g.view(step).sum_to_size(t.shape))
+    return out
+
+
+@train_backward.register_fake
+def _train_backward_fake(core, inputs, states, params, seqs, grads, mask):
+    leaves = list(inputs) + list(states) + list(params)
+    return [t.new_empty(t.shape) if m else t.new_empty(0) for t, m in zip(leaves, mask)]
+
+
+def _setup(ctx, inputs, output):
+    core, inputs, states, params, mask = inputs
+    cc = _core(core)
+    no = cc.num_outputs
+    ctx.core, ctx.mask = core, list(mask)
+    ctx.counts = (len(inputs), len(states), len(params))
+    ctx.save_for_backward(*inputs, *states, *params, *output[no:])
+
+
+def _backward(ctx, grads):
+    ni, ns, npar = ctx.counts
+    saved = ctx.saved_tensors
+    inputs, states = list(saved[:ni]), list(saved[ni:ni + ns])
+    params, seqs = list(saved[ni + ns:ni + ns + npar]), list(saved[ni + ns + npar:])
+    got = torch.ops.flexsn.train_backward(ctx.core, inputs, states, params, seqs,
+                                          list(grads), ctx.mask)
+    got = [g if m else None for g, m in zip(got, ctx.mask)]
+    return None, got[:ni], got[ni:ni + ns], got[ni + ns:], None
+
+
+train_forward.register_autograd(_backward, setup_context=_setup)
+
+
+def run(cc, inputs, init_states, params, *, want_seqs: bool, grad_mask=None):
+    """What run_compiled does, through the custom ops (for torch.compile)."""
+    h = handle_of(cc)
+    no, ns = cc.num_outputs, cc.num_states
+    inputs, params = list(inputs), list(params)
+    x = inputs[0]
+    step = x.shape[1:]
+    states = None if init_states is None else list(init_states)
+    leaves = inputs + (states or []) + params
+    mask = [t.requires_grad for t in inputs]
+    mask += [t.requires_grad for t in states] if states is not None else [False] * ns
+    mask += [t.requires_grad for t in params]
+    if grad_mask is not None:
+        mask = [m and g for m, g in zip(mask, grad_mask)]
+    if torch.is_grad_enabled() and any(mask):
+        if states is None:
+            states = [x.new_zeros(step) for _ in range(ns)]
+        res = torch.ops.flexsn.train_forward(h, inputs, states, params, mask)
+        outs, seqs = res[:no], res[no:]
+        finals = states if x.shape[0] == 0 else [q[-1] for q in seqs]
+        return list(outs), (list(seqs) if want_seqs else None), list(finals)
+    res = torch.ops.flexsn.infer(h, inputs, states or [], params, want_seqs)
+    outs, rest = res[:no], res[no:]
+    if want_seqs:
+        finals = (states or [x.new_zeros(step) for _ in range(ns)]) if x.shape[0] == 0 \
+            else [q[-1] for q in rest]
+        return list(outs), list(rest), list(finals)
+    del leaves
+    return list(outs), None, list(rest)

@@ -1,0 +1,132 @@
+"""torch.compile: FlexSN runs as opaque custom ops (flexsn::infer,
+flexsn::train_forward, flexsn::train_backward), with no graph break, and
+matches eager forward and backward."""
+
+import pytest
+import torch
+from torch import nn
+
+import flexsn
+from flexsn import _capi, _ops
+from conftest import assert_close
+from cores import lif, tutorial
+
+
+def _cc(core, ni, ns, static_inputs=()):
+    k = flexsn.FlexSNKernel(core, ni, ns, backend="cpu", static_inputs=static_inputs)
+    return k.compiled, _ops.handle_of(k.compiled)
+
+
+@pytest.mark.parametrize("T", [0, 3])
+def test_opcheck_infer(device, T):
+    cc, h = _cc(tutorial(), 2, 2)
+    x = torch.randn(T, 4, 5, device=device)
+    y = torch.randn(T, 4, 5, device=device)
+    z = torch.randn(4, 5, device=device)
+    for want in (True, False):
+        torch.library.opcheck(torch.ops.flexsn.infer.default, (h, [x, y], [z, z], [], want))
+    torch.library.opcheck(torch.ops.flexsn.infer.default, (h, [x, y], [], [], False))
+
+
+@pytest.mark.parametrize("T", [0, 3])
+def test_opcheck_training(device, T):
+    w = torch.randn(5, device=device, requires_grad=True)
+
+    def core(x, v, w):
+        h = v + (x - v) * torch.sigmoid(w)
+        s = flexsn.surrogate.ATan()(h - 1.)
+        return s, h * (1. - s)
+
+    cc, h = _cc(core, 1, 1, static_inputs=(w,))
+    x = torch.randn(T, 4, 5, device=device, requires_grad=True)
+    v = torch.randn(4, 5, device=device, requires_grad=True)
+    mask = [True, True, True]
+    torch.library.opcheck(torch.ops.flexsn.train_forward.default, (h, [x], [v], [w], mask))
+    seqs = [torch.randn(T, 4, 5, device=device)]
+    grads = [torch.randn(T, 4, 5, device=device), None]
+    torch.library.opcheck(torch.ops.flexsn.train_backward.default,
+                          (h, [x.detach()], [v.detach()], [w.detach()], seqs, grads, mask),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+def test_ops_match_eager(device):
+    """The custom-op path (as under torch.compile) equals the direct path."""
+    core = tutorial()
+    k = flexsn.FlexSNKernel(core, 2, 2, backend=device.type)
+    x = torch.randn(6, 3, 4, device=device)
+    y = torch.randn(6, 3, 4, device=device)
+    s0 = [torch.randn(3, 4, device=device, requires_grad=True) for _ in range(2)]
+    xs = [x.clone().requires_grad_(), x.clone().requires_grad_()]
+    a = _ops.run(k.compiled, [xs[0], y], s0, [], want_seqs=True)
+    b = k.run([xs[1], y], s0, want_seqs=True)
+    for p, q in zip(a[0] + a[1] + a[2], b[0] + b[1] + b[2]):
+        assert_close(p, q)
+    g = torch.randn_like(a[0][0])
+    (a[0][0] * g + a[1][0]).sum().backward()
+    ga = [xs[0].grad] + [s.grad.clone() for s in s0]
+    for s in s0:
+        s.grad = None
+    (b[0][0] * g + b[1][0]).sum().backward()
+    for p, q in zip(ga, [xs[1].grad] + [s.grad for s in s0]):
+        assert_close(p, q)
+
+
+class LinearLIF(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 16)
+        self.n = flexsn.FlexSN(lif(), num_inputs=1, num_states=1)
+        self.b = nn.Linear(16, 4)
+
+    def forward(self, x):
+        self.n.reset()
+        return self.b(self.n(self.a(x) * 3))
+
+
+class ConvBNLIF(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.n = flexsn.FlexSN(tutorial(), num_inputs=2, num_states=2)
+
+    def forward(self, x):  # x: [T, B, 2, H, W]
+        self.n.reset()
+        T, B = x.shape[:2]
+        h = self.bn(self.conv(x.flatten(0, 1))).view(T, B, 4, *x.shape[3:])
+        s1, s2 = self.n(h * 2, h)
+        return s1 + 0.5 * s2
+
+
+@pytest.mark.parametrize("make, shape", [(LinearLIF, (5, 3, 16)), (ConvBNLIF, (4, 2, 2, 6, 6))])
+def test_compile_fullgraph_forward_backward(device, make, shape):
+    torch.manual_seed(0)
+    model = make().to(device)
+    x = torch.randn(*shape, device=device)
+    explain = torch._dynamo.explain(model)(x)
+    assert explain.graph_break_count == 0, explain.break_reasons
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    ref = model(x)
+    ref.pow(2).sum().backward()
+    ref_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    out = compiled(x)
+    assert_close(out, ref, what="forward")
+    out.pow(2).sum().backward()
+    for g, r in zip([p.grad for p in model.parameters()], ref_grads):
+        assert_close(g, r, what="parameter gradient")
+
+
+def test_compile_inductor_and_batch_size_change(monkeypatch):
+    torch.manual_seed(1)
+    model = LinearLIF()
+    compiled = torch.compile(model, fullgraph=True, dynamic=True)
+    x = torch.randn(4, 3, 16)
+    assert_close(compiled(x), model(x))
+    calls = []
+    real = _capi.program_create
+    monkeypatch.setattr(_capi, "program_create", lambda *a: calls.append(a) or real(*a))
+    for batch in (5, 9):
+        x = torch.randn(4, batch, 16)
+        assert_close(compiled(x), model(x), what=f"batch {batch}")
+    assert calls == [], "FlexSN's kernels were compiled again for a new batch size"
