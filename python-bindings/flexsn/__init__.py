@@ -19,7 +19,7 @@ _LAZY = {
     "neuron": None,
 }
 
-__all__ = ["FlexSN", "FlexSNKernel", "surrogate", "FlexSNError",
+__all__ = ["FlexSN", "FlexSNKernel", "surrogate", "neuron", "FlexSNError",
            "UnsupportedOpError", "FallbackWarning", "library_version"]
 
 

@@ -276,7 +276,9 @@ class FlexSN(nn.Module):
         if len(inputs) != self.num_inputs:
             raise TypeError(f"expected {self.num_inputs} input tensor(s), got {len(inputs)}")
         states = self.states
-        if states is None and type(self).init_states is not FlexSN.init_states:
+        custom_init = type(self).init_states is not FlexSN.init_states and \
+            not getattr(self, "_default_zero_states", False)
+        if states is None and custom_init:
             states = list(self.init_states(self.num_states, self.step_mode, *inputs))
         # states None: zeros, made inside the kernel where it can.
         T, step = _runner.validate_sequences(inputs, states, self.num_inputs,

@@ -407,13 +407,22 @@ def _pow(B: _Body, a, e):
     return B.bin("math.powf", a, e)
 
 
-def _sigmoid(B: _Body, x):
-    # Stable both ways: exp of -|x| never overflows, in the forward or in
-    # the adjoint of the branch select does not take.
+def _neg_abs(B: _Body, x):
+    """-|x| as a select, not absf: its derivative at 0 is that of the x >= 0
+    branch (-1), where absf's adjoint gives 0 and would zero the gradient of
+    sigmoid(0) or logsigmoid(0)."""
     x = B.f(x)
-    e = B.un("math.exp", B.neg(B.un("math.absf", x)))
+    nonneg = B.cmp("oge", x, 0.0)
+    return nonneg, B.select(nonneg, B.neg(x), x)
+
+
+def _sigmoid(B: _Body, x):
+    # Stable both ways: exp(-|x|) never overflows, in the forward or in the
+    # adjoint of the branch the select does not take.
+    nonneg, z = _neg_abs(B, x)
+    e = B.un("math.exp", z)
     d = B.add(1.0, e)
-    return B.select(B.cmp("oge", x, 0.0), B.div(1.0, d), B.div(e, d))
+    return B.select(nonneg, B.div(1.0, d), B.div(e, d))
 
 
 def _clamp_min(B, x, lo):
@@ -514,8 +523,12 @@ def _handlers(B: _Body) -> dict:
         return B.select(B.cmp("ogt", x, 0.0), x, B.mul(x, slope))
 
     def elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
-        neg = B.mul(B.mul(scale, alpha), un("math.expm1", B.mul(x, input_scale)))
-        return B.select(B.cmp("ogt", x, 0.0), B.mul(x, scale), neg)
+        # expm1 of min(x, 0): the branch the select drops never overflows (its
+        # adjoint would be 0 * inf).
+        pos = B.cmp("ogt", x, 0.0)
+        neg = B.mul(B.mul(scale, alpha),
+                    un("math.expm1", B.mul(B.select(pos, 0.0, x), input_scale)))
+        return B.select(pos, B.mul(x, scale), neg)
 
     def lerp(a, b, w):
         return B.add(a, B.mul(w, B.sub(b, a)))
@@ -783,9 +796,12 @@ def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
 
 
 def table_logsigmoid(B: _Body, x):
+    # log sigmoid(x) = min(x, 0) - log1p(exp(-|x|)), with min and |x| as
+    # selects on one predicate so that the derivative at 0 is 1/2.
     x = B.f(x)
-    m = B.select(B.cmp("olt", x, 0.0), x, 0.0)
-    return B.sub(m, B.un("math.log1p", B.un("math.exp", B.neg(B.un("math.absf", x)))))
+    nonneg, z = _neg_abs(B, x)
+    m = B.select(nonneg, 0.0, x)
+    return B.sub(m, B.un("math.log1p", B.un("math.exp", z)))
 
 
 _NO_GRAD_OPS = {aten.detach.default, aten.zeros_like.default, aten.ones_like.default,

@@ -136,3 +136,26 @@ def test_table_covers_spikingjelly_ops():
     ones_like.default _to_copy.default scalar_tensor.default""".split()
     missing = [op for op in required if f"aten.{op}" not in names]
     assert not missing, missing
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "silu", "logsigmoid", "softplus", "tanh",
+                                  "gelu", "gelu_tanh", "elu", "leaky_relu"])
+def test_gradient_at_zero(name, device):
+    """Smooth functions keep their derivative at exactly 0 (a kink in an
+    overflow-safe rewrite would zero it)."""
+    fns = {"sigmoid": torch.sigmoid, "silu": F.silu, "logsigmoid": F.logsigmoid,
+           "softplus": F.softplus, "tanh": torch.tanh, "gelu": F.gelu,
+           "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "elu": F.elu,
+           "leaky_relu": F.leaky_relu}
+    fn = fns[name]
+    core = lambda x, v: (fn(x), v + fn(x))
+    k = flexsn.FlexSNKernel(core, 1, 1, backend=device.type, strict=True)
+    x = torch.tensor([[0.0, -0.0, 1e-30, -1e-30, 30.0, -30.0, 100.0, -100.0]],
+                     device=device)
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out, _ = k(xa, torch.zeros(8, device=device))
+    out.sum().backward()
+    fn(xb).sum().backward()
+    assert_close(out, fn(x), what=name)
+    assert torch.isfinite(xa.grad).all(), name
+    assert_close(xa.grad, xb.grad, what=f"{name} gradient")
