@@ -84,6 +84,9 @@ class FlexSNKernel:
                 raise ValueError(f"requires_grad has {len(requires_grad)} entries; "
                                  f"expected {num_inputs + num_states} (inputs, then states)")
         self.requires_grad = requires_grad
+        self._example_dtypes = [e.dtype for e in example_inputs or []
+                                if isinstance(e, torch.Tensor)]
+        self._strict = strict
         self.compiled = None
         if self.backend != "torch":
             self.compiled = _runner.try_compile(core, num_inputs, num_states,
@@ -97,6 +100,22 @@ class FlexSNKernel:
             raise ValueError(f"num_outputs={num_outputs} but the core returns {found} "
                              f"outputs besides its {num_states} states")
         self.num_outputs = found
+
+    def __getstate__(self):
+        # Compiled programs (and the traced graph) are never pickled: they
+        # are rebuilt from the core on first use after unpickling.
+        state = dict(self.__dict__)
+        state["compiled"] = "rebuild" if self.compiled is not None else None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def _rebuild(self, static_inputs):
+        examples = [torch.zeros(1, dtype=d) for d in self._example_dtypes] or None
+        self.compiled = _runner.CompiledCore(self.core, self.num_inputs, self.num_states,
+                                             static_inputs, examples)
+        _ops.handle_of(self.compiled)
 
     def _count_outputs(self, example_inputs) -> int:
         n = self.num_inputs + self.num_states
@@ -120,6 +139,8 @@ class FlexSNKernel:
         statics = self.static_inputs if static_inputs is None else static_inputs
         device = inputs[0].device
         _check_device(self.backend, device)
+        if isinstance(self.compiled, str):  # unpickled: rebuild lazily
+            self._rebuild(statics)
         if self.compiled is None or self.backend == "torch":
             if init_states is None:
                 init_states = [inputs[0].new_zeros(inputs[0].shape[1:])
@@ -248,6 +269,15 @@ class FlexSN(nn.Module):
                              f"the core has {self.num_outputs} outputs")
         self.states = None
         self.state_seqs = None
+
+    def __getstate__(self):
+        # Copies and pickles carry the states detached (mid-training they are
+        # non-leaf tensors, which deepcopy refuses).
+        state = dict(self.__dict__)
+        for key in ("states", "state_seqs"):
+            if state.get(key) is not None:
+                state[key] = [t.detach() for t in state[key]]
+        return state
 
     @property
     def static_inputs(self) -> tuple:

@@ -245,3 +245,58 @@ def test_default_zero_states_are_made_in_the_kernel(device):
                                    _program.chip_of(device) if device.type == "cuda" else None)
     args = program.kernels["core_final_state"]["args"]
     assert [a["meaning"] for a in args if a["kind"] == "ptr"] == ["input", "output", "final_state"]
+
+
+def picklable_core(x, v):
+    """A module-level core (pickle stores functions by reference)."""
+    h = v + (x - v) / 2.0
+    s = flexsn.surrogate.Sigmoid()(h - 1.0)
+    return s, h * (1.0 - s)
+
+
+def test_pickle_rebuilds_lazily(device):
+    import pickle
+    m = flexsn.FlexSN(picklable_core, num_inputs=1, num_states=1, backend=device.type)
+    x = torch.randn(4, 6, device=device)
+    ref = m(x)
+    m.reset()
+    blob = pickle.dumps(m)
+    assert b"libFlexSN" not in blob and b"func.func" not in blob
+    m2 = pickle.loads(blob)
+    assert m2.kernel.compiled == "rebuild"
+    assert_close(m2(x), ref)
+    assert m2.compiled
+
+
+def test_half_bfloat16_and_state_dict(device):
+    w = torch.nn.Parameter(torch.tensor([0.3], device=device))
+
+    def core(x, v, w):
+        h = v + (x - v) * torch.sigmoid(w)
+        s = flexsn.surrogate.Sigmoid()(h - 1.)
+        return s, h * (1. - s)
+
+    m = flexsn.FlexSN(core, num_states=1, static_inputs=(w,))
+    x = torch.randn(5, 8, device=device) * 2
+    ref = m(x)
+    for dtype in (torch.bfloat16, torch.float16):
+        h = copy.deepcopy(m).to(dtype)
+        h.reset()
+        assert h.static_input_0.dtype == dtype
+        out = h(x.to(dtype))
+        assert out.dtype == dtype
+        assert (out.float() != ref).float().mean() < 0.05
+    sd = m.state_dict()
+    assert list(sd) == ["static_input_0"]
+    m2 = flexsn.FlexSN(core, num_states=1,
+                       static_inputs=(torch.nn.Parameter(torch.tensor([-1.0], device=device)),))
+    m2.load_state_dict(sd)
+    assert_close(m2(x), ref)
+
+
+def test_moved_mid_sequence_without_reset_is_an_error():
+    m = flexsn.FlexSN(lif(), num_inputs=1, num_states=1, backend="cpu")
+    m(torch.randn(3, 4))
+    m.states = [s.double() for s in m.states]
+    with pytest.raises(TypeError, match="state #0 has dtype torch.float64"):
+        m(torch.randn(3, 4))

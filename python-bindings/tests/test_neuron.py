@@ -106,3 +106,27 @@ def test_plif_learns(device):
         node(x).mean().backward()   # more spikes: faster integration
         opt.step()
     assert node.w.item() < w0 or node.w.item() > w0
+
+
+def test_nodes_under_torch_compile():
+    torch.manual_seed(5)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 8), neuron.LIFNode(step_mode="m"),
+                              torch.nn.Linear(8, 2), neuron.ParametricLIFNode(step_mode="m"))
+    x = torch.randn(4, 3, 8)
+
+    def run(m):
+        for layer in (net[1], net[3]):
+            layer.reset()
+        return m(x)
+
+    explain = torch._dynamo.explain(net)(x)
+    assert explain.graph_break_count == 0, explain.break_reasons
+    ref = run(net)
+    ref.sum().backward()
+    grads = [p.grad.clone() for p in net.parameters()]
+    net.zero_grad()
+    out = run(torch.compile(net, fullgraph=True, backend="aot_eager"))
+    assert_close(out, ref)
+    out.sum().backward()
+    for p, g in zip(net.parameters(), grads):
+        assert_close(p.grad, g, what="parameter gradient")
