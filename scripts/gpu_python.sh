@@ -24,3 +24,7 @@ echo "== first call"
 python3 bench/first_call.py cuda 2>&1 | tee "$OUT/first_call.log"
 echo "== main job"
 python3 examples/python/tutorial_neuron.py 2>&1 | tee "$OUT/main.log"
+if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+  echo "== DDP on two GPUs vs one"
+  python3 bench/ddp_check.py 2>&1 | grep -v "^W\|warn" | tee "$OUT/ddp.log"
+fi

@@ -300,3 +300,25 @@ def test_moved_mid_sequence_without_reset_is_an_error():
     m.states = [s.double() for s in m.states]
     with pytest.raises(TypeError, match="state #0 has dtype torch.float64"):
         m(torch.randn(3, 4))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_modules_on_two_gpus_in_one_process():
+    """Kernels are loaded per device; a module on cuda:1 runs there, next to
+    one on cuda:0, and PyTorch's current device is left alone."""
+    torch.manual_seed(7)
+    ref = flexsn.FlexSN(tutorial(), num_inputs=2, num_states=2, backend="torch")
+    x, y = torch.randn(6, 3, 40), torch.randn(6, 3, 40)
+    expect = ref(x, y)
+    for _ in range(2):
+        for dev in ("cuda:1", "cuda:0"):
+            m = flexsn.FlexSN(tutorial(), num_inputs=2, num_states=2).to(dev)
+            xd = x.to(dev).requires_grad_()
+            out = m(xd, y.to(dev))
+            assert out[0].device == torch.device(dev)
+            assert_close(out[0].cpu(), expect[0], what=dev)
+            out[0].sum().backward()
+            assert xd.grad.device == torch.device(dev)
+            assert torch.cuda.current_device() == 0
+            torch.ones(3, device="cuda").sum().item()   # cuda:0 still healthy

@@ -803,6 +803,8 @@ int main(int argc, char **argv) {
     auto device = cuda::Device::open();
     if (!device)
       return reportError(device.takeError());
+    if (llvm::Error e = (*device)->makeCurrent())
+      return reportError(std::move(e));
     GPUOptions options;
     options.chip = "sm_" + std::to_string((*device)->computeCapability());
     FailureOr<std::string> ptx = translateToPTX(*module, options);

@@ -50,6 +50,8 @@ public:
   Result (*cuDevicePrimaryCtxRetain)(Context *, int);
   Result (*cuDevicePrimaryCtxRelease)(int);
   Result (*cuCtxSetCurrent)(Context);
+  Result (*cuCtxPushCurrent)(Context);
+  Result (*cuCtxPopCurrent)(Context *);
   Result (*cuCtxSynchronize)();
   Result (*cuModuleLoadDataEx)(Module *, const void *, unsigned, int *,
                                void **);
@@ -114,6 +116,8 @@ private:
     bind(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     bind(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
     bind(cuCtxSetCurrent, "cuCtxSetCurrent");
+    bind(cuCtxPushCurrent, "cuCtxPushCurrent_v2");
+    bind(cuCtxPopCurrent, "cuCtxPopCurrent_v2");
     bind(cuCtxSynchronize, "cuCtxSynchronize");
     bind(cuModuleLoadDataEx, "cuModuleLoadDataEx");
     bind(cuModuleGetFunction, "cuModuleGetFunction");
@@ -196,8 +200,6 @@ Expected<std::unique_ptr<Device>> Device::open(int ordinal) {
           driver.cuDevicePrimaryCtxRetain(&dev->context, dev->device),
           "cuDevicePrimaryCtxRetain"))
     return std::move(e);
-  if (Error e = dev->makeCurrent())
-    return std::move(e);
   return std::move(dev);
 }
 
@@ -219,14 +221,38 @@ Error Device::makeCurrent() {
   return check(drv.cuCtxSetCurrent(context), "cuCtxSetCurrent");
 }
 
+namespace {
+/// Makes a context current for the guard's lifetime, then restores the
+/// caller's: a library call never leaves the thread on another device
+/// (PyTorch's runtime keeps its own idea of the current device).
+class ScopedContext {
+public:
+  ScopedContext(const Driver &drv, Context context) : drv(drv) {
+    pushed = drv.cuCtxPushCurrent(context) == kSuccess;
+  }
+  ~ScopedContext() {
+    Context ignored;
+    if (pushed)
+      drv.cuCtxPopCurrent(&ignored);
+  }
+  bool ok() const { return pushed; }
+
+private:
+  const Driver &drv;
+  bool pushed = false;
+};
+} // namespace
+
 Expected<Module> Device::loadPTX(StringRef ptx) {
   uint64_t key = llvm::hash_value(ptx);
   std::lock_guard<std::mutex> lock(cacheMutex);
   auto it = modules.find(key);
   if (it != modules.end())
     return it->second;
-  if (Error e = makeCurrent())
-    return std::move(e);
+  ScopedContext scope(drv, context);
+  if (!scope.ok())
+    return driverError("cannot make the context of CUDA device " +
+                       llvm::Twine(ordinal) + " current");
   std::string text = ptx.str(); // NUL-terminated for the driver
   std::string log(8192, '\0');
   int options[] = {kJitErrorLogBuffer, kJitErrorLogBufferSize};
@@ -252,8 +278,10 @@ Expected<Function> Device::getFunction(Module module, StringRef name) {
 
 Error Device::launch(Function fn, unsigned grid, unsigned block,
                      ArrayRef<void *> args, Stream stream, StringRef what) {
-  if (Error e = makeCurrent())
-    return e;
+  ScopedContext scope(drv, context);
+  if (!scope.ok())
+    return driverError("cannot make the context of CUDA device " +
+                       llvm::Twine(ordinal) + " current");
   return check(drv.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, stream,
                                   const_cast<void **>(args.data()), nullptr),
                "launching kernel '" + what + "'");
@@ -292,8 +320,10 @@ Error Device::memset(DevicePtr dst, uint8_t value, size_t bytes) {
 }
 
 Error Device::synchronize() {
-  if (Error e = makeCurrent())
-    return e;
+  ScopedContext scope(drv, context);
+  if (!scope.ok())
+    return driverError("cannot make the context of CUDA device " +
+                       llvm::Twine(ordinal) + " current");
   return check(drv.cuCtxSynchronize(),
                "waiting for the GPU (an earlier launch may have failed)");
 }

@@ -38,8 +38,9 @@ using DevicePtr = uint64_t;
 
 class Driver;
 
-/// A device's primary context, made current on the calling thread by every
-/// call. Holds the module cache.
+/// A device's primary context and its module cache. Calls that need the
+/// context push it and pop it again, so a caller (PyTorch) keeps its own
+/// current context.
 class Device {
 public:
   /// Device `ordinal` of the driver. Fails with "no CUDA driver" where
@@ -81,9 +82,14 @@ public:
   /// Milliseconds between two recorded events (waits for `end`).
   llvm::Expected<float> elapsedMs(Event start, Event end);
 
+  /// Makes the device's primary context current on the calling thread (for
+  /// a tool that owns its thread: alloc/copies/events use the current
+  /// context). loadPTX, launch and synchronize do not need it: they make
+  /// the context current for the call only and restore the caller's.
+  llvm::Error makeCurrent();
+
 private:
   Device(const Driver &driver, int ordinal) : drv(driver), ordinal(ordinal) {}
-  llvm::Error makeCurrent();
   llvm::Error check(int result, const llvm::Twine &what) const;
 
   const Driver &drv;
