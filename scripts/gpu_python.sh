@@ -12,6 +12,7 @@ export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
   --upgrade --target /tmp/site .whl/*.whl .gpu/flexsn-*.whl || exit 1
 export PYTHONPATH=/tmp/site FLEXSN_TEST_INSTALLED=1
+# the C API test links build/lib/libFlexSN.so: the wheel's library
 ln -sf /tmp/site/flexsn/libFlexSN.so build/lib/libFlexSN.so
 cp .gpu/flexsn-capi-test build/bin/
 nvidia-smi -L | tee "$OUT/device.txt"
@@ -19,7 +20,10 @@ python3 -c 'import torch, flexsn; print("torch", torch.__version__, torch.cuda.g
 echo "== C API v2 (cuda mode)"
 build/bin/flexsn-capi-test examples/lif.mlir cuda 2>&1 | tee "$OUT/capi.log" | grep -v '^ok'
 echo "== pytest (cpu + cuda), installed wheel"
-(cd python-bindings && python3 -m pytest -q -p no:cacheprovider tests 2>&1) | tee "$OUT/pytest.log" | tail -4
+# -P: the working directory is not put on sys.path, so the tests import the
+# installed package, not the checkout's python-bindings/flexsn.
+(cd python-bindings && python3 -P -c 'import flexsn; print("tests import", flexsn.__file__)' &&
+ python3 -P -m pytest -q -p no:cacheprovider tests 2>&1) | tee "$OUT/pytest.log" | tail -4
 echo "== first call"
 python3 bench/first_call.py cuda 2>&1 | tee "$OUT/first_call.log"
 echo "== main job"

@@ -98,14 +98,20 @@ class ConvBNLIF(nn.Module):
         return s1 + 0.5 * s2
 
 
-@pytest.mark.parametrize("make, shape", [(LinearLIF, (5, 3, 16)), (ConvBNLIF, (4, 2, 2, 6, 6))])
-def test_compile_fullgraph_forward_backward(device, make, shape):
+# Conv2d -> BatchNorm runs with the "eager" compile backend (Dynamo's graph,
+# our custom ops, no AOT decomposition): AOT's rewrite of BatchNorm's
+# backward alone changes its gradients by about 2e-5 on an H200 (measured
+# with tanh in place of FlexSN, bench/NOTES.md run 15), more than the 1e-6
+# compared here.
+@pytest.mark.parametrize("make, shape, backend", [(LinearLIF, (5, 3, 16), "aot_eager"),
+                                                  (ConvBNLIF, (4, 2, 2, 6, 6), "eager")])
+def test_compile_fullgraph_forward_backward(device, make, shape, backend):
     torch.manual_seed(0)
     model = make().to(device)
     x = torch.randn(*shape, device=device)
     explain = torch._dynamo.explain(model)(x)
     assert explain.graph_break_count == 0, explain.break_reasons
-    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    compiled = torch.compile(model, fullgraph=True, backend=backend)
     # cuDNN's TF32 and nondeterministic backward algorithms would differ
     # between the two runs by more than the 1e-6 compared here.
     with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True,
