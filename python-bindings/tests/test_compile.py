@@ -190,3 +190,22 @@ def test_compile_reduce_overhead():
     for _ in range(3):
         x = torch.randn(5, 3, 16, device="cuda")
         assert_close(compiled(x).clone(), model(x))
+
+
+@pytest.mark.parametrize("bad, error, match", [
+    (lambda x, y: (x, y[:, :3]), ValueError, "elements per step"),
+    (lambda x, y: (x, y.double()), TypeError, "dtype"),
+    (lambda x, y: (x, y[:2]), ValueError, "T=4 steps"),
+])
+def test_errors_under_compile_match_eager(bad, error, match):
+    m = flexsn.FlexSN(tutorial(), num_inputs=2, num_states=2, backend="cpu")
+
+    def step(a, b):
+        m.reset()
+        return m(*bad(a, b))
+
+    x, y = torch.randn(4, 5), torch.randn(4, 5)
+    with pytest.raises(error, match=match):
+        step(x, y)
+    with pytest.raises(error, match=match):
+        torch.compile(step, backend="eager")(x, y)

@@ -1,0 +1,59 @@
+"""Per-call overhead of a FlexSN call from Python: wall time of one call at
+T=1, NCL=1024 (LIF), minus the kernels' own time, for the eager path
+(direct ctypes launch) and the custom-op path that torch.compile uses
+(the same call through torch.ops.flexsn.*), inference and a training step
+(forward + backward), next to the Python loop's training step. Median wall
+time of 2000 calls after warm-up. At this size the kernels themselves take
+a few microseconds (launch latency), so the figures are the overhead.
+
+    python3 bench/overhead.py [cuda|cpu]
+"""
+
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                "python-bindings", "tests"))
+import flexsn  # noqa: E402
+from flexsn import _ops  # noqa: E402
+from cores import lif  # noqa: E402
+
+
+def main():
+    dev = torch.device(sys.argv[1] if len(sys.argv) > 1 else
+                       ("cuda" if torch.cuda.is_available() else "cpu"))
+    k = flexsn.FlexSNKernel(lif(), 1, 1, backend=dev.type)
+    x = torch.randn(1, 1024, device=dev)
+    v0 = torch.zeros(1024, device=dev)
+    xg = x.clone().requires_grad_()
+    cc = k.compiled
+    paths = {
+        "eager  inference": lambda: k.run([x], [v0], want_seqs=False),
+        "op     inference": lambda: _ops.run(cc, [x], [v0], [], want_seqs=False),
+        "eager  train step": lambda: k.run([xg], [v0], want_seqs=False)[0][0].sum().backward(),
+        "op     train step": lambda: _ops.run(cc, [xg], [v0], [], want_seqs=False)[0][0].sum().backward(),
+        "torch  loop train": lambda: (lambda s: s.sum().backward())(
+            lif()(xg[0], v0)[0]),
+    }
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    print(f"device {dev}" + (f" ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else "")
+          + "; LIF T=1 NCL=1024 (the kernels move 12-40 KB: a few microseconds)")
+    for name, fn in paths.items():
+        for _ in range(200):
+            fn()
+        sync()
+        walls = []
+        for _ in range(2000):
+            t = time.perf_counter()
+            fn()
+            walls.append(time.perf_counter() - t)
+        sync()
+        print(f"{name:18s} {statistics.median(walls) * 1e6:8.1f} us per call (median wall time)")
+
+
+if __name__ == "__main__":
+    main()
