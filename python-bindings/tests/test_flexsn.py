@@ -322,3 +322,15 @@ def test_modules_on_two_gpus_in_one_process():
             assert xd.grad.device == torch.device(dev)
             assert torch.cuda.current_device() == 0
             torch.ones(3, device="cuda").sum().item()   # cuda:0 still healthy
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_moved_to_another_device_without_reset_is_an_error():
+    m = flexsn.FlexSN(lif(), num_inputs=1, num_states=1)
+    m(torch.randn(3, 4))
+    m.cuda()
+    with pytest.raises(ValueError, match=r"state #0 is on cpu but input #0 is on cuda:0"):
+        m(torch.randn(3, 4, device="cuda"))
+    m.reset()
+    assert m(torch.randn(3, 4, device="cuda")).device.type == "cuda"
