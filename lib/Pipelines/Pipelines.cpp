@@ -21,6 +21,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 
 #include <cstdlib>
@@ -81,6 +82,15 @@ void mlir::flexsn::buildGPUPipeline(OpPassManager &pm, const GPUOptions &options
 
 FailureOr<std::string> mlir::flexsn::translateToPTX(ModuleOp module,
                                               const GPUOptions &options) {
+  // LLVM takes any string as a chip; an NVIDIA one is sm_<digits>[a|f].
+  StringRef digits = StringRef(options.chip);
+  if (!digits.consume_front("sm_") || digits.empty() ||
+      !llvm::all_of(digits.drop_back(digits.ends_with("a") ||
+                                     digits.ends_with("f")),
+                    llvm::isDigit))
+    return module.emitError() << "chip '" << options.chip
+                              << "' is not an NVIDIA GPU architecture "
+                                 "(sm_XX, e.g. sm_80, sm_90, sm_90a)";
   OwningOpRef<ModuleOp> clone = module.clone();
   PassManager pm(module.getContext());
   buildGPUPipeline(pm, options);

@@ -699,6 +699,17 @@ int main(int argc, char **argv) {
     return fail("--save-ops applies to --variant=forward|backward");
   if (clT < 0 || clNCL < 0)
     return fail("--T and --ncl must be >= 0");
+  // Every buffer is at most T * NCL elements of 8 bytes: its byte count
+  // must fit in 64 bits (a wrapped size would pass the memory guard).
+  int64_t elements, bytes;
+  if (__builtin_mul_overflow(int64_t(clT), int64_t(clNCL), &elements) ||
+      __builtin_mul_overflow(elements, int64_t(8), &bytes))
+    return fail("--T=" + std::to_string(clT) + " times --ncl=" +
+                std::to_string(clNCL) + " overflows 64-bit buffer sizes");
+  if (clTolerance.getNumOccurrences() &&
+      !(clTolerance >= 0 && std::isfinite(clTolerance)))
+    return fail("--tolerance must be a finite number >= 0, not " +
+                std::to_string(clTolerance));
 
   DialectRegistry registry;
   registerAllDialects(registry);

@@ -528,8 +528,16 @@ struct FlexSNDifferentiatePass
   using Base::Base;
   void runOnOperation() override {
     llvm::StringSet<> saveSet;
-    for (const std::string &name : saveOps)
+    for (const std::string &name : saveOps) {
+      if (!RegisteredOperationName::lookup(name, &getContext())) {
+        getOperation()->emitError()
+            << "save-ops names '" << name
+            << "', which is not a registered operation (e.g. math.exp, "
+               "flexsn.spike)";
+        return signalPassFailure();
+      }
       saveSet.insert(name);
+    }
     SmallVector<ScanOp> scans;
     getOperation().walk([&](ScanOp scan) {
       auto func = scan->getParentOfType<func::FuncOp>();

@@ -1,0 +1,11 @@
+// flexsn-run refuses sizes and tolerances it cannot honour, with a message
+// and exit status 2 (T * NCL wrapping to 0 used to pass the memory guard and
+// segfault; a negative or NaN tolerance used to be accepted).
+// RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --T=4611686018427387904 --ncl=4 2>&1 | FileCheck %s --check-prefix=OVERFLOW
+// OVERFLOW: overflows 64-bit buffer sizes
+// RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --T=4 --ncl=4 --check --tolerance=-1 2>&1 | FileCheck %s --check-prefix=TOL
+// RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --T=4 --ncl=4 --check --tolerance=nan 2>&1 | FileCheck %s --check-prefix=TOL
+// TOL: --tolerance must be a finite number >= 0
+// An op name in save-ops that no dialect registers is an error.
+// RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --T=4 --ncl=4 --variant=backward --save-ops=math.nope 2>&1 | FileCheck %s --check-prefix=SAVE
+// SAVE: save-ops names 'math.nope', which is not a registered operation
