@@ -32,3 +32,5 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   echo "== DDP on two GPUs vs one"
   python3 bench/ddp_check.py 2>&1 | grep -v "^W\|warn" | tee "$OUT/ddp.log"
 fi
+echo "== per-call overhead"
+python3 -P bench/overhead.py cuda 2>&1 | tee "$OUT/overhead.log"

@@ -122,9 +122,24 @@ def get_program(ir: str, target: str, chip: Optional[str] = None,
     return program
 
 
+_chips: dict[int, str] = {}
+
+
 def chip_of(device: torch.device) -> str:
-    major, minor = torch.cuda.get_device_capability(device)
-    return f"sm_{major}{minor}"
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    chip = _chips.get(index)
+    if chip is None:
+        major, minor = torch.cuda.get_device_capability(index)
+        chip = _chips[index] = f"sm_{major}{minor}"
+    return chip
+
+
+def current_stream(index: int) -> int:
+    """PyTorch's current CUDA stream on device `index`, as a CUstream."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(index)
+    return torch.cuda.current_stream(index).cuda_stream
 
 
 class Launcher:
@@ -140,6 +155,8 @@ class Launcher:
         self.writes = [(i, a) for i, a in enumerate(ptrs) if a["role"] in WRITTEN]
         self.reads = [(i, (a["meaning"], a["meaning_index"]))
                       for i, a in enumerate(ptrs) if a["role"] not in WRITTEN]
+        self.allocs = [(i, (a["meaning"], a["meaning_index"]), DTYPES[a["dtype"]], a["shape"])
+                       for i, a in self.writes]
         self._array_type = ctypes.c_void_p * max(1, self.num_pointers)
         self.cuda = program.target == "cuda"
 
@@ -154,20 +171,17 @@ class Launcher:
             if t is None:
                 raise RuntimeError(f"kernel {self.name} needs {key[0]} #{key[1]}")
             ptrs[i] = t.data_ptr()
-        for i, a in self.writes:
-            dtype = DTYPES[a["dtype"]]
-            shape = a["shape"]
+        for i, key, dtype, shape in self.allocs:
             if shape == "[T, NCL]":
                 t = torch.empty((T, NCL), dtype=dtype, device=device)
             elif shape == "[NCL]":
                 t = torch.empty((NCL,), dtype=dtype, device=device)
-            else:
+            else:  # accumulated into: zeroed
                 t = torch.zeros((1,), dtype=dtype, device=device)
-            results[(a["meaning"], a["meaning_index"])] = t
+            results[key] = t
             ptrs[i] = t.data_ptr()
         if self.cuda:
-            stream = torch.cuda.current_stream(device).cuda_stream
-            threads = 0
+            stream, threads = current_stream(self.device), 0
         else:
             stream, threads = None, torch.get_num_threads()
         _capi.kernel_launch(self.handle, ptrs, self.num_pointers, T, NCL, stream, threads)

@@ -256,9 +256,12 @@ class Call:
         self.mask = mask
         self.training = bool(training) and any(mask)
         self.target = "cuda" if self.device.type == "cuda" else "cpu"
-        self.chip = _program.chip_of(self.device) if self.target == "cuda" else None
-        self.dev_index = (self.device.index if self.device.index is not None
-                          else torch.cuda.current_device()) if self.target == "cuda" else 0
+        if self.target == "cuda":
+            self.chip = _program.chip_of(self.device)
+            index = self.device.index
+            self.dev_index = index if index is not None else torch.cuda.current_device()
+        else:
+            self.chip, self.dev_index = None, 0
 
     def plan(self) -> _Plan:
         cc = self.cc
