@@ -224,9 +224,10 @@ class FlexSN(nn.Module):
         if len(args) > len(names):
             raise TypeError(f"FlexSN takes at most {len(names) + 1} positional arguments")
         given = dict(zip(names, args))
-        for k, v in given.items():
-            if k in ("num_inputs", "num_states", "num_outputs", "static_inputs") and \
-                    locals()[k] not in (None, ()):
+        keywords = {"num_inputs": num_inputs, "num_states": num_states,
+                    "num_outputs": num_outputs, "static_inputs": static_inputs}
+        for k in given:
+            if keywords.get(k) not in (None, ()):
                 raise TypeError(f"FlexSN got {k} both positionally and by keyword")
         num_inputs = given.get("num_inputs", num_inputs)
         num_states = given.get("num_states", num_states)

@@ -161,7 +161,6 @@ def run(cc, inputs, init_states, params, *, want_seqs: bool, grad_mask=None):
     x = inputs[0]
     step = x.shape[1:]
     states = None if init_states is None else list(init_states)
-    leaves = inputs + (states or []) + params
     mask = [t.requires_grad for t in inputs]
     mask += [t.requires_grad for t in states] if states is not None else [False] * ns
     mask += [t.requires_grad for t in params]
@@ -180,5 +179,4 @@ def run(cc, inputs, init_states, params, *, want_seqs: bool, grad_mask=None):
         finals = (states or [x.new_zeros(step) for _ in range(ns)]) if x.shape[0] == 0 \
             else [q[-1] for q in rest]
         return list(outs), list(rest), list(finals)
-    del leaves
     return list(outs), None, list(rest)

@@ -34,6 +34,14 @@ from ._module import FlexSN
 __all__ = ["IFNode", "LIFNode", "ParametricLIFNode"]
 
 
+def _charge(v, x, k, base, decay_input):
+    """H from V and X with decay factor k = 1/tau toward `base` (V_reset, or
+    0 for a soft reset); decay_input: the input decays too."""
+    if decay_input:
+        return v + (x - (v - base)) * k
+    return v - (v - base) * k + x
+
+
 def _reset(h, s, v_threshold, v_reset, detach_reset):
     sr = s.detach() if detach_reset else s
     if v_reset is None:
@@ -139,18 +147,12 @@ class LIFNode(_BaseNode):
                          step_mode, backend, store_v_seq)
         self.tau, self.decay_input = float(tau), bool(decay_input)
         vth, vr, dr, sg = self.v_threshold, self.v_reset, self.detach_reset, surrogate_function
-        tau, base = self.tau, (self.v_reset or 0.0)
+        k, base, di = 1.0 / self.tau, (self.v_reset or 0.0), self.decay_input
 
-        if self.decay_input:
-            def lif_core(x, v):
-                h = v + (x - (v - base)) / tau
-                s = sg(h - vth)
-                return s, _reset(h, s, vth, vr, dr)
-        else:
-            def lif_core(x, v):
-                h = v - (v - base) / tau + x
-                s = sg(h - vth)
-                return s, _reset(h, s, vth, vr, dr)
+        def lif_core(x, v):
+            h = _charge(v, x, k, base, di)
+            s = sg(h - vth)
+            return s, _reset(h, s, vth, vr, dr)
 
         self._build(lif_core, step_mode, backend)
 
@@ -175,18 +177,12 @@ class ParametricLIFNode(_BaseNode):
         self.decay_input = bool(decay_input)
         self.w = nn.Parameter(torch.tensor([-math.log(init_tau - 1.)]))
         vth, vr, dr, sg = self.v_threshold, self.v_reset, self.detach_reset, surrogate_function
-        base = self.v_reset or 0.0
+        base, di = self.v_reset or 0.0, self.decay_input
 
-        if self.decay_input:
-            def plif_core(x, v, w):
-                h = v + (x - (v - base)) * torch.sigmoid(w)
-                s = sg(h - vth)
-                return s, _reset(h, s, vth, vr, dr)
-        else:
-            def plif_core(x, v, w):
-                h = v - (v - base) * torch.sigmoid(w) + x
-                s = sg(h - vth)
-                return s, _reset(h, s, vth, vr, dr)
+        def plif_core(x, v, w):
+            h = _charge(v, x, torch.sigmoid(w), base, di)
+            s = sg(h - vth)
+            return s, _reset(h, s, vth, vr, dr)
 
         self._build(plif_core, step_mode, backend, static_inputs=(self.w,))
 

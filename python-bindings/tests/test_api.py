@@ -287,3 +287,8 @@ def test_import_is_light():
                          cwd=str(__import__("pathlib").Path(__file__).parent.parent))
     assert out.returncode == 0, out.stderr
     assert float(out.stdout) < 0.5
+
+
+def test_argument_given_twice():
+    with pytest.raises(TypeError, match="num_states both positionally and by keyword"):
+        flexsn.FlexSN(lif(), 1, 1, 1, num_states=1)
