@@ -292,3 +292,36 @@ def test_import_is_light():
 def test_argument_given_twice():
     with pytest.raises(TypeError, match="num_states both positionally and by keyword"):
         flexsn.FlexSN(lif(), 1, 1, 1, num_states=1)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available() or
+                    torch.cuda.get_device_properties(0).total_memory < 70 * 2**30,
+                    reason="needs a GPU with 70 GiB")
+def test_more_than_2_31_elements_on_the_gpu():
+    """T * NCL > 2^31: offsets past 2^31 (64-bit indexing from Python through
+    the C API into the kernel). Neurons are independent, so slices at both
+    ends are checked against the torch loop."""
+    T, ncl = 3, 750_000_000                      # 2.25e9 elements per sequence
+    core = lif()
+    k = flexsn.FlexSNKernel(core, 1, 1, backend="cuda")
+    x = torch.empty(T, ncl, device="cuda").uniform_(-1, 3)
+    v0 = torch.zeros(ncl, device="cuda")
+    with torch.no_grad():
+        s, v = k(x, v0)
+    r = flexsn.FlexSNKernel(core, 1, 1, backend="torch")
+    for part in (slice(0, 4096), slice(ncl - 4096, ncl)):
+        rs, rv = r(x[:, part], v0[part])
+        assert torch.equal(s[:, part], rs)
+        assert_close(v[:, part], rv)
+    del s, v
+    # training: the backward's offsets too
+    xg = x.requires_grad_()
+    s, v = k(xg, v0)
+    g = torch.ones(T, ncl, device="cuda")
+    torch.autograd.backward([s], [g])
+    for part in (slice(0, 2048), slice(ncl - 2048, ncl)):
+        xr = x[:, part].detach().clone().requires_grad_()
+        rs, rv = r(xr, v0[part])
+        rs.sum().backward()
+        assert_close(xg.grad[:, part], xr.grad, what="grad past 2^31")
