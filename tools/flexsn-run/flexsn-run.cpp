@@ -649,23 +649,23 @@ private:
     std::vector<double> times;
     auto start = device->createEvent(), end = device->createEvent();
     if (!start || !end)
-      return (fail(start ? end.takeError() : start.takeError()), failure());
+      return static_cast<void>(fail(start ? end.takeError() : start.takeError())), failure();
     for (unsigned i = 0; i < reps; ++i) {
       if (llvm::Error e = device->record(*start, nullptr))
-        return (fail(std::move(e)), failure());
+        return static_cast<void>(fail(std::move(e))), failure();
       if (failed(fn()))
         return failure();
       if (llvm::Error e = device->record(*end, nullptr))
-        return (fail(std::move(e)), failure());
+        return static_cast<void>(fail(std::move(e))), failure();
       auto ms = device->elapsedMs(*start, *end);
       if (!ms)
-        return (fail(ms.takeError()), failure());
+        return static_cast<void>(fail(ms.takeError())), failure();
       times.push_back(*ms);
     }
     device->destroyEvent(*start);
     device->destroyEvent(*end);
     if (llvm::Error e = device->synchronize())
-      return (fail(std::move(e)), failure());
+      return static_cast<void>(fail(std::move(e))), failure();
     return times;
   }
 
