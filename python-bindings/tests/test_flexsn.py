@@ -334,3 +334,14 @@ def test_moved_to_another_device_without_reset_is_an_error():
         m(torch.randn(3, 4, device="cuda"))
     m.reset()
     assert m(torch.randn(3, 4, device="cuda")).device.type == "cuda"
+
+
+def test_output_depending_only_on_a_parameter(device):
+    w = torch.tensor([0.3], device=device, requires_grad=True)
+    k = flexsn.FlexSNKernel(lambda x, v: (torch.exp(2 * w) + 0 * v, v), 1, 1,
+                            backend=device.type, strict=True)
+    x = torch.randn(4, 6, device=device)
+    out, _ = k(x, torch.zeros(6, device=device))
+    out.sum().backward()
+    expect = 2 * torch.exp(torch.tensor(0.6)) * 4 * 6
+    assert abs(w.grad.item() - expect.item()) < 1e-4 * expect.item()

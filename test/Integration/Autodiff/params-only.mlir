@@ -1,0 +1,40 @@
+// A core whose outputs depend only on its params (the input is declared but
+// never read) is differentiated: the params' gradients are well defined.
+// This used to fail with "it has neither inputs nor states" because
+// canonicalization dropped the unread input; a user's function now keeps
+// its ABI, so the scan keeps the input and its T.
+// RUN: flexsn-run %s --func=scalar --variant=backward --check --T=3 --ncl=257 --seed=1 | FileCheck %s
+// RUN: flexsn-run %s --func=per_neuron --variant=backward --check --T=5 --ncl=64 --seed=2 | FileCheck %s
+// RUN: flexsn-run %s --func=per_neuron_f64 --variant=backward --check --T=4 --ncl=33 --seed=3 | FileCheck %s --check-prefix=FD
+// CHECK: grad_param #0 vs reference adjoint
+// CHECK-SAME: ok
+// CHECK: check: ok
+// FD: finite differences
+// FD-SAME: ok
+// FD: check: ok
+func.func @scalar(%x: tensor<?x?xf32>, %w: f32) -> tensor<?x?xf32> {
+  %o = flexsn.scan ins(%x : tensor<?x?xf32>) params(%w : f32) -> (tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %wt: f32):
+    %two = arith.constant 2.0 : f32
+    %r = arith.mulf %wt, %two : f32
+    %e = math.exp %r : f32
+    flexsn.yield %e : f32
+  }
+  return %o : tensor<?x?xf32>
+}
+func.func @per_neuron(%w: tensor<?xf32>, %x: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %o = flexsn.scan ins(%x : tensor<?x?xf32>) params(%w : tensor<?xf32>) -> (tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %wt: f32):
+    %e = math.sin %wt : f32
+    flexsn.yield %e : f32
+  }
+  return %o : tensor<?x?xf32>
+}
+func.func @per_neuron_f64(%w: tensor<?xf64>, %x: tensor<?x?xf64>) -> tensor<?x?xf64> {
+  %o = flexsn.scan ins(%x : tensor<?x?xf64>) params(%w : tensor<?xf64>) -> (tensor<?x?xf64>) {
+  ^bb0(%xt: f64, %wt: f64):
+    %e = math.tanh %wt : f64
+    flexsn.yield %e : f64
+  }
+  return %o : tensor<?x?xf64>
+}
