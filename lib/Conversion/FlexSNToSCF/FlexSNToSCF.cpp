@@ -48,15 +48,25 @@ struct ConvertFlexSNToSCFPass
         ValueRange args = entry->getArguments();
         Value begin = args[args.size() - 2], end = args.back();
         Value one = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1));
-        // Sums over neurons (sum_states): this call's share, added
-        // atomically at the end (callers run chunks of NCL in parallel).
+        // Sums over neurons (sum_states): this call's share, accumulated in
+        // f64 (an f32 running sum over a million neurons loses 1e-5), then
+        // rounded once and added atomically at the end (callers run chunks
+        // of NCL in parallel).
+        Type f64 = b.getF64Type();
         SmallVector<Value> sumPtrs, zeros;
+        SmallVector<Type> sumTypes;
         for (auto [arg, value] : llvm::zip(abi, args))
           if (arg.role == KernelArgRole::SumState) {
             sumPtrs.push_back(value);
-            zeros.push_back(arith::ConstantOp::create(
-                b, loc, b.getFloatAttr(arg.type, 0.0)));
+            sumTypes.push_back(arg.type);
+            zeros.push_back(
+                arith::ConstantOp::create(b, loc, b.getFloatAttr(f64, 0.0)));
           }
+        auto widen = [&](OpBuilder &nb, Value v) -> Value {
+          return v.getType() == f64 ? v
+                                    : arith::ExtFOp::create(nb, loc, f64, v)
+                                          .getResult();
+        };
         auto loop = scf::ForOp::create(
             b, loc, begin, end, one, zeros,
             [&](OpBuilder &nb, Location, Value n, ValueRange acc) {
@@ -65,11 +75,16 @@ struct ConvertFlexSNToSCFPass
                                  LaneAccess::Scalar);
               SmallVector<Value> next;
               for (auto [a, p] : llvm::zip_equal(acc, partials))
-                next.push_back(arith::AddFOp::create(nb, loc, a, p));
+                next.push_back(arith::AddFOp::create(nb, loc, a, widen(nb, p)));
               scf::YieldOp::create(nb, loc, next);
             });
-        for (auto [ptr, sum] : llvm::zip_equal(sumPtrs, loop.getResults()))
-          emitAtomicAdd(b, loc, ptr, sum);
+        for (auto [ptr, sum, type] :
+             llvm::zip_equal(sumPtrs, loop.getResults(), sumTypes)) {
+          Value rounded =
+              type == f64 ? sum
+                          : arith::TruncFOp::create(b, loc, type, sum).getResult();
+          emitAtomicAdd(b, loc, ptr, rounded);
+        }
         func::ReturnOp::create(b, loc);
       }
       func.erase();
