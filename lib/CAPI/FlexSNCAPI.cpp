@@ -119,6 +119,9 @@ std::unique_ptr<MLIRContext> makeContext() {
   registerAllDialects(registry);
   auto context = std::make_unique<MLIRContext>(registry);
   context->loadAllAvailableDialects();
+  // An error names its op through its location; a note that prints the op
+  // would dump the whole (lowered) module into the message.
+  context->printOpOnDiagnostic(false);
   return context;
 }
 

@@ -82,6 +82,14 @@ void mlir::flexsn::buildGPUPipeline(OpPassManager &pm, const GPUOptions &options
 
 FailureOr<std::string> mlir::flexsn::translateToPTX(ModuleOp module,
                                               const GPUOptions &options) {
+  // Errors here name their op by location; a note that prints the op would
+  // dump the whole (lowered) module after each.
+  struct QuietOps {
+    MLIRContext *ctx;
+    bool saved;
+    ~QuietOps() { ctx->printOpOnDiagnostic(saved); }
+  } quiet{module.getContext(), module.getContext()->shouldPrintOpOnDiagnostic()};
+  quiet.ctx->printOpOnDiagnostic(false);
   // LLVM takes any string as a chip; an NVIDIA one is sm_<digits>[a|f].
   StringRef digits = StringRef(options.chip);
   if (!digits.consume_front("sm_") || digits.empty() ||

@@ -8,6 +8,7 @@
 // CHECK: version: flexsn-mlir
 // CHECK-NOT: FAIL
 // CHECK: ok: the kernel reads y as input #1 and q as param #1
+// CHECK: ok: a compile error names the problem without dumping the module
 // CHECK: ok: load_cuda rebuilds the program from its PTX and manifest
 // CHECK: ok: without a GPU, device_count fails cleanly
 // CHECK: ok: without a GPU, kernel_get fails cleanly

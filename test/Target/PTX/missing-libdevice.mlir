@@ -3,3 +3,8 @@
 // RUN: not flexsn-translate --flexsn-to-ptx --cuda-home=%t.nonexistent %flexsn_src_root/examples/plif.mlir 2>&1 | FileCheck %s
 // CHECK: error: the PTX calls 1 unresolved external function(s); is libdevice at {{.*}}nonexistent/nvvm/libdevice? Set CUDA_HOME.
 // CHECK: note: .extern .func {{.*}}__nv_expf
+
+// The error is the message and the location, without a note that dumps the
+// lowered module.
+// RUN: not flexsn-translate --flexsn-to-ptx --cuda-home=/nonexistent %flexsn_src_root/examples/plif.mlir 2>&1 | FileCheck %s --check-prefix=QUIET --implicit-check-not="see current operation"
+// QUIET: error: CUDA path: /nonexistent does not exist
