@@ -123,3 +123,20 @@ func.func @params(%x: tensor<?x?xf32>, %v0: tensor<?xf32>, %w: f32, %b: tensor<?
   }
   return %s, %v : tensor<?x?xf32>, tensor<?x?xf32>
 }
+
+// -----
+
+// Nothing requires a gradient: the training forward only, no (empty)
+// backward function.
+// CHECK-LABEL: func.func @frozen_forward(
+// CHECK-NOT: func.func @frozen_backward
+// SAVE-LABEL: func.func @frozen_forward(
+func.func @frozen(%x: tensor<?x?xf32> {flexsn.no_grad}, %v0: tensor<?xf32> {flexsn.no_grad}) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  %s, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %vt: f32):
+    %h = arith.addf %xt, %vt : f32
+    %st = flexsn.spike %h surrogate <atan> : f32
+    flexsn.yield %st, %h : f32, f32
+  }
+  return %s, %v : tensor<?x?xf32>, tensor<?x?xf32>
+}

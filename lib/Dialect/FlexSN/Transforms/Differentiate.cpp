@@ -519,6 +519,9 @@ LogicalResult Differentiator::run() {
                                 << name << "' already exists";
   }
   buildForward();
+  // Nothing requires a gradient: no backward to build (not an empty one).
+  if (gradInput.none() && gradState.none() && gradParam.none())
+    return success();
   return buildBackward();
 }
 

@@ -22,7 +22,9 @@ def FlexSNDifferentiate : Pass<"flexsn-differentiate", "ModuleOp"> {
       adjoint. It returns the gradients of every input sequence, initial
       state and parameter that requires one. Parameter gradients are summed
       over time in registers; a scalar parameter's gradient is also summed
-      over neurons (`sum_states`), inside the kernel.
+      over neurons (`sum_states`), inside the kernel. When no argument of
+      `@f` requires a gradient (all carry `flexsn.no_grad`) there is nothing
+      to compute and no `@f_backward` is added.
 
     Each argument and result of the generated functions carries
     `flexsn.role` (`input`, `state_seq`, `init_state`, `param`, `saved`,
