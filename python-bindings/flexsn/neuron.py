@@ -42,6 +42,12 @@ def _charge(v, x, k, base, decay_input):
     return v - (v - base) * k + x
 
 
+def _fire(h, sg, v_threshold, v_reset, detach_reset):
+    """The spike of H and the membrane potential after the reset."""
+    s = sg(h - v_threshold)
+    return s, _reset(h, s, v_threshold, v_reset, detach_reset)
+
+
 def _reset(h, s, v_threshold, v_reset, detach_reset):
     sr = s.detach() if detach_reset else s
     if v_reset is None:
@@ -125,9 +131,7 @@ class IFNode(_BaseNode):
         vth, vr, dr, sg = self.v_threshold, self.v_reset, self.detach_reset, surrogate_function
 
         def if_core(x, v):
-            h = v + x
-            s = sg(h - vth)
-            return s, _reset(h, s, vth, vr, dr)
+            return _fire(v + x, sg, vth, vr, dr)
 
         self._build(if_core, step_mode, backend)
 
@@ -150,9 +154,7 @@ class LIFNode(_BaseNode):
         k, base, di = 1.0 / self.tau, (self.v_reset or 0.0), self.decay_input
 
         def lif_core(x, v):
-            h = _charge(v, x, k, base, di)
-            s = sg(h - vth)
-            return s, _reset(h, s, vth, vr, dr)
+            return _fire(_charge(v, x, k, base, di), sg, vth, vr, dr)
 
         self._build(lif_core, step_mode, backend)
 
@@ -180,9 +182,7 @@ class ParametricLIFNode(_BaseNode):
         base, di = self.v_reset or 0.0, self.decay_input
 
         def plif_core(x, v, w):
-            h = _charge(v, x, torch.sigmoid(w), base, di)
-            s = sg(h - vth)
-            return s, _reset(h, s, vth, vr, dr)
+            return _fire(_charge(v, x, torch.sigmoid(w), base, di), sg, vth, vr, dr)
 
         self._build(plif_core, step_mode, backend, static_inputs=(self.w,))
 
