@@ -198,6 +198,12 @@ def _captured_tensors(obj, depth=0, seen=None):
         for x in obj:
             yield from _captured_tensors(x, depth + 1, seen)
     elif callable(obj):
+        code = getattr(obj, "__code__", None)
+        names = getattr(obj, "__globals__", {})
+        for name in (code.co_names if code is not None else ()):
+            value = names.get(name)
+            if isinstance(value, (torch.Tensor, torch.nn.Module)):
+                yield from _captured_tensors(value, depth + 1, seen)
         for cell in getattr(obj, "__closure__", None) or ():
             try:
                 yield from _captured_tensors(cell.cell_contents, depth + 1, seen)

@@ -345,3 +345,27 @@ def test_output_depending_only_on_a_parameter(device):
     out.sum().backward()
     expect = 2 * torch.exp(torch.tensor(0.6)) * 4 * 6
     assert abs(w.grad.item() - expect.item()) < 1e-4 * expect.item()
+
+
+GLOBAL_DECAY = torch.tensor([0.4], requires_grad=True)
+
+
+def global_core(x, v):
+    """Reads a module-level tensor (a parameter the tracer must find)."""
+    h = v + (x - v) * torch.sigmoid(GLOBAL_DECAY)
+    s = flexsn.surrogate.Sigmoid()(h - 1.)
+    return s, h * (1. - s)
+
+
+def test_core_reading_a_global_tensor():
+    from flexsn import _tracer
+    assert any(t is GLOBAL_DECAY for t in _tracer._captured_tensors(global_core))
+    k = flexsn.FlexSNKernel(global_core, 1, 1, backend="cpu")
+    r = flexsn.FlexSNKernel(global_core, 1, 1, backend="torch")
+    x = torch.randn(4, 9) * 2
+    v0 = torch.zeros(9)
+    k(x, v0)[0].sum().backward()
+    g = GLOBAL_DECAY.grad.clone()
+    GLOBAL_DECAY.grad = None
+    r(x, v0)[0].sum().backward()
+    assert_close(g, GLOBAL_DECAY.grad)

@@ -1,13 +1,13 @@
 // RUN: flexsn-opt %s -canonicalize -split-input-file | FileCheck %s
 
-// In a function made by flexsn-differentiate (its arguments name their
-// meaning), an output nobody reads is no longer computed.
+// In a backward function made by flexsn-differentiate (its arguments name
+// their meaning), an output nobody reads is no longer computed.
 // CHECK-LABEL: func.func @drop_unused_output
 // CHECK: %[[V:.*]] = flexsn.scan ins(%{{.*}} : tensor<?x?xf32>) states(%{{.*}} : tensor<?xf32>) -> (tensor<?x?xf32>) {
 // CHECK-NOT: flexsn.spike
 // CHECK: flexsn.yield %{{.*}} : f32
 // CHECK: return %[[V]]
-func.func @drop_unused_output(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<?x?xf32> attributes {flexsn.kernel = "forward"} {
+func.func @drop_unused_output(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<?x?xf32> attributes {flexsn.kernel = "backward"} {
   %s, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
   ^bb0(%xt: f32, %vt: f32):
     %h = arith.addf %vt, %xt : f32
@@ -25,7 +25,7 @@ func.func @drop_unused_output(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor
 // CHECK-SAME: (%[[X:.*]]: tensor<?x?xf32>, %[[Y:.*]]: tensor<?x?xf32>, %[[A:.*]]: tensor<?xf32>, %[[B:.*]]: tensor<?xf32>)
 // CHECK: flexsn.scan ins(%[[X]] : tensor<?x?xf32>) states(%[[A]] : tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
 // CHECK-NEXT: ^bb0(%{{.*}}: f32, %{{.*}}: f32):
-func.func @drop_dead_state(%x: tensor<?x?xf32>, %y: tensor<?x?xf32>, %a0: tensor<?xf32>, %b0: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) attributes {flexsn.kernel = "forward"} {
+func.func @drop_dead_state(%x: tensor<?x?xf32>, %y: tensor<?x?xf32>, %a0: tensor<?xf32>, %b0: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) attributes {flexsn.kernel = "backward"} {
   %o, %a, %b = flexsn.scan ins(%x, %y : tensor<?x?xf32>, tensor<?x?xf32>) states(%a0, %b0 : tensor<?xf32>, tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>) {
   ^bb0(%xt: f32, %yt: f32, %at: f32, %bt: f32):
     %an = arith.addf %at, %xt : f32
@@ -52,7 +52,7 @@ func.func @keep_feeding_state(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor
 
 // -----
 
-// Unused params are dropped (in a generated function); constant scalar
+// Unused params are dropped (in a generated backward); constant scalar
 // params move into the body and fold there.
 // CHECK-LABEL: func.func @params
 // CHECK-SAME: (%[[X:.*]]: tensor<?x?xf32>, %[[P:.*]]: tensor<?xf32>, %[[Q:.*]]: f32)
@@ -62,7 +62,7 @@ func.func @keep_feeding_state(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor
 // CHECK-NEXT: %[[M:.*]] = arith.mulf %[[XT]], %[[C]] : f32
 // CHECK-NEXT: %[[R:.*]] = arith.addf %[[M]], %[[PT]] : f32
 // CHECK-NEXT: flexsn.yield %[[R]] : f32
-func.func @params(%x: tensor<?x?xf32>, %p: tensor<?xf32>, %q: f32) -> tensor<?x?xf32> attributes {flexsn.kernel = "forward"} {
+func.func @params(%x: tensor<?x?xf32>, %p: tensor<?xf32>, %q: f32) -> tensor<?x?xf32> attributes {flexsn.kernel = "backward"} {
   %three = arith.constant 3.0 : f32
   %o = flexsn.scan ins(%x : tensor<?x?xf32>) params(%three, %p, %q : f32, tensor<?xf32>, f32) -> (tensor<?x?xf32>) {
   ^bb0(%xt: f32, %c: f32, %pt: f32, %qt: f32):

@@ -332,11 +332,16 @@ struct SimplifyScanOperands : public OpRewritePattern<ScanOp> {
 
     // Liveness of yielded values: outputs with uses, states with used
     // results, and (to a fixpoint) states whose argument feeds a live value.
-    // Functions made by flexsn-differentiate name each argument's meaning
-    // (flexsn.role, flexsn.index): their operands may go.
+    // Backward functions made by flexsn-differentiate name each argument's
+    // meaning (flexsn.role, flexsn.index) and must shed what they do not
+    // read: their operands may go. A training forward keeps its inputs like
+    // the function it was made from (and a scan with no input left would
+    // have no sequence to take T from).
     Operation *func = scan->getParentOp();
+    auto kind = func ? func->getAttrOfType<StringAttr>(kKernelKindAttr)
+                     : StringAttr();
     bool inFunction = func && isa<FunctionOpInterface>(func) &&
-                      !func->hasAttr(kKernelKindAttr);
+                      (!kind || kind.getValue() != "backward");
     auto isFunctionArg = [&](Value v) {
       auto arg = dyn_cast<BlockArgument>(v);
       return inFunction && arg && arg.getOwner()->getParentOp() == func;
