@@ -19,7 +19,6 @@ from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                 "python-bindings"))
-import flexsn  # noqa: E402
 from flexsn import neuron  # noqa: E402
 
 T, BATCH, STEPS = 4, 8, 3

@@ -312,8 +312,8 @@ class FlexSN(nn.Module):
         if states is None and custom_init:
             states = list(self.init_states(self.num_states, self.step_mode, *inputs))
         # states None: zeros, made inside the kernel where it can.
-        T, step = _runner.validate_sequences(inputs, states, self.num_inputs,
-                                             self.num_states, self.step_mode)
+        _runner.validate_sequences(inputs, states, self.num_inputs, self.num_states,
+                                   self.step_mode)
         single = self.step_mode == "s"
         if single:
             inputs = [x.unsqueeze(0) for x in inputs]
@@ -326,9 +326,7 @@ class FlexSN(nn.Module):
         self.states = list(finals)
         if single:
             outs = [o[0] for o in outs]
-            self.state_seqs = [q for q in seqs] if seqs is not None else None
-        else:
-            self.state_seqs = list(seqs) if seqs is not None else None
+        self.state_seqs = list(seqs) if seqs is not None else None
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def extra_repr(self) -> str:

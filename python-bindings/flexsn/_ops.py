@@ -51,10 +51,6 @@ def _core(handle: int):
     return _CORES[handle]
 
 
-def _step(inputs):
-    return tuple(inputs[0].shape[1:])
-
-
 @torch.library.custom_op("flexsn::infer", mutates_args=())
 def infer(core: int, inputs: list[Tensor], states: list[Tensor], params: list[Tensor],
           want_seqs: bool) -> list[Tensor]:
@@ -113,11 +109,7 @@ def train_backward(core: int, inputs: list[Tensor], states: list[Tensor],
     for k, (t, g, m) in enumerate(zip(leaves, got, mask)):
         if not m or g is None:
             out.append(t.new_empty(0) if not m else torch.zeros_like(t))
-        elif k < ni:
-            out.append(g.view(t.shape))
-        elif k < ni + ns:
-            out.append(g.view(t.shape))
-        elif call.p_scalar[k - ni - ns]:
+        elif k < ni + ns or call.p_scalar[k - ni - ns]:
             out.append(g.view(t.shape))
         else:  # broadcast parameter: reduce its gradient to its shape
             out.append(g.view(step).sum_to_size(t.shape))
@@ -161,11 +153,7 @@ def run(cc, inputs, init_states, params, *, want_seqs: bool, grad_mask=None):
     x = inputs[0]
     step = x.shape[1:]
     states = None if init_states is None else list(init_states)
-    mask = [t.requires_grad for t in inputs]
-    mask += [t.requires_grad for t in states] if states is not None else [False] * ns
-    mask += [t.requires_grad for t in params]
-    if grad_mask is not None:
-        mask = [m and g for m, g in zip(mask, grad_mask)]
+    mask = _runner.requires_grad_mask(inputs, states, ns, params, grad_mask)
     if torch.is_grad_enabled() and any(mask):
         if states is None:
             states = [x.new_zeros(step) for _ in range(ns)]

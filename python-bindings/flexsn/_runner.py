@@ -80,18 +80,24 @@ class _Plan:
                  "param_shapes", "param_dtypes", "grad_reads", "non_differentiable")
 
 
+def _feed(xs, s0, ps) -> dict:
+    """The kernel arguments by meaning: inputs, initial states, params."""
+    feed = {("input", i): x for i, x in enumerate(xs)}
+    feed.update({("init_state", s): v for s, v in enumerate(s0)})
+    feed.update({("param", p): v for p, v in enumerate(ps)})
+    return feed
+
+
+def _split(plan: _Plan, tensors):
+    ni, ns, npar, _ = plan.counts
+    return tensors[:ni], tensors[ni:ni + ns], tensors[ni + ns:ni + ns + npar]
+
+
 def launch_forward(plan: _Plan, tensors):
     """Training forward on flat tensors (inputs [T, NCL], initial states
     [NCL], params): outputs and state sequences, [T, NCL] each."""
-    ni, ns, npar, no = plan.counts
-    feed = {}
-    for i in range(ni):
-        feed[("input", i)] = tensors[i]
-    for s in range(ns):
-        feed[("init_state", s)] = tensors[ni + s]
-    for p in range(npar):
-        feed[("param", p)] = tensors[ni + ns + p]
-    res = plan.forward(feed, plan.T, plan.NCL, plan.device)
+    no, ns = plan.counts[3], plan.counts[1]
+    res = plan.forward(_feed(*_split(plan, tensors)), plan.T, plan.NCL, plan.device)
     return ([res[("output", k)] for k in range(no)],
             [res[("state_seq", s)] for s in range(ns)])
 
@@ -102,14 +108,8 @@ def launch_backward(plan: _Plan, tensors, seqs, grads):
     initial state and parameter."""
     ni, ns, npar, no = plan.counts
     T, NCL, device = plan.T, plan.NCL, plan.device
-    feed = {}
-    for i in range(ni):
-        feed[("input", i)] = tensors[i]
-    for s in range(ns):
-        feed[("init_state", s)] = tensors[ni + s]
-        feed[("state_seq", s)] = seqs[s]
-    for p in range(npar):
-        feed[("param", p)] = tensors[ni + ns + p]
+    feed = _feed(*_split(plan, tensors))
+    feed.update({("state_seq", s): q for s, q in enumerate(seqs)})
     for meaning, index in plan.grad_reads:
         g = grads[index] if meaning == "grad_output" else grads[no + index]
         if g is None:
@@ -192,15 +192,28 @@ def validate_sequences(inputs, states, num_inputs, num_states, step_mode="m"):
     return T, step
 
 
-def _param_views(params, step, device, dtype_of_inputs):
-    flat, shapes, dtypes, scalar = [], [], [], []
+def requires_grad_mask(inputs, init_states, num_states, params,
+                       grad_mask: Optional[Sequence[bool]] = None) -> list[bool]:
+    """Which inputs, initial states (None: zeros, no gradient) and params
+    take a gradient: they require grad and `grad_mask` (the tutorial API's
+    requires_grad, extended over params) allows it."""
+    mask = [t.requires_grad for t in inputs]
+    mask += [False] * num_states if init_states is None else \
+        [t.requires_grad for t in init_states]
+    mask += [t.requires_grad for t in params]
+    if grad_mask is not None:
+        mask = [m and g for m, g in zip(mask, grad_mask)]
+    return mask
+
+
+def _param_views(params, step, device):
+    flat, dtypes, scalar = [], [], []
     numel = math.prod(step)
     for p, t in enumerate(params):
         if not isinstance(t, torch.Tensor) or t.dtype not in FLOAT_TYPES:
             raise TypeError(f"parameter #{p} must be a floating-point tensor")
         if t.device != device:
             t = t.to(device)
-        shapes.append(t.shape)
         dtypes.append(t.dtype)
         if t.numel() == 1:
             flat.append(t.reshape(1))
@@ -213,7 +226,7 @@ def _param_views(params, step, device, dtype_of_inputs):
                              f"not broadcast to the per-step shape {step}") from None
         flat.append(_program.flat(full, (numel,)))
         scalar.append(False)
-    return flat, shapes, dtypes, scalar
+    return flat, dtypes, scalar
 
 
 class Call:
@@ -243,18 +256,15 @@ class Call:
         self.init_states = list(init_states)
         self.xs = [_program.flat(x, (self.T, NCL)) for x in inputs]
         self.s0 = [_program.flat(s, (NCL,)) for s in init_states]
-        self.ps, self.p_shapes, self.p_dtypes, self.p_scalar = _param_views(
-            params, self.step, self.device, first.dtype)
+        self.ps, self.p_dtypes, self.p_scalar = _param_views(params, self.step,
+                                                             self.device)
         self.in_dtypes = [first.dtype] * (ni + ns)
-        mask = [t.requires_grad for t in inputs]
-        mask += [False] * ns if self.zero_states else [t.requires_grad for t in init_states]
-        mask += [t.requires_grad for t in params]
-        if grad_mask is not None:
-            mask = [m and g for m, g in zip(mask, grad_mask)]
         if explicit_mask is not None:  # the custom ops: tensors below autograd
-            mask = [bool(m) for m in explicit_mask]
-        self.mask = mask
-        self.training = bool(training) and any(mask)
+            self.mask = [bool(m) for m in explicit_mask]
+        else:
+            self.mask = requires_grad_mask(
+                inputs, None if self.zero_states else init_states, ns, params, grad_mask)
+        self.training = bool(training) and any(self.mask)
         self.target = "cuda" if self.device.type == "cuda" else "cpu"
         if self.target == "cuda":
             self.chip = _program.chip_of(self.device)
@@ -288,10 +298,7 @@ class Call:
         program = _program.get_program(ir, self.target, self.chip)
         name = "core_inference" if want_seqs else "core_final_state"
         launcher = program.launcher(name, self.dev_index)
-        feed = {("input", i): x for i, x in enumerate(self.xs)}
-        feed.update({("init_state", s): v for s, v in enumerate(self.s0)})
-        feed.update({("param", p): v for p, v in enumerate(self.ps)})
-        res = launcher(feed, T, self.NCL, self.device)
+        res = launcher(_feed(self.xs, self.s0, self.ps), T, self.NCL, self.device)
         outs = [res[("output", k)].view(T, *step) for k in range(cc.num_outputs)]
         if want_seqs:
             seqs = [res[("state_seq", s)].view(T, *step) for s in range(cc.num_states)]
