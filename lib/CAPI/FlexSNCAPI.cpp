@@ -379,20 +379,9 @@ int flexsn_kernel_launch(const flexsn_kernel *kernel, void *const *ptrs,
                     NCL, threads);
     return 0;
   }
-  uint64_t perBlock = uint64_t(kernel->blockSize) * kernel->neuronsPerThread;
-  uint64_t grid = (uint64_t(NCL) + perBlock - 1) / perBlock;
-  if (grid == 0)
-    return 0;
-  if (grid > 0x7fffffffu)
-    return failWith(error, "NCL=" + std::to_string(NCL) +
-                               " is too large for one launch");
-  llvm::SmallVector<void *, 24> args;
-  for (size_t i = 0; i < num_ptrs; ++i)
-    args.push_back(const_cast<void **>(&ptrs[i]));
-  args.push_back(&T);
-  args.push_back(&NCL);
-  if (llvm::Error e = kernel->device->launch(
-          kernel->cudaFn, unsigned(grid), kernel->blockSize, args,
+  if (llvm::Error e = kernel->device->launchScan(
+          kernel->cudaFn, llvm::ArrayRef<void *>(ptrs, num_ptrs), T, NCL,
+          kernel->blockSize, kernel->neuronsPerThread,
           static_cast<cuda::Stream>(stream), name))
     return failWith(error, std::move(e));
   return 0;

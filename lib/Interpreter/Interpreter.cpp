@@ -9,24 +9,11 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
 using namespace mlir::flexsn;
-
-double mlir::flexsn::roundToType(double x, Type type) {
-  if (type.isF64() || !isa<FloatType>(type))
-    return x;
-  if (type.isF32())
-    return static_cast<double>(static_cast<float>(x));
-  llvm::APFloat v(x);
-  bool lost;
-  v.convert(cast<FloatType>(type).getFloatSemantics(),
-            llvm::APFloat::rmNearestTiesToEven, &lost);
-  v.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven,
-            &lost);
-  return v.convertToDouble();
-}
 
 static bool compareF(arith::CmpFPredicate p, double a, double b) {
   bool unordered = std::isnan(a) || std::isnan(b);
@@ -95,9 +82,45 @@ namespace {
 /// Evaluates one body op; returns false when the op is not supported.
 struct Evaluator {
   llvm::DenseMap<Value, double> &env;
+  TieWatch *ties = nullptr;
   double get(Value v) { return env.lookup(v); }
 
+  /// Flags a switch point (a - b changes sign) passed within the margin.
+  void near(double a, double b) {
+    if (ties && std::fabs(a - b) <=
+                    ties->margin * std::max({1.0, std::fabs(a), std::fabs(b)}))
+      ties->hit = true;
+  }
+  /// Flags `a` within the margin of an integer (or, for round, of a half).
+  void nearInteger(double a, double offset = 0.0) {
+    if (ties && std::isfinite(a)) {
+      double shifted = a + offset;
+      near(shifted, std::nearbyint(shifted));
+    }
+  }
+  void watch(Operation *op) {
+    if (!ties)
+      return;
+    auto operand = [&](unsigned i) { return get(op->getOperand(i)); };
+    llvm::TypeSwitch<Operation *>(op)
+        .Case<arith::CmpFOp, arith::MaximumFOp, arith::MinimumFOp,
+              arith::MaxNumFOp, arith::MinNumFOp>(
+            [&](Operation *) { near(operand(0), operand(1)); })
+        .Case<SpikeOp, math::AbsFOp>(
+            [&](Operation *) { near(operand(0), 0.0); })
+        .Case([&](math::CopySignOp) { near(operand(1), 0.0); })
+        .Case<math::FloorOp, math::CeilOp, math::TruncOp, arith::FPToSIOp,
+              arith::FPToUIOp>([&](Operation *) { nearInteger(operand(0)); })
+        .Case<math::RoundOp, math::RoundEvenOp>(
+            [&](Operation *) { nearInteger(operand(0), 0.5); })
+        .Case([&](arith::RemFOp) {
+          if (operand(1) != 0.0)
+            nearInteger(operand(0) / operand(1));
+        });
+  }
+
   bool eval(Operation *op) {
+    watch(op);
     auto unary = [&](double (*f)(double)) {
       env[op->getResult(0)] = f(get(op->getOperand(0)));
       return true;
@@ -264,8 +287,9 @@ LogicalResult mlir::flexsn::checkInterpretable(ScanOp scan) {
 }
 
 void mlir::flexsn::evaluateBody(ScanOp scan,
-                                llvm::DenseMap<Value, double> &env) {
-  Evaluator e{env};
+                                llvm::DenseMap<Value, double> &env,
+                                TieWatch *ties) {
+  Evaluator e{env, ties};
   for (Operation &op : scan.getBodyBlock().without_terminator()) {
     e.eval(&op);
     for (Value r : op.getResults())
@@ -277,7 +301,8 @@ LogicalResult
 mlir::flexsn::interpretScan(ScanOp scan, KernelVariant variant, int64_t T,
                             int64_t NCL,
                             const std::vector<std::vector<double>> &operands,
-                            std::vector<std::vector<double>> &results) {
+                            std::vector<std::vector<double>> &results,
+                            std::vector<uint8_t> *nearTies, double margin) {
   if (failed(checkInterpretable(scan)))
     return failure();
   Type computeType = scan.getComputeType();
@@ -299,7 +324,11 @@ mlir::flexsn::interpretScan(ScanOp scan, KernelVariant variant, int64_t T,
   YieldOp yield = scan.getYield();
   llvm::DenseMap<Value, double> env;
   std::vector<double> state(numSt);
+  if (nearTies)
+    nearTies->assign(NCL, 0);
+  TieWatch watch{margin};
   for (int64_t n = 0; n < NCL; ++n) {
+    watch.hit = false;
     for (unsigned k = 0; k < numSt; ++k)
       state[k] = roundToType(operands[firstState + k][n], computeType);
     for (unsigned k = 0; k < numPa; ++k) {
@@ -319,7 +348,7 @@ mlir::flexsn::interpretScan(ScanOp scan, KernelVariant variant, int64_t T,
             computeType);
       for (unsigned k = 0; k < numSt; ++k)
         env[scan.getStateArgs()[k]] = state[k];
-      evaluateBody(scan, env);
+      evaluateBody(scan, env, nearTies ? &watch : nullptr);
       for (unsigned k = 0; k < numOut; ++k)
         results[k][off] = roundToType(
             env.lookup(yield.getValues()[k]),
@@ -330,6 +359,8 @@ mlir::flexsn::interpretScan(ScanOp scan, KernelVariant variant, int64_t T,
           results[numOut + k][off] = roundToType(state[k], stateElt(k));
       }
     }
+    if (nearTies)
+      (*nearTies)[n] = watch.hit;
     if (finalOnly)
       for (unsigned k = 0; k < numSt; ++k) {
         if (scan.isSumState(k))

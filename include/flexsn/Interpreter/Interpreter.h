@@ -10,6 +10,7 @@
 #define FLEXSN_INTERPRETER_INTERPRETER_H
 
 #include "flexsn/Conversion/ScanKernel.h"
+#include "flexsn/Execution/Storage.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -19,29 +20,40 @@
 namespace mlir {
 namespace flexsn {
 
-/// Rounds `x` to the nearest value of float type `type` (f16, bf16, f32,
-/// f64), ties to even.
-double roundToType(double x, Type type);
-
 /// Fails with a diagnostic naming the first body op the interpreter cannot
 /// evaluate.
 LogicalResult checkInterpretable(ScanOp scan);
 
+/// Watches an evaluation for switch points passed closely: a comparison,
+/// max/min or spike whose operands differ by at most `margin` (relative to
+/// max(1, |a|, |b|)), abs or copysign at 0, floor/ceil/trunc/round/remf
+/// next to their jump. A kernel that rounds differently may take the other
+/// branch there; differential tests leave such neurons out.
+struct TieWatch {
+  double margin = 0.0;
+  bool hit = false;
+};
+
 /// Evaluates the body ops of `scan` once; `env` maps the block arguments
 /// (in) and every op result (out) to doubles, each rounded to its type.
-void evaluateBody(ScanOp scan, llvm::DenseMap<Value, double> &env);
+/// With `ties`, flags switch points passed within its margin.
+void evaluateBody(ScanOp scan, llvm::DenseMap<Value, double> &env,
+                  TieWatch *ties = nullptr);
 
 /// Runs `scan` (the kernel `variant`) for T steps over NCL neurons.
 /// `operands` hold, in operand order, inputs [T*NCL], lagged sequences
 /// [T*NCL], lagged inits [NCL], initial states [NCL] (a constant initial
 /// state too), params ([NCL] or [1]). `results` receives outputs [T*NCL],
 /// then per state [T*NCL] (Inference), [NCL] (FinalState) or [1] (a
-/// sum_states state, summed in double). Fails with a diagnostic on an op it
-/// cannot evaluate.
+/// sum_states state, summed in double). With `nearTies`, sets one flag per
+/// neuron whose run passed a switch point within `margin` (see TieWatch).
+/// Fails with a diagnostic on an op it cannot evaluate.
 LogicalResult interpretScan(ScanOp scan, KernelVariant variant, int64_t T,
                             int64_t NCL,
                             const std::vector<std::vector<double>> &operands,
-                            std::vector<std::vector<double>> &results);
+                            std::vector<std::vector<double>> &results,
+                            std::vector<uint8_t> *nearTies = nullptr,
+                            double margin = 0.0);
 
 /// What the reference adjoint of a primal scan needs: the primal operands,
 /// the state sequences the backward reads (as the forward stored them), and

@@ -287,6 +287,31 @@ Error Device::launch(Function fn, unsigned grid, unsigned block,
                "launching kernel '" + what + "'");
 }
 
+Error Device::launchScan(Function fn, ArrayRef<void *> pointers, int64_t T,
+                         int64_t NCL, unsigned blockSize,
+                         unsigned neuronsPerThread, Stream stream,
+                         StringRef what) {
+  if (T < 0 || NCL < 0)
+    return driverError("kernel '" + what + "': T and NCL must be >= 0 (got T=" +
+                     Twine(T) + ", NCL=" + Twine(NCL) + ")");
+  if (blockSize == 0 || neuronsPerThread == 0)
+    return driverError("kernel '" + what +
+                     "': block size and neurons per thread must be >= 1");
+  uint64_t perBlock = uint64_t(blockSize) * neuronsPerThread;
+  uint64_t grid = (uint64_t(NCL) + perBlock - 1) / perBlock;
+  if (grid == 0)
+    return Error::success();
+  if (grid > 0x7fffffffu)
+    return driverError("kernel '" + what + "': NCL=" + Twine(NCL) +
+                     " is too large for one launch (over 2^31 - 1 blocks)");
+  llvm::SmallVector<void *, 24> args;
+  for (void *const &p : pointers)
+    args.push_back(const_cast<void **>(&p));
+  args.push_back(&T);
+  args.push_back(&NCL);
+  return launch(fn, unsigned(grid), blockSize, args, stream, what);
+}
+
 Expected<DevicePtr> Device::alloc(size_t bytes) {
   if (Error e = makeCurrent())
     return std::move(e);

@@ -68,6 +68,15 @@ public:
                      llvm::ArrayRef<void *> args, Stream stream,
                      llvm::StringRef what);
 
+  /// Launches the scan kernel `fn` over T steps and NCL neurons: the one
+  /// place where a launch's geometry is decided (grid = ceil(NCL / (block
+  /// * neurons per thread)), nothing launched when NCL is 0). `pointers`
+  /// are the kernel's pointer arguments in ABI order (device addresses).
+  llvm::Error launchScan(Function fn, llvm::ArrayRef<void *> pointers,
+                         int64_t T, int64_t NCL, unsigned blockSize,
+                         unsigned neuronsPerThread, Stream stream,
+                         llvm::StringRef what);
+
   llvm::Expected<DevicePtr> alloc(size_t bytes);
   void free(DevicePtr ptr);
   llvm::Error copyToDevice(DevicePtr dst, const void *src, size_t bytes);

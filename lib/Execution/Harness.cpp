@@ -1,0 +1,937 @@
+//===- Harness.cpp - Run and check compiled flexsn kernels ----------------===//
+
+#include "flexsn/Execution/Harness.h"
+
+#include "flexsn/Execution/Storage.h"
+#include "flexsn/Interpreter/Interpreter.h"
+#include "flexsn/Pipelines/Pipelines.h"
+#include "flexsn/Runtime/CPU/CPUBackend.h"
+#include "flexsn/Runtime/CUDA/CUDARuntime.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include <unistd.h>
+
+using namespace mlir;
+using namespace mlir::flexsn;
+using llvm::Error;
+using llvm::Expected;
+
+char DiagnosedError::ID = 0;
+void DiagnosedError::log(llvm::raw_ostream &os) const {
+  os << "(reported as a diagnostic)";
+}
+std::error_code DiagnosedError::convertToErrorCode() const {
+  return llvm::inconvertibleErrorCode();
+}
+Error mlir::flexsn::makeDiagnosedError() {
+  return llvm::make_error<DiagnosedError>();
+}
+
+static Error makeError(const Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+unsigned HostBuffer::width() const { return storageBytes(arg.type); }
+double HostBuffer::at(int64_t i) const {
+  return decodeStorage(bytes.data() + i * width(), arg.type);
+}
+std::vector<double> HostBuffer::decoded() const {
+  std::vector<double> out(count);
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = at(i);
+  return out;
+}
+void HostBuffer::fill(std::mt19937_64 &rng, double lo, double hi) {
+  std::uniform_real_distribution<double> dist(lo, hi);
+  for (int64_t i = 0; i < count; ++i)
+    encodeStorage(dist(rng), arg.type, bytes.data() + i * width());
+}
+
+bool mlir::flexsn::isResultRole(KernelArgRole role) {
+  return role == KernelArgRole::Output || role == KernelArgRole::StateSeq ||
+         role == KernelArgRole::FinalState || role == KernelArgRole::SumState;
+}
+
+int64_t mlir::flexsn::getElementCount(KernelArgRole role, int64_t T,
+                                      int64_t NCL) {
+  switch (role) {
+  case KernelArgRole::Input:
+  case KernelArgRole::Lagged:
+  case KernelArgRole::Output:
+  case KernelArgRole::StateSeq:
+    return T * NCL;
+  case KernelArgRole::ParamScalar:
+  case KernelArgRole::SumState:
+    return 1;
+  default:
+    return NCL;
+  }
+}
+
+/// Buffers for every pointer argument: results poisoned with NaN (sums are
+/// zeroed before each run: the kernel adds to them), operands zero.
+static std::vector<HostBuffer> makeBuffers(ArrayRef<KernelArg> abi, int64_t T,
+                                           int64_t NCL) {
+  std::vector<HostBuffer> buffers;
+  for (const KernelArg &arg : abi) {
+    if (!arg.isPointer())
+      continue;
+    HostBuffer buf{arg, getElementCount(arg.role, T, NCL), {}};
+    buf.bytes.assign(std::max<int64_t>(buf.count * buf.width(), 1), 0);
+    if (isResultRole(arg.role) && arg.role != KernelArgRole::SumState)
+      std::memset(buf.bytes.data(), 0xFF, buf.bytes.size()); // NaN
+    buffers.push_back(std::move(buf));
+  }
+  return buffers;
+}
+
+/// Random operands: inputs in [-1, 3), states in [-0.5, 0.5), params and
+/// gradients in [-1, 1).
+static void fillOperand(HostBuffer &buf, StringRef meaning,
+                        std::mt19937_64 &rng) {
+  if (meaning == "input")
+    buf.fill(rng, -1.0, 3.0);
+  else if (meaning == "init_state")
+    buf.fill(rng, -0.5, 0.5);
+  else
+    buf.fill(rng, -1.0, 1.0);
+}
+
+static void zeroSums(std::vector<HostBuffer> &buffers) {
+  for (HostBuffer &b : buffers)
+    if (b.arg.role == KernelArgRole::SumState)
+      std::memset(b.bytes.data(), 0, b.bytes.size());
+}
+
+static int64_t totalBytes(const std::vector<HostBuffer> &buffers) {
+  int64_t bytes = 0;
+  for (const HostBuffer &b : buffers)
+    bytes += b.count * b.width();
+  return bytes;
+}
+
+static double median(std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+//===----------------------------------------------------------------------===//
+// Runners
+//===----------------------------------------------------------------------===//
+
+KernelRunner::~KernelRunner() = default;
+
+namespace {
+class CPURunner : public KernelRunner {
+public:
+  CPURunner(std::unique_ptr<CPUKernels> kernels, const HarnessOptions &options)
+      : kernels(std::move(kernels)), options(options) {}
+  StringRef backend() const override { return "cpu"; }
+
+  Error run(StringRef name, std::vector<HostBuffer> &buffers, int64_t T,
+            int64_t NCL) override {
+    auto fn = lookup(name);
+    if (!fn)
+      return fn.takeError();
+    zeroSums(buffers);
+    CPUKernels::run(*fn, pointers(buffers), T, NCL, options.threads);
+    return Error::success();
+  }
+
+  Error bench(StringRef name, std::vector<HostBuffer> &buffers, int64_t T,
+              int64_t NCL, llvm::raw_ostream &os) override {
+    auto fn = lookup(name);
+    if (!fn)
+      return fn.takeError();
+    std::vector<void *> ptrs = pointers(buffers);
+    for (int i = 0; i < 2; ++i)
+      CPUKernels::run(*fn, ptrs, T, NCL, options.threads);
+    std::vector<double> times;
+    for (unsigned i = 0; i < std::max(1u, options.reps); ++i) {
+      auto start = std::chrono::steady_clock::now();
+      CPUKernels::run(*fn, ptrs, T, NCL, options.threads);
+      times.push_back(std::chrono::duration<double, std::milli>(
+                          std::chrono::steady_clock::now() - start)
+                          .count());
+    }
+    double ms = median(times);
+    int64_t bytes = totalBytes(buffers);
+    os << "bench: median " << ms << " ms over " << times.size() << " runs, "
+       << bytes << " bytes moved, " << (ms > 0 ? bytes / (ms * 1e6) : 0.0)
+       << " GB/s\n";
+    return Error::success();
+  }
+
+private:
+  Expected<CPUKernels::KernelFn> lookup(StringRef name) {
+    auto fn = kernels->lookup(name);
+    if (failed(fn))
+      return makeError("no CPU kernel named '" + name + "'");
+    return *fn;
+  }
+  static std::vector<void *> pointers(std::vector<HostBuffer> &buffers) {
+    std::vector<void *> ptrs;
+    for (HostBuffer &b : buffers)
+      ptrs.push_back(b.bytes.data());
+    return ptrs;
+  }
+
+  std::unique_ptr<CPUKernels> kernels;
+  HarnessOptions options;
+};
+
+/// Device buffers mirror the host buffers; each run copies operands in and
+/// results out.
+class CUDARunner : public KernelRunner {
+public:
+  CUDARunner(std::unique_ptr<cuda::Device> device, cuda::Module module,
+             const GPUOptions &gpu, const HarnessOptions &options)
+      : device(std::move(device)), module(module), gpu(gpu),
+        options(options) {}
+  ~CUDARunner() override { release(); }
+  StringRef backend() const override { return "cuda"; }
+
+  Error run(StringRef name, std::vector<HostBuffer> &buffers, int64_t T,
+            int64_t NCL) override {
+    release();
+    std::vector<cuda::DevicePtr> ptrs;
+    if (Error e = upload(buffers, ptrs))
+      return e;
+    if (Error e = launch(name, ptrs, T, NCL))
+      return e;
+    if (Error e = device->synchronize())
+      return e;
+    for (auto [b, p] : llvm::zip_equal(buffers, ptrs))
+      if (isResultRole(b.arg.role))
+        if (Error e = device->copyToHost(b.bytes.data(), p, b.bytes.size()))
+          return e;
+    return Error::success();
+  }
+
+  Error bench(StringRef name, std::vector<HostBuffer> &buffers, int64_t T,
+              int64_t NCL, llvm::raw_ostream &os) override {
+    release();
+    std::vector<cuda::DevicePtr> ptrs;
+    if (Error e = upload(buffers, ptrs))
+      return e;
+    // Device-to-device copy of 2 x 1 GiB in the same run: the bandwidth
+    // floor the kernel is compared with.
+    const size_t copyBytes = size_t(1) << 30;
+    auto src = device->alloc(copyBytes);
+    if (!src)
+      return src.takeError();
+    allocations.push_back(*src);
+    auto dst = device->alloc(copyBytes);
+    if (!dst)
+      return dst.takeError();
+    allocations.push_back(*dst);
+    auto copyTimes =
+        time([&] { return device->copyOnDevice(*dst, *src, copyBytes); });
+    if (!copyTimes)
+      return copyTimes.takeError();
+    auto kernelTimes = time([&] { return launch(name, ptrs, T, NCL); });
+    if (!kernelTimes)
+      return kernelTimes.takeError();
+    double copyMs = median(*copyTimes), ms = median(*kernelTimes);
+    double copyGBs = 2.0 * copyBytes / (copyMs * 1e6);
+    int64_t bytes = totalBytes(buffers);
+    double gbs = ms > 0 ? bytes / (ms * 1e6) : 0.0;
+    os << "bench: " << device->describe() << "\n"
+       << "bench: copy " << llvm::format("%.0f", copyGBs)
+       << " GB/s (device-to-device, 2 x 1 GiB, median of "
+       << copyTimes->size() << ")\n"
+       << "bench: kernel median " << llvm::format("%.4f", ms) << " ms over "
+       << kernelTimes->size() << " runs, " << bytes << " bytes (floor "
+       << llvm::format("%.4f", bytes / (copyGBs * 1e6)) << " ms), "
+       << llvm::format("%.0f", gbs) << " GB/s, "
+       << llvm::format("%.0f", 100.0 * gbs / copyGBs) << "% of copy\n";
+    return Error::success();
+  }
+
+private:
+  void release() {
+    for (cuda::DevicePtr p : allocations)
+      device->free(p);
+    allocations.clear();
+  }
+
+  Error upload(std::vector<HostBuffer> &buffers,
+               std::vector<cuda::DevicePtr> &ptrs) {
+    zeroSums(buffers);
+    for (HostBuffer &b : buffers) {
+      auto p = device->alloc(b.bytes.size());
+      if (!p)
+        return p.takeError();
+      allocations.push_back(*p);
+      if (Error e = device->copyToDevice(*p, b.bytes.data(), b.bytes.size()))
+        return e;
+      ptrs.push_back(*p);
+    }
+    return Error::success();
+  }
+
+  Error launch(StringRef name, std::vector<cuda::DevicePtr> &ptrs, int64_t T,
+               int64_t NCL) {
+    auto fn = device->getFunction(module, name);
+    if (!fn)
+      return fn.takeError();
+    std::vector<void *> values;
+    for (cuda::DevicePtr p : ptrs)
+      values.push_back(reinterpret_cast<void *>(p));
+    return device->launchScan(*fn, values, T, NCL, gpu.blockSize,
+                              gpu.neuronsPerThread, nullptr, name);
+  }
+
+  /// Times `fn` with CUDA events: 5 warm-up runs, then at least 30.
+  Expected<std::vector<double>> time(llvm::function_ref<Error()> fn) {
+    for (int i = 0; i < 5; ++i)
+      if (Error e = fn())
+        return std::move(e);
+    auto start = device->createEvent();
+    if (!start)
+      return start.takeError();
+    auto end = device->createEvent();
+    if (!end)
+      return end.takeError();
+    llvm::scope_exit cleanup([&] {
+      device->destroyEvent(*start);
+      device->destroyEvent(*end);
+    });
+    std::vector<double> times;
+    for (unsigned i = 0; i < std::max(30u, options.reps); ++i) {
+      if (Error e = device->record(*start, nullptr))
+        return std::move(e);
+      if (Error e = fn())
+        return std::move(e);
+      if (Error e = device->record(*end, nullptr))
+        return std::move(e);
+      auto ms = device->elapsedMs(*start, *end);
+      if (!ms)
+        return ms.takeError();
+      times.push_back(*ms);
+    }
+    if (Error e = device->synchronize())
+      return std::move(e);
+    return times;
+  }
+
+  std::unique_ptr<cuda::Device> device;
+  cuda::Module module;
+  GPUOptions gpu;
+  HarnessOptions options;
+  std::vector<cuda::DevicePtr> allocations;
+};
+} // namespace
+
+Expected<std::unique_ptr<KernelRunner>>
+mlir::flexsn::createCPURunner(ModuleOp module, const HarnessOptions &options) {
+  auto kernels = CPUKernels::compile(module);
+  if (failed(kernels))
+    return makeDiagnosedError();
+  return std::make_unique<CPURunner>(std::move(*kernels), options);
+}
+
+Expected<std::unique_ptr<KernelRunner>>
+mlir::flexsn::createCUDARunner(ModuleOp module, const HarnessOptions &options) {
+  auto device = cuda::Device::open(options.device);
+  if (!device)
+    return device.takeError();
+  if (Error e = (*device)->makeCurrent())
+    return std::move(e);
+  GPUOptions gpu;
+  gpu.chip = "sm_" + std::to_string((*device)->computeCapability());
+  FailureOr<std::string> ptx = translateToPTX(module, gpu);
+  if (failed(ptx))
+    return makeDiagnosedError();
+  auto loaded = (*device)->loadPTX(*ptx);
+  if (!loaded)
+    return loaded.takeError();
+  return std::make_unique<CUDARunner>(std::move(*device), *loaded, gpu,
+                                      options);
+}
+
+//===----------------------------------------------------------------------===//
+// Preparation
+//===----------------------------------------------------------------------===//
+
+/// Rewrites the storage element type of every tensor of `func` (arguments,
+/// the scan's results, the function's results) to `storage`.
+static void setStorageType(func::FuncOp func, ScanOp scan, Type storage) {
+  auto retype = [&](Type t) -> Type {
+    if (auto tensor = dyn_cast<RankedTensorType>(t))
+      return tensor.clone(storage);
+    return t;
+  };
+  for (BlockArgument arg : func.getArguments())
+    arg.setType(retype(arg.getType()));
+  for (OpResult r : scan->getResults())
+    r.setType(retype(r.getType()));
+  SmallVector<Type> ins, outs;
+  for (Type t : func.getArgumentTypes())
+    ins.push_back(retype(t));
+  for (Type t : func.getResultTypes())
+    outs.push_back(retype(t));
+  func.setFunctionType(FunctionType::get(func.getContext(), ins, outs));
+}
+
+static ScanOp scanOf(ModuleOp module, StringRef funcName) {
+  auto func = module.lookupSymbol<func::FuncOp>(funcName);
+  ScanOp scan;
+  if (func)
+    func.walk([&](ScanOp s) { scan = s; });
+  return scan;
+}
+
+Expected<std::string>
+mlir::flexsn::prepareKernelModule(ModuleOp module, StringRef funcName,
+                                  Type storage, bool training,
+                                  ArrayRef<std::string> saveOps) {
+  // Kernel ABIs are read after canonicalization, as every pipeline sees them.
+  PassManager canon(module.getContext());
+  canon.addPass(createCanonicalizerPass());
+  if (failed(canon.run(module)))
+    return makeDiagnosedError();
+  SmallVector<ScanOp> scans;
+  if (failed(collectKernelScans(module, "CPU", scans)))
+    return makeDiagnosedError();
+  ScanOp scan;
+  for (ScanOp s : scans) {
+    auto f = cast<func::FuncOp>(s->getParentOp());
+    if (funcName.empty() || f.getSymName() == funcName) {
+      if (scan && funcName.empty())
+        return makeError("the module has several kernel functions; pick one "
+                         "with --func");
+      scan = s;
+    }
+  }
+  if (!scan)
+    return makeError(funcName.empty()
+                         ? Twine("the module has no flexsn.scan kernel")
+                         : "no kernel function named '" + funcName + "'");
+  auto func = cast<func::FuncOp>(scan->getParentOp());
+  std::string name = func.getSymName().str();
+  for (auto other : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+    if (other != func)
+      other.erase();
+  if (storage) {
+    setStorageType(func, scan, storage);
+    if (failed(verify(module)))
+      return makeDiagnosedError();
+  }
+  if (training && failed(differentiateModule(module, saveOps)))
+    return makeDiagnosedError();
+  return name;
+}
+
+Error mlir::flexsn::checkHostMemory(ModuleOp module, StringRef kind, int64_t T,
+                                    int64_t NCL) {
+  // The largest kernel's buffers, or the forward's and the backward's
+  // together for a backward run.
+  double largest = 0, training = 0;
+  for (func::FuncOp f : module.getOps<func::FuncOp>())
+    f.walk([&](ScanOp s) {
+      for (const KernelSpec &k : getKernelSpecs(s)) {
+        double bytes = 0;
+        for (const KernelArg &a : getKernelABI(s, k.variant, /*cpu=*/true))
+          if (a.isPointer())
+            bytes += double(getElementCount(a.role, T, NCL)) *
+                     storageBytes(a.type);
+        largest = std::max(largest, bytes);
+        if (k.kind == "forward" || k.kind == "backward")
+          training += bytes;
+      }
+    });
+  double need = kind == "backward" ? training : largest;
+  double have = double(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  if (need > have)
+    return makeError(llvm::formatv("T={0} NCL={1} needs about {2:F1} GB of "
+                                   "host buffers; this machine has {3:F1} GB",
+                                   T, NCL, need / 1e9, have / 1e9)
+                         .str());
+  return Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Checks
+//===----------------------------------------------------------------------===//
+
+void CheckResult::add(StringRef what, double rel, double tol) {
+  ++compared;
+  bool pass = rel <= tol;
+  if (!pass && ok)
+    firstFailure = llvm::formatv("{0}: relative error {1} (tolerance {2})",
+                                 what, rel, tol)
+                       .str();
+  ok &= pass;
+  worst = std::isnan(rel) || std::isnan(worst) ? NAN : std::max(worst, rel);
+}
+
+void CheckResult::merge(const CheckResult &other) {
+  if (!other.ok && ok)
+    firstFailure = other.firstFailure;
+  ok &= other.ok;
+  worst = std::isnan(other.worst) || std::isnan(worst)
+              ? NAN
+              : std::max(worst, other.worst);
+  compared += other.compared;
+  skipped += other.skipped;
+  masked = std::max(masked, other.masked);
+}
+
+static double defaultTolerance(Type storage, Type compute) {
+  auto tolOf = [](Type t) {
+    return t.isF64() ? 1e-12 : t.isF32() ? 1e-5 : 1e-2;
+  };
+  return std::max(tolOf(storage), tolOf(compute));
+}
+
+namespace {
+/// Compares buffers with references, leaving out near-tie neurons.
+struct Comparer {
+  const HarnessOptions &options;
+  llvm::raw_ostream &os;
+  int64_t NCL;
+  /// One flag per neuron; empty: none left out.
+  std::vector<uint8_t> mask;
+  CheckResult result;
+
+  bool anyMasked() const {
+    return llvm::any_of(mask, [](uint8_t m) { return m != 0; });
+  }
+
+  /// Max abs error over max(max |ref|, 1) (NaN if any value is NaN).
+  void compare(StringRef what, const HostBuffer &got,
+               const std::vector<double> &ref, Type compute) {
+    double tol = options.tolerance >= 0
+                     ? options.tolerance
+                     : defaultTolerance(got.arg.type, compute);
+    bool perNeuron = (int64_t)ref.size() >= NCL && NCL > 0;
+    if (!perNeuron && anyMasked()) {
+      ++result.skipped;
+      if (options.verbose)
+        os << "  " << what << ": skipped (it sums neurons next to a switch "
+                              "point)\n";
+      return;
+    }
+    double maxErr = 0.0, maxRef = 0.0;
+    int64_t bad = 0, used = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      if (perNeuron && !mask.empty() && mask[i % NCL])
+        continue;
+      ++used;
+      double err = std::fabs(got.at(i) - ref[i]);
+      if (!(err <= maxErr)) // NaN-propagating max
+        maxErr = err;
+      maxRef = std::max(maxRef, std::fabs(ref[i]));
+      if (!(err <= tol * std::max(1.0, std::fabs(ref[i]))))
+        ++bad;
+    }
+    double rel = maxErr / std::max(maxRef, 1.0);
+    if (options.verbose) {
+      os << "  " << what << " (" << got.arg.type << ", " << used
+         << " values): max relative error " << rel
+         << (rel <= tol ? " ok" : " FAIL") << " (tolerance " << tol;
+      if (bad)
+        os << ", " << bad << " value(s) off";
+      os << ")\n";
+    }
+    result.add(what, rel, tol);
+  }
+};
+
+using MeaningMap = std::map<std::pair<std::string, unsigned>,
+                            const HostBuffer *>;
+} // namespace
+
+/// Central finite differences of the primal's loss
+///   L = sum(grad_out * out) + sum(grad_state * state)
+/// computed with the interpreter in f64, compared with the backward
+/// kernel's gradients (`got`, by meaning). Neurons are independent, so one
+/// perturbation covers every neuron at once; the check uses the first
+/// `sub` neurons (all of them for scalar params, whose gradient sums them).
+static Error finiteDifferenceCheck(ScanOp primal, int64_t T, int64_t NCL,
+                                   const AdjointCase &c, const MeaningMap &got,
+                                   Comparer &cmp) {
+  KernelVariant variant = primal.getFinalStates() ? KernelVariant::FinalState
+                                                  : KernelVariant::Inference;
+  unsigned numIn = primal.getNumInputs(), numSt = primal.getNumStates(),
+           numPa = primal.getNumParams(), numOut = primal.getNumOutputs();
+  int64_t sub = std::min<int64_t>(NCL, 32);
+  // Per-neuron losses of a run on `m` neurons.
+  auto losses = [&](int64_t m, const std::vector<std::vector<double>> &ops,
+                    std::vector<double> &L) -> LogicalResult {
+    std::vector<std::vector<double>> res;
+    if (failed(interpretScan(primal, variant, T, m, ops, res)))
+      return failure();
+    L.assign(m, 0.0);
+    auto dot = [&](const std::vector<double> &g, const std::vector<double> &v,
+                   bool seq) {
+      if (g.empty())
+        return;
+      for (int64_t n = 0; n < m; ++n)
+        for (int64_t t = 0; t < (seq ? T : 1); ++t)
+          L[n] += g[t * NCL + n] * v[t * m + n];
+    };
+    for (unsigned o = 0; o < numOut; ++o)
+      dot(c.gradOutputs[o], res[o], true);
+    for (unsigned s = 0; s < numSt; ++s)
+      dot(c.gradStates[s], res[numOut + s],
+          variant == KernelVariant::Inference);
+    return success();
+  };
+  // Operands restricted to the first m neurons.
+  auto slice = [&](int64_t m) {
+    std::vector<std::vector<double>> ops;
+    for (const auto &x : c.inputs) {
+      ops.emplace_back(T * m);
+      for (int64_t t = 0; t < T; ++t)
+        std::copy_n(x.begin() + t * NCL, m, ops.back().begin() + t * m);
+    }
+    for (const auto &v : c.initStates)
+      ops.emplace_back(v.begin(), v.begin() + m);
+    for (unsigned k = 0; k < numPa; ++k)
+      ops.push_back(primal.isPerNeuronParam(k)
+                        ? std::vector<double>(c.params[k].begin(),
+                                              c.params[k].begin() + m)
+                        : c.params[k]);
+    return ops;
+  };
+  const double h = 1e-5;
+  // d(sum of losses of the neurons) / d(element) for one perturbed slot.
+  auto central = [&](int64_t m, unsigned operand, int64_t offset,
+                     int64_t stride, std::vector<double> &d) -> LogicalResult {
+    std::vector<std::vector<double>> plus = slice(m), minus = slice(m);
+    for (int64_t n = 0; n < (stride ? m : 1); ++n) {
+      plus[operand][offset + n * stride] += h;
+      minus[operand][offset + n * stride] -= h;
+    }
+    std::vector<double> lp, lm;
+    if (failed(losses(m, plus, lp)) || failed(losses(m, minus, lm)))
+      return failure();
+    d.assign(m, 0.0);
+    for (int64_t n = 0; n < m; ++n)
+      d[n] = (lp[n] - lm[n]) / (2 * h);
+    return success();
+  };
+  // Relative to the largest difference quotient, or for a sum over neurons
+  // to `scale` (the sum of the terms' magnitudes).
+  auto report = [&](const std::string &what, const HostBuffer *buf,
+                    const std::vector<std::pair<int64_t, double>> &pairs,
+                    double scale = 0.0) {
+    double maxErr = 0.0, maxRef = scale;
+    for (auto [i, fd] : pairs) {
+      double err = std::fabs(buf->at(i) - fd);
+      if (!(err <= maxErr))
+        maxErr = err;
+      maxRef = std::max(maxRef, std::fabs(fd));
+    }
+    double rel = maxRef > 0 ? maxErr / maxRef : maxErr;
+    const double tol = 1e-6;
+    if (cmp.options.verbose)
+      cmp.os << "  finite differences, " << what << " (" << pairs.size()
+             << " values): relative error " << rel
+             << (rel <= tol ? " ok" : " FAIL") << " (tolerance " << tol
+             << ")\n";
+    cmp.result.add("finite differences, " + what, rel, tol);
+  };
+  auto diagnosed = [] { return makeDiagnosedError(); };
+  std::vector<double> d;
+  for (unsigned k = 0; k < numIn; ++k) {
+    auto it = got.find({"grad_input", k});
+    if (it == got.end())
+      continue;
+    std::vector<std::pair<int64_t, double>> pairs;
+    for (int64_t t = 0; t < T; ++t) {
+      if (failed(central(sub, k, t * sub, 1, d)))
+        return diagnosed();
+      for (int64_t n = 0; n < sub; ++n)
+        pairs.push_back({t * NCL + n, d[n]});
+    }
+    report("grad_input #" + std::to_string(k), it->second, pairs);
+  }
+  for (unsigned s = 0; s < numSt; ++s) {
+    auto it = got.find({"grad_init_state", s});
+    if (it == got.end())
+      continue;
+    if (failed(central(sub, numIn + s, 0, 1, d)))
+      return diagnosed();
+    std::vector<std::pair<int64_t, double>> pairs;
+    for (int64_t n = 0; n < sub; ++n)
+      pairs.push_back({n, d[n]});
+    report("grad_init_state #" + std::to_string(s), it->second, pairs);
+  }
+  for (unsigned k = 0; k < numPa; ++k) {
+    auto it = got.find({"grad_param", k});
+    if (it == got.end())
+      continue;
+    std::vector<std::pair<int64_t, double>> pairs;
+    if (primal.isPerNeuronParam(k)) {
+      if (failed(central(sub, numIn + numSt + k, 0, 1, d)))
+        return diagnosed();
+      for (int64_t n = 0; n < sub; ++n)
+        pairs.push_back({n, d[n]});
+      report("grad_param #" + std::to_string(k), it->second, pairs);
+      continue;
+    }
+    if (failed(central(NCL, numIn + numSt + k, 0, 0, d)))
+      return diagnosed();
+    double total = 0.0, magnitude = 0.0;
+    for (double v : d) {
+      total += v;
+      magnitude += std::fabs(v);
+    }
+    pairs.push_back({0, total});
+    report("grad_param #" + std::to_string(k) + " (sum over neurons)",
+           it->second, pairs, magnitude);
+  }
+  return Error::success();
+}
+
+/// The scan operands in operand order (for the interpreter), from the
+/// buffers and the constants of constant initial states.
+static std::vector<std::vector<double>>
+scanOperands(ScanOp scan, const std::vector<HostBuffer> &buffers,
+             int64_t NCL) {
+  std::vector<std::vector<double>> ops(scan->getNumOperands());
+  for (const HostBuffer &b : buffers) {
+    ArgSource source = getArgSource(scan, b.arg);
+    if (!source.isResult)
+      ops[source.number] = b.decoded();
+  }
+  unsigned firstState = scan.getNumInputs() + 2 * scan.getNumLagged();
+  for (unsigned k = 0; k < scan.getNumStates(); ++k)
+    if (std::optional<double> c = getConstantInitState(scan, k))
+      ops[firstState + k].assign(NCL, *c);
+  return ops;
+}
+
+/// Compares every result buffer of a run of `scan`'s kernel of `variant`
+/// with the interpreter's run on the same operands.
+static Error checkWithInterpreter(ScanOp scan, KernelVariant variant,
+                                  int64_t T, int64_t NCL,
+                                  const std::vector<HostBuffer> &buffers,
+                                  Comparer &cmp, StringRef suffix = "") {
+  std::vector<std::vector<double>> expected;
+  if (failed(interpretScan(scan, variant, T, NCL,
+                           scanOperands(scan, buffers, NCL), expected)))
+    return makeDiagnosedError();
+  for (const HostBuffer &b : buffers) {
+    if (!isResultRole(b.arg.role))
+      continue;
+    unsigned idx = getArgSource(scan, b.arg).number;
+    ArgMeaning m = describeKernelArg(scan, b.arg);
+    cmp.compare(m.role + " #" + std::to_string(m.index) + suffix.str(), b,
+                expected[idx], scan.getComputeType());
+  }
+  return Error::success();
+}
+
+/// Neurons whose reference run of `primal` on these operands passes a
+/// switch point within the margin.
+static Error nearTieMask(ScanOp primal, int64_t T, int64_t NCL,
+                         const std::vector<std::vector<double>> &operands,
+                         double margin, std::vector<uint8_t> &mask) {
+  std::vector<std::vector<double>> ignored;
+  if (failed(interpretScan(primal, KernelVariant::Inference, T, NCL, operands,
+                           ignored, &mask, margin)))
+    return makeDiagnosedError();
+  return Error::success();
+}
+
+Expected<CheckResult> mlir::flexsn::runKernelCase(
+    ModuleOp module, StringRef funcName, StringRef kind, int64_t T,
+    int64_t NCL, uint64_t seed, KernelRunner &runner,
+    const HarnessOptions &options, bool check, bool bench,
+    llvm::raw_ostream &os) {
+  bool training = kind == "forward" || kind == "backward";
+  auto kernelOf = [&](ScanOp s, StringRef wanted) -> Expected<KernelSpec> {
+    if (s)
+      for (const KernelSpec &k : getKernelSpecs(s))
+        if (k.kind == wanted)
+          return k;
+    return makeError("no " + wanted + " kernel");
+  };
+  std::mt19937_64 rng(seed);
+  ScanOp primal = scanOf(module, funcName);
+  if (!primal)
+    return makeError("no kernel function named '" + funcName + "'");
+
+  // The kernel that runs first: the primal's, or the training forward.
+  ScanOp first = training ? scanOf(module, (funcName + "_forward").str())
+                          : primal;
+  auto firstSpec = kernelOf(first, training ? StringRef("forward") : kind);
+  if (!firstSpec)
+    return firstSpec.takeError();
+  std::vector<HostBuffer> fwd =
+      makeBuffers(getKernelABI(first, firstSpec->variant, /*cpu=*/true), T,
+                  NCL);
+  for (HostBuffer &b : fwd)
+    if (!isResultRole(b.arg.role))
+      fillOperand(b, describeKernelArg(first, b.arg).role, rng);
+  if (Error e = runner.run(firstSpec->name, fwd, T, NCL))
+    return std::move(e);
+
+  Comparer cmp{options, os, NCL, {}, {}};
+  if (check && options.tieMargin > 0) {
+    // The primal's operands: the first kernel's, by meaning for a training
+    // forward (a function of its own, whose arguments say what they hold).
+    std::vector<std::vector<double>> ops = scanOperands(primal, {}, NCL);
+    if (first == primal) {
+      ops = scanOperands(primal, fwd, NCL);
+    } else {
+      unsigned firstState = primal.getNumInputs() + 2 * primal.getNumLagged();
+      unsigned firstParam = firstState + primal.getNumStates();
+      for (const HostBuffer &b : fwd) {
+        ArgMeaning m = describeKernelArg(first, b.arg);
+        if (m.role == "input")
+          ops[m.index] = b.decoded();
+        else if (m.role == "init_state")
+          ops[firstState + m.index] = b.decoded();
+        else if (m.role == "param")
+          ops[firstParam + m.index] = b.decoded();
+      }
+    }
+    if (Error e = nearTieMask(primal, T, NCL, ops, options.tieMargin,
+                              cmp.mask))
+      return std::move(e);
+    cmp.result.masked = llvm::count(cmp.mask, 1);
+  }
+
+  if (kind != "backward") {
+    os << "kernel " << firstSpec->name << ": T=" << T << " NCL=" << NCL
+       << " backend=" << runner.backend() << "\n";
+    if (check)
+      if (Error e = checkWithInterpreter(first, firstSpec->variant, T, NCL,
+                                         fwd, cmp))
+        return std::move(e);
+    if (bench)
+      if (Error e = runner.bench(firstSpec->name, fwd, T, NCL, os))
+        return std::move(e);
+    return cmp.result;
+  }
+
+  // Backward: read what the forward wrote, plus random result gradients.
+  ScanOp bscan = scanOf(module, (funcName + "_backward").str());
+  auto bspec = kernelOf(bscan, "backward");
+  if (!bspec)
+    return bspec.takeError();
+  MeaningMap fromForward;
+  for (const HostBuffer &b : fwd) {
+    ArgMeaning m = describeKernelArg(first, b.arg);
+    fromForward[{m.role, m.index}] = &b;
+  }
+  std::vector<HostBuffer> bwd =
+      makeBuffers(getKernelABI(bscan, bspec->variant, /*cpu=*/true), T, NCL);
+  MeaningMap byMeaning;
+  for (HostBuffer &b : bwd) {
+    ArgMeaning m = describeKernelArg(bscan, b.arg);
+    byMeaning[{m.role, m.index}] = &b;
+    if (isResultRole(b.arg.role))
+      continue;
+    auto it = fromForward.find({m.role, m.index});
+    if (it != fromForward.end() && it->second->bytes.size() == b.bytes.size())
+      b.bytes = it->second->bytes;
+    else if (StringRef(m.role).starts_with("grad_"))
+      fillOperand(b, m.role, rng);
+    else
+      return makeError("the backward reads '" + m.role + "' #" +
+                       std::to_string(m.index) +
+                       ", which the training forward does not provide");
+  }
+  if (Error e = runner.run(bspec->name, bwd, T, NCL))
+    return std::move(e);
+  os << "kernel " << bspec->name << ": T=" << T << " NCL=" << NCL
+     << " backend=" << runner.backend() << "\n";
+
+  if (check) {
+    // The training forward's results against the interpreter.
+    if (Error e = checkWithInterpreter(first, firstSpec->variant, T, NCL, fwd,
+                                       cmp, " (training forward)"))
+      return std::move(e);
+    // The reference reads the same stored forward values as the kernel.
+    AdjointCase c;
+    unsigned numIn = primal.getNumInputs(), numSt = primal.getNumStates(),
+             numPa = primal.getNumParams(), numOut = primal.getNumOutputs();
+    auto decodedOr = [&](StringRef role, unsigned i) -> std::vector<double> {
+      auto it = byMeaning.find({role.str(), i});
+      if (it != byMeaning.end())
+        return it->second->decoded();
+      auto f = fromForward.find({role.str(), i});
+      return f != fromForward.end() ? f->second->decoded()
+                                    : std::vector<double>();
+    };
+    for (unsigned k = 0; k < numIn; ++k)
+      c.inputs.push_back(decodedOr("input", k));
+    for (unsigned s = 0; s < numSt; ++s) {
+      c.initStates.push_back(decodedOr("init_state", s));
+      c.stateSeqs.push_back(decodedOr("state_seq", s));
+      c.gradStates.push_back(decodedOr(
+          primal.getFinalStates() ? "grad_final_state" : "grad_state_seq", s));
+    }
+    for (unsigned k = 0; k < numPa; ++k)
+      c.params.push_back(decodedOr("param", k));
+    for (unsigned o = 0; o < numOut; ++o) {
+      auto it = byMeaning.find({"grad_output", o});
+      c.gradOutputs.push_back(it != byMeaning.end() ? it->second->decoded()
+                                                    : std::vector<double>());
+    }
+    AdjointGrads ref;
+    if (failed(interpretAdjoint(primal, T, NCL, c, ref)))
+      return makeDiagnosedError();
+    for (const HostBuffer &b : bwd) {
+      if (!isResultRole(b.arg.role))
+        continue;
+      ArgMeaning m = describeKernelArg(bscan, b.arg);
+      const std::vector<double> *expected =
+          m.role == "grad_input"        ? &ref.inputs[m.index]
+          : m.role == "grad_init_state" ? &ref.initStates[m.index]
+          : m.role == "grad_param"      ? &ref.params[m.index]
+                                        : nullptr;
+      if (!expected)
+        return makeError("unexpected backward result '" + m.role + "'");
+      cmp.compare(m.role + " #" + std::to_string(m.index) +
+                      " vs reference adjoint",
+                  b, *expected, bscan.getComputeType());
+    }
+    bool smooth = true;
+    primal.walk([&](SpikeOp) { smooth = false; });
+    bool f64 = primal.getComputeType().isF64() &&
+               llvm::all_of(bwd, [](const HostBuffer &b) {
+                 return b.arg.type.isF64();
+               });
+    if (smooth && f64 && T > 0 && NCL > 0 && options.finiteDifferences) {
+      // byMeaning holds the results too (grad_input, grad_init_state,
+      // grad_param); gradients the backward does not read are empty in `c`
+      // and left out of the loss.
+      if (Error e = finiteDifferenceCheck(primal, T, NCL, c, byMeaning, cmp))
+        return std::move(e);
+    } else if (options.verbose) {
+      os << "  finite differences: skipped ("
+         << (!smooth ? "the body spikes: its gradient is a surrogate"
+             : !options.finiteDifferences ? "--finite-differences=false"
+                                          : "needs f64 storage and compute")
+         << ")\n";
+    }
+  }
+  if (bench)
+    if (Error e = runner.bench(bspec->name, bwd, T, NCL, os))
+      return std::move(e);
+  return cmp.result;
+}
