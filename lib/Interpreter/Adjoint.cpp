@@ -191,13 +191,18 @@ LogicalResult mlir::flexsn::interpretAdjoint(ScanOp primal, int64_t T,
       }
       for (Operation &op : llvm::reverse(body.without_terminator())) {
         double g = op.getNumResults() ? adj.lookup(op.getResult(0)) : 0.0;
-        if (g == 0.0)
-          continue;
         partials(&op, env, d);
+        // IEEE arithmetic, as the kernels and PyTorch compute: a zero
+        // gradient times an undefined partial (atan2 at the origin) is NaN.
+        // Only exact zeros times finite partials are skipped.
+        auto skip = [&](double da) {
+          return (g == 0.0 || da == 0.0) && std::isfinite(g) &&
+                 std::isfinite(da);
+        };
         // A gradient has its value's type: through an f16 round trip
         // (truncf/extf) it is rounded to f16, as PyTorch's casts do.
         for (auto [operand, da] : llvm::zip(op.getOperands(), d))
-          if (da != 0.0 && isa<FloatType>(operand.getType()))
+          if (!skip(da) && isa<FloatType>(operand.getType()))
             adj[operand] =
                 roundToType(adj[operand] + g * da, operand.getType());
       }

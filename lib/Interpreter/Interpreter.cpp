@@ -106,8 +106,23 @@ struct Evaluator {
         .Case<arith::CmpFOp, arith::MaximumFOp, arith::MinimumFOp,
               arith::MaxNumFOp, arith::MinNumFOp>(
             [&](Operation *) { near(operand(0), operand(1)); })
-        .Case<SpikeOp, math::AbsFOp>(
-            [&](Operation *) { near(operand(0), 0.0); })
+        .Case([&](SpikeOp spike) {
+          double x = operand(0);
+          near(x, 0.0);
+          // A piecewise surrogate's derivative jumps at its breakpoints.
+          double h = ties->margin * std::max(1.0, std::fabs(x));
+          double lo = spike.getSurrogate().derivative(x - h),
+                 hi = spike.getSurrogate().derivative(x + h);
+          if (std::fabs(hi - lo) > 0.25 * std::max(std::fabs(hi), std::fabs(lo)) &&
+              std::fabs(hi - lo) > 1e-12)
+            ties->hit = true;
+        })
+        .Case([&](math::AbsFOp) { near(operand(0), 0.0); })
+        .Case([&](math::Atan2Op) {
+          // The branch cut: y crosses 0 with x < 0.
+          if (operand(1) < 0)
+            near(operand(0), 0.0);
+        })
         .Case([&](math::CopySignOp) { near(operand(1), 0.0); })
         .Case<math::FloorOp, math::CeilOp, math::TruncOp, arith::FPToSIOp,
               arith::FPToUIOp>([&](Operation *) { nearInteger(operand(0)); })
@@ -190,7 +205,8 @@ struct Evaluator {
           return true;
         })
         .Case<arith::FPToSIOp, arith::FPToUIOp>([&](Operation *) {
-          return unary([](double a) { return std::trunc(a); });
+          // An integer has no negative zero: fptosi(-0.5) is 0.
+          return unary([](double a) { return std::trunc(a) + 0.0; });
         })
         .Case([&](arith::AndIOp) {
           return binary([](double a, double b) {

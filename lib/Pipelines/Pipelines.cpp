@@ -46,6 +46,8 @@ void mlir::flexsn::buildCPUPipeline(OpPassManager &pm) {
   arith::ArithExpandOpsPassOptions expand;
   expand.includeBf16 = true;
   pm.addPass(arith::createArithExpandOpsPass(expand));
+  // Folds the bitcast pairs bf16 stores leave (i16 -> bf16 -> i16).
+  pm.addPass(createCanonicalizerPass());
   // LLVM intrinsics where they exist; libm calls for the rest (erf, tan,
   // atan, ...), which the JIT resolves from the process.
   pm.addPass(createConvertMathToLLVMPass());

@@ -84,6 +84,13 @@ static cl::opt<double>
                          "f32 1e-5, f16/bf16 1e-2)"),
                 cl::init(-1.0));
 
+static cl::opt<double> clTieMargin(
+    "tie-margin",
+    cl::desc("--check: leave out neurons whose reference run passes a switch "
+             "point (threshold, max/min, rounding jump) within this relative "
+             "margin (flexsn-fuzz's reproducers set it)"),
+    cl::init(0.0));
+
 static int fail(const Twine &message) {
   llvm::errs() << "flexsn-run: error: " << message << "\n";
   return 2;
@@ -122,6 +129,9 @@ int main(int argc, char **argv) {
       __builtin_mul_overflow(elements, int64_t(8), &bytes))
     return fail("--T=" + std::to_string(clT) + " times --ncl=" +
                 std::to_string(clNCL) + " overflows 64-bit buffer sizes");
+  if (!(clTieMargin >= 0 && clTieMargin < 1))
+    return fail("--tie-margin must be in [0, 1), not " +
+                std::to_string(clTieMargin));
   if (clTolerance.getNumOccurrences() &&
       !(clTolerance >= 0 && std::isfinite(clTolerance)))
     return fail("--tolerance must be a finite number >= 0, not " +
@@ -169,6 +179,7 @@ int main(int argc, char **argv) {
   options.reps = clReps;
   options.tolerance = clTolerance;
   options.finiteDifferences = clFiniteDifferences;
+  options.tieMargin = clTieMargin;
   auto runner = clBackend == "cpu" ? createCPURunner(*module, options)
                                    : createCUDARunner(*module, options);
   if (!runner)

@@ -1,0 +1,820 @@
+//===- flexsn-fuzz.cpp - Differential fuzzer of the flexsn compiler -------===//
+//
+//   flexsn-fuzz [--count=N] [--seed=S] [--jobs=J] [--cuda] [--out=DIR]
+//
+// Generates random valid neuron cores (1-3 inputs, 0-3 states, 1-3
+// outputs, scalar and per-neuron params, every arith/math op the kernels
+// lower, every surrogate family, detach, f32/f16/bf16 storage mixed per
+// tensor or f64 throughout), compiles each for the CPU (and with --cuda for
+// the GPU), and compares the inference, final-state, training-forward and
+// backward kernels with the reference interpreter and the reference
+// adjoint, leaving out neurons whose reference run passes a switch point
+// (a threshold, max/min, a rounding jump) within rounding distance.
+//
+// Deterministic by seed: core #i of seed S is the same on every run. Prints
+// one summary line. On a mismatch, an error or a crash it writes the core,
+// minimized while it still fails, as DIR/flexsn-fuzz-S-i.mlir with a RUN
+// line for flexsn-run, and exits 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flexsn/Execution/Harness.h"
+#include "flexsn/InitAllDialects.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/CrashRecoveryContext.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <random>
+#include <map>
+#include <set>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace mlir;
+using namespace mlir::flexsn;
+namespace cl = llvm::cl;
+
+static cl::opt<unsigned> clCount("count", cl::desc("cores to generate"),
+                                 cl::init(100));
+static cl::opt<uint64_t> clSeed("seed", cl::desc("seed of the whole run"),
+                                cl::init(1));
+static cl::opt<unsigned> clFirst("first",
+                                 cl::desc("index of the first core (replay "
+                                          "one core with --first=i --count=1)"),
+                                 cl::init(0));
+static cl::opt<unsigned> clJobs("jobs", cl::desc("worker processes"),
+                                cl::init(1));
+static cl::opt<bool> clCuda("cuda",
+                            cl::desc("also run every kernel on the GPU"));
+static cl::opt<std::string> clOut("out",
+                                  cl::desc("where failing cores are written"),
+                                  cl::init("."));
+static cl::opt<bool> clVerbose("v", cl::desc("print every core and result"));
+static cl::opt<bool> clNoMinimize("no-minimize",
+                                  cl::desc("write failing cores as generated"));
+
+//===----------------------------------------------------------------------===//
+// Random cores
+//===----------------------------------------------------------------------===//
+
+namespace {
+enum class Kind {
+  Unary,   // `name` applied to a (possibly guarded) operand
+  Binary,  // a `name` b
+  Fma,     // a * b + c
+  Select,  // cmpf(pred, a, b) ? c : d
+  Spike,   // spike(a - threshold)
+  Detach,  // detach(a)
+  IntRound,// sitofp(fptosi(clamp(a)))
+  Quantize,// extf(truncf(a)) through f16 or bf16 (f32 bodies)
+  FPowI,   // fpowi(a, n)
+};
+
+struct GenOp {
+  Kind kind;
+  std::string name;         // op name, guard or predicate
+  std::vector<unsigned> in; // value ids
+  double constant = 0.0;    // threshold, or fpowi's exponent
+  std::string surrogate;    // "<atan, alpha = ...>"
+};
+
+struct Core {
+  unsigned numIn = 1, numSt = 0, numPa = 0;
+  std::vector<std::string> inType, stType, outType, paType; // storage
+  std::vector<bool> paPerNeuron;
+  std::string compute = "f32";
+  std::vector<GenOp> ops;        // op i defines value numArgs() + i
+  std::vector<unsigned> outputs; // value ids
+  std::vector<unsigned> next;    // new state value ids
+  std::vector<std::string> squash; // per state: "tanh" or "clamp"
+
+  unsigned numArgs() const { return numIn + numSt + numPa; }
+};
+
+/// The unary ops, with the guard that keeps their argument in the domain
+/// where the op is finite and smooth enough to compare.
+struct UnaryInfo {
+  const char *op;
+  const char *guard; // none, cap (min(a, 4)), pos (|a| + 0.5), unit
+                     // (0.9 * tanh(a)), abs1 (|a| + 1.5), clamp6
+};
+const UnaryInfo kUnary[] = {
+    {"arith.negf", "none"},  {"math.exp", "cap"},    {"math.exp2", "cap"},
+    {"math.expm1", "cap"},   {"math.log", "pos"},    {"math.log2", "pos"},
+    {"math.log10", "pos"},   {"math.log1p", "pos"},  {"math.sqrt", "pos"},
+    {"math.rsqrt", "pos"},   {"math.cbrt", "pos"},   {"math.tanh", "none"},
+    {"math.sinh", "clamp6"}, {"math.cosh", "clamp6"}, {"math.sin", "none"},
+    {"math.cos", "none"},    {"math.tan", "unit"},   {"math.asin", "unit"},
+    {"math.acos", "unit"},   {"math.atan", "none"},  {"math.asinh", "none"},
+    {"math.acosh", "abs1"},  {"math.atanh", "unit"}, {"math.erf", "none"},
+    {"math.erfc", "none"},   {"math.absf", "none"},  {"math.floor", "none"},
+    {"math.ceil", "none"},   {"math.round", "none"}, {"math.roundeven", "none"},
+    {"math.trunc", "none"},
+};
+/// Binary ops; guard "pos" puts b through |b| + 0.5, "base" puts a through
+/// |a| + 0.5 and b through clamp(b, -2, 2).
+struct BinaryInfo {
+  const char *op;
+  const char *guard;
+};
+const BinaryInfo kBinary[] = {
+    {"arith.addf", "none"},     {"arith.subf", "none"},
+    {"arith.mulf", "none"},     {"arith.divf", "pos"},
+    {"arith.maximumf", "none"}, {"arith.minimumf", "none"},
+    {"arith.maxnumf", "none"},  {"arith.minnumf", "none"},
+    {"arith.remf", "pos"},      {"math.powf", "base"},
+    {"math.atan2", "none"},     {"math.copysign", "none"},
+};
+const char *kPredicates[] = {"oeq", "ogt", "oge", "olt", "ole", "one",
+                             "ord", "ueq", "ugt", "uge", "ult", "ule",
+                             "une", "uno", "false", "true"};
+
+class Generator {
+public:
+  explicit Generator(uint64_t seed) : rng(seed) {}
+
+  Core generate() {
+    Core c;
+    c.numIn = pick(1, 3);
+    c.numSt = pick(0, 3);
+    c.numPa = pick(0, 2);
+    unsigned numOut = pick(1, 3);
+    bool f64 = chance(0.1);
+    auto storage = [&] {
+      if (f64)
+        return std::string("f64");
+      static const char *types[] = {"f32", "f32", "f16", "bf16"};
+      return std::string(types[pick(0, 3)]);
+    };
+    c.compute = f64 ? "f64" : "f32";
+    for (unsigned i = 0; i < c.numIn; ++i)
+      c.inType.push_back(storage());
+    for (unsigned i = 0; i < c.numSt; ++i)
+      c.stType.push_back(storage());
+    for (unsigned i = 0; i < c.numPa; ++i) {
+      c.paPerNeuron.push_back(chance(0.5));
+      c.paType.push_back(c.paPerNeuron.back() ? storage() : c.compute);
+    }
+    for (unsigned i = 0; i < numOut; ++i)
+      c.outType.push_back(storage());
+    unsigned numOps = pick(1, 14);
+    for (unsigned i = 0; i < numOps; ++i)
+      c.ops.push_back(randomOp(c, c.numArgs() + i));
+    unsigned numValues = c.numArgs() + numOps;
+    // Outputs and new states favour late values (long dependence chains).
+    auto lateValue = [&] {
+      unsigned lo = numValues > 4 ? numValues - 4 : 0;
+      return chance(0.7) ? pick(lo, numValues - 1) : pick(0, numValues - 1);
+    };
+    for (unsigned i = 0; i < numOut; ++i)
+      c.outputs.push_back(lateValue());
+    for (unsigned i = 0; i < c.numSt; ++i) {
+      c.next.push_back(lateValue());
+      c.squash.push_back(chance(0.5) ? "tanh" : "clamp");
+    }
+    return c;
+  }
+
+private:
+  unsigned pick(unsigned lo, unsigned hi) {
+    return std::uniform_int_distribution<unsigned>(lo, hi)(rng);
+  }
+  bool chance(double p) {
+    return std::uniform_real_distribution<double>(0, 1)(rng) < p;
+  }
+  double uniform(double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  }
+
+  GenOp randomOp(const Core &c, unsigned numValues) {
+    auto value = [&] { return pick(0, numValues - 1); };
+    GenOp op;
+    unsigned which = pick(0, 99);
+    if (which < 30) {
+      const UnaryInfo &u = kUnary[pick(0, std::size(kUnary) - 1)];
+      op = {Kind::Unary, std::string(u.op) + ":" + u.guard, {value()}};
+    } else if (which < 62) {
+      const BinaryInfo &b = kBinary[pick(0, std::size(kBinary) - 1)];
+      op = {Kind::Binary, std::string(b.op) + ":" + b.guard,
+            {value(), value()}};
+    } else if (which < 67) {
+      op = {Kind::Fma, "math.fma", {value(), value(), value()}};
+    } else if (which < 75) {
+      op = {Kind::Select, kPredicates[pick(0, std::size(kPredicates) - 1)],
+            {value(), value(), value(), value()}};
+    } else if (which < 88) {
+      op = {Kind::Spike, "", {value()}};
+      op.constant = uniform(-0.5, 1.5);
+      auto kind = *symbolizeSurrogateKind(
+          pick(0, getMaxEnumValForSurrogateKind()));
+      const SurrogateInfo &info = getSurrogateInfo(kind);
+      std::string text = "<" + stringifySurrogateKind(kind).str();
+      for (const SurrogateParamInfo &p : info.params) {
+        double v = p.defaultValue;
+        if (p.range == ParamRange::Positive)
+          v *= uniform(0.5, 2.0);
+        text += llvm::formatv(", {0} = {1:e9}", p.name, v).str();
+      }
+      op.surrogate = text + ">";
+    } else if (which < 92) {
+      op = {Kind::Detach, "", {value()}};
+    } else if (which < 95) {
+      op = {Kind::IntRound, "", {value()}};
+    } else if (which < 97 && c.compute == "f32") {
+      op = {Kind::Quantize, chance(0.5) ? "bf16" : "f16", {value()}};
+    } else {
+      op = {Kind::FPowI, "", {value()}};
+      op.constant = pick(0, 3);
+    }
+    return op;
+  }
+
+  std::mt19937_64 rng;
+};
+
+/// Renders a core as a module with one kernel function @core.
+class Renderer {
+public:
+  explicit Renderer(const Core &c) : c(c) {}
+
+  std::string render() {
+    live = liveOps();
+    std::string sig, scanIns, scanSt, scanPa, inTypes, stTypes, paTypes;
+    std::vector<std::string> resTypes;
+    auto seq = [](const std::string &t) { return "tensor<?x?x" + t + ">"; };
+    auto vec = [](const std::string &t) { return "tensor<?x" + t + ">"; };
+    auto join = [](std::string &acc, const std::string &s) {
+      acc += (acc.empty() ? "" : ", ") + s;
+    };
+    for (unsigned i = 0; i < c.numIn; ++i) {
+      join(sig, "%x" + std::to_string(i) + ": " + seq(c.inType[i]));
+      join(scanIns, "%x" + std::to_string(i));
+      join(inTypes, seq(c.inType[i]));
+    }
+    for (unsigned i = 0; i < c.numSt; ++i) {
+      join(sig, "%s" + std::to_string(i) + ": " + vec(c.stType[i]));
+      join(scanSt, "%s" + std::to_string(i));
+      join(stTypes, vec(c.stType[i]));
+    }
+    for (unsigned i = 0; i < c.numPa; ++i) {
+      std::string t = c.paPerNeuron[i] ? vec(c.paType[i]) : c.compute;
+      join(sig, "%p" + std::to_string(i) + ": " + t);
+      join(scanPa, "%p" + std::to_string(i));
+      join(paTypes, t);
+    }
+    for (const std::string &t : c.outType)
+      resTypes.push_back(seq(t));
+    for (const std::string &t : c.stType)
+      resTypes.push_back(seq(t));
+    std::string results;
+    for (const std::string &t : resTypes)
+      join(results, t);
+
+    std::string body;
+    llvm::raw_string_ostream os(body);
+    std::string blockArgs;
+    for (unsigned v = 0; v < c.numArgs(); ++v)
+      join(blockArgs, "%v" + std::to_string(v) + ": " + c.compute);
+    os << "  ^bb0(" << blockArgs << "):\n";
+    for (unsigned i = 0; i < c.ops.size(); ++i)
+      if (live.count(i))
+        emitOp(os, i);
+    std::vector<std::string> yields;
+    for (unsigned o : c.outputs)
+      yields.push_back(val(o));
+    for (unsigned k = 0; k < c.numSt; ++k)
+      yields.push_back(emitSquash(os, k));
+    std::string yieldVals, yieldTypes;
+    for (const std::string &y : yields) {
+      join(yieldVals, y);
+      join(yieldTypes, c.compute);
+    }
+    os << "    flexsn.yield " << yieldVals << " : " << yieldTypes << "\n";
+
+    std::string out;
+    llvm::raw_string_ostream m(out);
+    m << "func.func @core(" << sig << ") -> (" << results << ") {\n";
+    std::string names;
+    for (unsigned i = 0; i < resTypes.size(); ++i)
+      join(names, "%r#" + std::to_string(i));
+    m << "  %r:" << resTypes.size() << " = flexsn.scan";
+    m << " ins(" << scanIns << " : " << inTypes << ")";
+    if (c.numSt)
+      m << " states(" << scanSt << " : " << stTypes << ")";
+    if (c.numPa)
+      m << " params(" << scanPa << " : " << paTypes << ")";
+    m << " -> (" << results << ") {\n" << body << "  }\n";
+    m << "  return " << names << " : " << results << "\n}\n";
+    return out;
+  }
+
+private:
+  /// Ops the outputs and new states depend on.
+  std::set<unsigned> liveOps() {
+    std::set<unsigned> ops;
+    std::vector<unsigned> work(c.outputs.begin(), c.outputs.end());
+    work.insert(work.end(), c.next.begin(), c.next.end());
+    while (!work.empty()) {
+      unsigned v = work.back();
+      work.pop_back();
+      if (v < c.numArgs() || !ops.insert(v - c.numArgs()).second)
+        continue;
+      for (unsigned in : c.ops[v - c.numArgs()].in)
+        work.push_back(in);
+    }
+    return ops;
+  }
+
+  /// The SSA name of value `v`: %vN for block arguments, the name of the
+  /// op that computes it otherwise.
+  std::string val(unsigned v) {
+    auto it = names.find(v);
+    return it != names.end() ? it->second : "%v" + std::to_string(v);
+  }
+  std::string fresh() { return "%t" + std::to_string(temp++); }
+  std::string constant(llvm::raw_ostream &os, double x) {
+    std::string name = fresh();
+    os << "    " << name << " = arith.constant "
+       << llvm::formatv("{0:e9}", x).str() << " : " << c.compute << "\n";
+    return name;
+  }
+  std::string un(llvm::raw_ostream &os, StringRef op, const std::string &a) {
+    std::string name = fresh();
+    os << "    " << name << " = " << op << " " << a << " : " << c.compute
+       << "\n";
+    return name;
+  }
+  std::string bin(llvm::raw_ostream &os, StringRef op, const std::string &a,
+                  const std::string &b) {
+    std::string name = fresh();
+    os << "    " << name << " = " << op << " " << a << ", " << b << " : "
+       << c.compute << "\n";
+    return name;
+  }
+  std::string clamp(llvm::raw_ostream &os, const std::string &a, double lim) {
+    return bin(os, "arith.maximumf",
+               bin(os, "arith.minimumf", a, constant(os, lim)),
+               constant(os, -lim));
+  }
+  std::string guard(llvm::raw_ostream &os, StringRef kind,
+                    const std::string &a) {
+    if (kind == "cap")
+      return bin(os, "arith.minimumf", a, constant(os, 4.0));
+    if (kind == "pos")
+      return bin(os, "arith.addf", un(os, "math.absf", a), constant(os, 0.5));
+    if (kind == "abs1")
+      return bin(os, "arith.addf", un(os, "math.absf", a), constant(os, 1.5));
+    if (kind == "unit")
+      return bin(os, "arith.mulf", un(os, "math.tanh", a), constant(os, 0.9));
+    if (kind == "clamp6")
+      return clamp(os, a, 6.0);
+    return a;
+  }
+
+  void emitOp(llvm::raw_ostream &os, unsigned i) {
+    const GenOp &op = c.ops[i];
+    auto in = [&](unsigned k) { return val(op.in[k]); };
+    auto [name, guardKind] = StringRef(op.name).split(':');
+    std::string r;
+    switch (op.kind) {
+    case Kind::Unary:
+      r = un(os, name, guard(os, guardKind, in(0)));
+      break;
+    case Kind::Binary: {
+      std::string a = in(0), b = in(1);
+      if (guardKind == "pos")
+        b = guard(os, "pos", b);
+      if (guardKind == "base") {
+        a = guard(os, "pos", a);
+        b = clamp(os, b, 2.0);
+      }
+      r = bin(os, name, a, b);
+      break;
+    }
+    case Kind::Fma:
+      r = fresh();
+      os << "    " << r << " = math.fma " << in(0) << ", " << in(1) << ", "
+         << in(2) << " : " << c.compute << "\n";
+      break;
+    case Kind::Select: {
+      std::string cond = fresh();
+      os << "    " << cond << " = arith.cmpf " << op.name << ", " << in(0)
+         << ", " << in(1) << " : " << c.compute << "\n";
+      r = fresh();
+      os << "    " << r << " = arith.select " << cond << ", " << in(2) << ", "
+         << in(3) << " : " << c.compute << "\n";
+      break;
+    }
+    case Kind::Spike: {
+      std::string d = bin(os, "arith.subf", in(0), constant(os, op.constant));
+      r = fresh();
+      os << "    " << r << " = flexsn.spike " << d << " surrogate "
+         << op.surrogate << " : " << c.compute << "\n";
+      break;
+    }
+    case Kind::Detach:
+      r = fresh();
+      os << "    " << r << " = flexsn.detach " << in(0) << " : " << c.compute
+         << "\n";
+      break;
+    case Kind::IntRound: {
+      std::string a = clamp(os, in(0), 1e6), i32 = fresh();
+      os << "    " << i32 << " = arith.fptosi " << a << " : " << c.compute
+         << " to i32\n";
+      r = fresh();
+      os << "    " << r << " = arith.sitofp " << i32 << " : i32 to "
+         << c.compute << "\n";
+      break;
+    }
+    case Kind::Quantize: {
+      std::string h = fresh();
+      os << "    " << h << " = arith.truncf " << in(0) << " : " << c.compute
+         << " to " << op.name << "\n";
+      r = fresh();
+      os << "    " << r << " = arith.extf " << h << " : " << op.name << " to "
+         << c.compute << "\n";
+      break;
+    }
+    case Kind::FPowI: {
+      std::string n = fresh();
+      os << "    " << n << " = arith.constant " << int(op.constant)
+         << " : i32\n";
+      std::string a = clamp(os, in(0), 8.0);
+      r = fresh();
+      os << "    " << r << " = math.fpowi " << a << ", " << n << " : "
+         << c.compute << ", i32\n";
+      break;
+    }
+    }
+    names[c.numArgs() + i] = r;
+  }
+
+  /// A new state stays bounded: tanh(x) * 4 or clamp(x, -8, 8).
+  std::string emitSquash(llvm::raw_ostream &os, unsigned k) {
+    std::string x = val(c.next[k]);
+    if (c.squash[k] == "tanh")
+      return bin(os, "arith.mulf", un(os, "math.tanh", x), constant(os, 4.0));
+    return clamp(os, x, 8.0);
+  }
+
+  const Core &c;
+  std::set<unsigned> live;
+  std::map<unsigned, std::string> names;
+  unsigned temp = 0;
+};
+
+//===----------------------------------------------------------------------===//
+// Running a core
+//===----------------------------------------------------------------------===//
+
+struct Shape {
+  int64_t T, NCL;
+  uint64_t seed;
+};
+
+struct Outcome {
+  enum Status { Ok, Mismatch, Error, Crash } status = Ok;
+  std::string what;     // the first failure, error message or crash
+  std::string variant;  // where it failed
+  std::string backend = "cpu";
+  unsigned kernels = 0;
+  int64_t masked = 0;
+  unsigned skipped = 0;
+};
+
+double tieMargin(const Core &c) {
+  auto coarse = [](const std::vector<std::string> &ts) {
+    return llvm::any_of(ts, [](const std::string &t) {
+      return t == "f16" || t == "bf16";
+    });
+  };
+  bool quantized = llvm::any_of(c.ops, [](const GenOp &op) {
+    return op.kind == Kind::Quantize;
+  });
+  if (quantized || coarse(c.inType) || coarse(c.stType) ||
+      coarse(c.outType) || coarse(c.paType))
+    return 2e-2;
+  // f64: wide enough for the finite differences' step (1e-5).
+  return c.compute == "f64" ? 1e-4 : 1e-3;
+}
+
+/// Compiles `text` and runs every kernel variant on `backends`.
+Outcome runCore(const std::string &text, const Shape &shape, double margin,
+                bool cuda) {
+  Outcome out;
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  context.printOpOnDiagnostic(false);
+  context.loadAllAvailableDialects();
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
+    if (d.getSeverity() == DiagnosticSeverity::Error && diagnostics.empty())
+      diagnostics = d.str();
+    return success();
+  });
+  auto errorOut = [&](const std::string &where, llvm::Error e) {
+    out.status = Outcome::Error;
+    out.variant = where;
+    llvm::handleAllErrors(
+        std::move(e), [&](const DiagnosedError &) { out.what = diagnostics; },
+        [&](const llvm::ErrorInfoBase &info) { out.what = info.message(); });
+    return out;
+  };
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  if (!module) {
+    out.status = Outcome::Error;
+    out.variant = "parse";
+    out.what = diagnostics;
+    return out;
+  }
+  auto func = prepareKernelModule(*module, "core", Type(), /*training=*/true,
+                                  {});
+  if (!func)
+    return errorOut("differentiate", func.takeError());
+  HarnessOptions options;
+  options.threads = 1;
+  options.tieMargin = margin;
+  options.verbose = clVerbose;
+  std::string log;
+  llvm::raw_string_ostream os(log);
+  std::vector<std::string> backends = {"cpu"};
+  if (cuda)
+    backends.push_back("cuda");
+  for (const std::string &backend : backends) {
+    out.backend = backend;
+    auto runner = backend == "cpu" ? createCPURunner(*module, options)
+                                   : createCUDARunner(*module, options);
+    if (!runner)
+      return errorOut("compile", runner.takeError());
+    for (StringRef variant : {"inference", "final_state", "backward"}) {
+      auto result = runKernelCase(*module, *func, variant, shape.T, shape.NCL,
+                                  shape.seed, **runner, options,
+                                  /*check=*/true, /*bench=*/false, os);
+      if (!result)
+        return errorOut(variant.str(), result.takeError());
+      out.kernels += variant == "backward" ? 2 : 1;
+      out.masked = std::max(out.masked, result->masked);
+      out.skipped += result->skipped;
+      if (!result->ok) {
+        out.status = Outcome::Mismatch;
+        out.variant = variant.str();
+        out.what = result->firstFailure;
+        break;
+      }
+    }
+    if (out.status != Outcome::Ok)
+      break;
+  }
+  if (clVerbose)
+    llvm::errs() << log;
+  return out;
+}
+
+/// runCore, with crashes caught.
+Outcome runCoreSafely(const std::string &text, const Shape &shape,
+                      double margin, bool cuda) {
+  Outcome out;
+  llvm::CrashRecoveryContext crc;
+  if (!crc.RunSafely([&] { out = runCore(text, shape, margin, cuda); })) {
+    out = Outcome();
+    out.status = Outcome::Crash;
+    out.what = "the process crashed (signal or abort)";
+  }
+  return out;
+}
+
+/// Drops outputs, states, params, inputs and ops while the core keeps
+/// failing the same way.
+Core minimize(Core core, const Shape &shape, Outcome::Status status,
+              bool cuda) {
+  auto fails = [&](const Core &c) {
+    Outcome o = runCoreSafely(Renderer(c).render(), shape, tieMargin(c), cuda);
+    return o.status == status;
+  };
+  // Replaces every use of value `from` by `to`, then renumbers values above
+  // `from` (an argument or op result being removed).
+  auto removeValue = [](Core &c, unsigned from, unsigned to) {
+    auto fix = [&](unsigned &v) {
+      if (v == from)
+        v = to;
+      if (v > from)
+        --v;
+    };
+    for (GenOp &op : c.ops)
+      for (unsigned &v : op.in)
+        fix(v);
+    for (unsigned &v : c.outputs)
+      fix(v);
+    for (unsigned &v : c.next)
+      fix(v);
+  };
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    auto attempt = [&](Core candidate) {
+      if (!fails(candidate))
+        return false;
+      core = std::move(candidate);
+      progress = true;
+      return true;
+    };
+    // Ops, last first: replace op i by its first operand.
+    for (int i = int(core.ops.size()) - 1; i >= 0; --i) {
+      if (i >= int(core.ops.size()))
+        continue;
+      Core c = core;
+      unsigned v = c.numArgs() + i;
+      unsigned to = c.ops[i].in[0];
+      c.ops.erase(c.ops.begin() + i);
+      removeValue(c, v, to);
+      attempt(std::move(c));
+    }
+    for (int o = int(core.outputs.size()) - 1; o >= 0 && core.outputs.size() > 1;
+         --o) {
+      Core c = core;
+      c.outputs.erase(c.outputs.begin() + o);
+      c.outType.erase(c.outType.begin() + o);
+      attempt(std::move(c));
+    }
+    // Params, states and inputs (values: inputs, states, params).
+    for (int p = int(core.numPa) - 1; p >= 0; --p) {
+      Core c = core;
+      removeValue(c, c.numIn + c.numSt + p, 0);
+      c.paType.erase(c.paType.begin() + p);
+      c.paPerNeuron.erase(c.paPerNeuron.begin() + p);
+      --c.numPa;
+      attempt(std::move(c));
+    }
+    for (int s = int(core.numSt) - 1; s >= 0; --s) {
+      Core c = core;
+      removeValue(c, c.numIn + s, 0);
+      c.stType.erase(c.stType.begin() + s);
+      c.next.erase(c.next.begin() + s);
+      c.squash.erase(c.squash.begin() + s);
+      --c.numSt;
+      attempt(std::move(c));
+    }
+    for (int k = int(core.numIn) - 1; k >= 0 && core.numIn > 1; --k) {
+      Core c = core;
+      removeValue(c, k, k == 0 ? 1 : 0);
+      c.inType.erase(c.inType.begin() + k);
+      --c.numIn;
+      attempt(std::move(c));
+    }
+  }
+  return core;
+}
+
+Shape shapeOf(std::mt19937_64 &rng) {
+  // Small shapes: T = 0 and NCL = 1 included; NCL past a vector width and
+  // a thread's neuron group so that tails are covered.
+  static const int64_t kT[] = {0, 1, 2, 3, 5, 8};
+  static const int64_t kNCL[] = {1, 3, 7, 16, 33, 67};
+  std::uniform_int_distribution<int> t(0, 5), n(0, 5);
+  return {kT[t(rng)], kNCL[n(rng)], rng()};
+}
+
+struct Totals {
+  unsigned cores = 0, kernels = 0, mismatches = 0, errors = 0, crashes = 0,
+           skipped = 0;
+  int64_t maskedCores = 0;
+};
+
+/// Runs cores [first, last) and returns the totals; writes failing cores.
+Totals runRange(unsigned first, unsigned last) {
+  Totals totals;
+  for (unsigned i = first; i < last; ++i) {
+    // Core #i depends only on (seed, i).
+    std::seed_seq seq{uint64_t(clSeed) & 0xffffffffu, uint64_t(clSeed) >> 32,
+                      uint64_t(i)};
+    std::mt19937_64 rng(seq);
+    Core core = Generator(rng()).generate();
+    Shape shape = shapeOf(rng);
+    std::string text = Renderer(core).render();
+    if (clVerbose)
+      llvm::errs() << "core #" << i << " T=" << shape.T << " NCL=" << shape.NCL
+                   << "\n" << text;
+    Outcome o = runCoreSafely(text, shape, tieMargin(core), clCuda);
+    ++totals.cores;
+    totals.kernels += o.kernels;
+    totals.skipped += o.skipped;
+    totals.maskedCores += o.masked > 0;
+    if (o.status == Outcome::Ok)
+      continue;
+    (o.status == Outcome::Mismatch ? totals.mismatches
+     : o.status == Outcome::Error  ? totals.errors
+                                   : totals.crashes)++;
+    if (!clNoMinimize)
+      core = minimize(core, shape, o.status, clCuda);
+    std::string small = Renderer(core).render();
+    llvm::SmallString<128> path(clOut);
+    llvm::sys::path::append(path, llvm::formatv("flexsn-fuzz-{0}-{1}.mlir",
+                                                uint64_t(clSeed), i)
+                                      .str());
+    std::error_code ec;
+    llvm::raw_fd_ostream file(path, ec);
+    const char *kinds[] = {"ok", "mismatch", "error", "crash"};
+    std::string variant = o.variant == "backward" || o.variant == "inference" ||
+                                  o.variant == "final_state"
+                              ? o.variant
+                              : "backward";
+    if (!ec) {
+      file << "// flexsn-fuzz --seed=" << uint64_t(clSeed) << " --first=" << i
+           << " --count=1: " << kinds[o.status] << " in " << o.variant
+           << " on " << o.backend << "\n// " << o.what << "\n"
+           << "// RUN: flexsn-run %s --backend=" << o.backend
+           << " --variant=" << variant << " --T=" << shape.T
+           << " --ncl=" << shape.NCL << " --seed=" << shape.seed
+           << " --tie-margin=" << tieMargin(core) << " --check\n"
+           << small;
+    }
+    llvm::errs() << "flexsn-fuzz: core #" << i << ": " << kinds[o.status]
+                 << " in " << o.variant << " on " << o.backend << ": "
+                 << o.what << "\n  written to " << path
+                 << (ec ? " (FAILED: " + ec.message() + ")" : "") << "\n";
+  }
+  return totals;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM y(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv, "flexsn differential fuzzer\n");
+  llvm::CrashRecoveryContext::Enable();
+  if (clJobs == 0)
+    clJobs = 1;
+  auto start = std::chrono::steady_clock::now();
+  unsigned first = clFirst, last = clFirst + clCount;
+  Totals totals;
+  if (clJobs == 1) {
+    totals = runRange(first, last);
+  } else {
+    // Worker processes over interleaved blocks of the range; each sends its
+    // totals back through a pipe.
+    std::vector<std::pair<pid_t, int>> workers;
+    unsigned per = (clCount + clJobs - 1) / clJobs;
+    for (unsigned j = 0; j < clJobs; ++j) {
+      unsigned lo = first + j * per, hi = std::min(last, lo + per);
+      if (lo >= hi)
+        break;
+      int fds[2];
+      if (pipe(fds) != 0) {
+        llvm::errs() << "flexsn-fuzz: error: pipe failed\n";
+        return 2;
+      }
+      pid_t pid = fork();
+      if (pid == 0) {
+        close(fds[0]);
+        Totals t = runRange(lo, hi);
+        (void)!write(fds[1], &t, sizeof(t));
+        _exit(0);
+      }
+      close(fds[1]);
+      workers.push_back({pid, fds[0]});
+    }
+    for (auto [pid, fd] : workers) {
+      Totals t;
+      ssize_t n = read(fd, &t, sizeof(t));
+      close(fd);
+      int status = 0;
+      waitpid(pid, &status, 0);
+      if (n != ssize_t(sizeof(t))) {
+        llvm::errs() << "flexsn-fuzz: a worker died without reporting\n";
+        ++totals.crashes;
+        continue;
+      }
+      totals.cores += t.cores;
+      totals.kernels += t.kernels;
+      totals.mismatches += t.mismatches;
+      totals.errors += t.errors;
+      totals.crashes += t.crashes;
+      totals.skipped += t.skipped;
+      totals.maskedCores += t.maskedCores;
+    }
+  }
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+  bool ok = !totals.mismatches && !totals.errors && !totals.crashes;
+  llvm::outs() << llvm::formatv(
+      "flexsn-fuzz: {0} cores (seed {1}, #{2}-#{3}{4}), {5} kernels run, "
+      "{6} mismatches, {7} errors, {8} crashes; {9} cores with near-tie "
+      "neurons left out, {10} scalar sums skipped; {11:F1} s: {12}\n",
+      totals.cores, uint64_t(clSeed), first, last - 1,
+      clCuda ? ", cpu+cuda" : ", cpu", totals.kernels, totals.mismatches,
+      totals.errors, totals.crashes, totals.maskedCores, totals.skipped,
+      seconds, ok ? "ok" : "FAIL");
+  return ok ? 0 : 1;
+}
