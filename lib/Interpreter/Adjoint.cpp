@@ -17,6 +17,15 @@
 using namespace mlir;
 using namespace mlir::flexsn;
 
+/// Ops whose gradient is zero by definition.
+static bool blocksGradient(Operation *op) {
+  return isa<arith::ConstantOp, arith::CmpFOp, arith::CmpIOp, arith::AndIOp,
+             arith::OrIOp, arith::XOrIOp, arith::AddIOp, arith::SubIOp,
+             arith::MulIOp, arith::FPToSIOp, arith::FPToUIOp, arith::SIToFPOp,
+             arith::UIToFPOp, math::FloorOp, math::CeilOp, math::RoundOp,
+             math::RoundEvenOp, math::TruncOp, DetachOp>(op);
+}
+
 /// Partial derivatives of `op`'s result with respect to each operand, at the
 /// values in `env`. Returns false for an op without a rule. Operands that
 /// take no gradient get 0.
@@ -191,6 +200,10 @@ LogicalResult mlir::flexsn::interpretAdjoint(ScanOp primal, int64_t T,
       }
       for (Operation &op : llvm::reverse(body.without_terminator())) {
         double g = op.getNumResults() ? adj.lookup(op.getResult(0)) : 0.0;
+        // Ops without a gradient pass none on, even a NaN one (PyTorch's
+        // floor, comparisons and detach give zeros).
+        if (blocksGradient(&op))
+          continue;
         partials(&op, env, d);
         // IEEE arithmetic, as the kernels and PyTorch compute: a zero
         // gradient times an undefined partial (atan2 at the origin) is NaN.
