@@ -325,3 +325,39 @@ def test_more_than_2_31_elements_on_the_gpu():
         rs, rv = r(xr, v0[part])
         rs.sum().backward()
         assert_close(xg.grad[:, part], xr.grad, what="grad past 2^31")
+
+
+def test_hostile_ranks_and_states(device):
+    """Rank 0, states of the wrong size or dtype, non-tensors: each a clear
+    error; rank 1 is T steps of one neuron; a user state that requires grad
+    gets the torch loop's gradient."""
+    m = flexsn.FlexSN(lif(), num_inputs=1, num_states=1, backend=device.type)
+    with pytest.raises(ValueError, match="time dimension first"):
+        m(torch.tensor(1.0, device=device))
+    m.reset()
+    m.states = [torch.zeros(3, device=device)]
+    with pytest.raises(ValueError, match="state #0 has 3 elements per step"):
+        m(torch.randn(4, 5, device=device))
+    m.reset()
+    m.states = [torch.zeros(5, device=device, dtype=torch.float64)]
+    with pytest.raises(TypeError, match="state #0 has dtype torch.float64"):
+        m(torch.randn(4, 5, device=device))
+    for bad in ([1.0, 2.0], None):
+        m.reset()
+        with pytest.raises(TypeError, match="must be a torch.Tensor"):
+            m(bad)
+    m.reset()
+    r = flexsn.FlexSN(lif(), num_inputs=1, num_states=1, backend="torch")
+    x = torch.randn(6, device=device) * 2
+    assert_close(m(x), r(x), what="rank-1 input")
+    x = torch.randn(4, 5, device=device).abs()
+    v_init = torch.rand(5, device=device) * 0.5
+    grads = []
+    for mod in (m, r):
+        mod.reset()
+        v0 = v_init.clone().requires_grad_()
+        mod.states = [v0]
+        mod(x).sum().backward()
+        grads.append(v0.grad)
+    assert grads[0] is not None
+    assert_close(grads[0], grads[1], what="user state gradient")

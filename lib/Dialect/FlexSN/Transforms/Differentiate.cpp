@@ -316,8 +316,26 @@ LogicalResult Differentiator::buildBackward() {
     nclSource = a[xArg[0]];
     nclDimIdx = 1;
   } else {
-    return scan.emitOpError("cannot be differentiated: it has neither inputs "
-                            "nor states");
+    // A scan of params alone (outputs depend only on params): a
+    // per-neuron param gives NCL, else any [T, NCL] sequence the backward
+    // reads (an output's gradient, a saved value).
+    for (unsigned i : pArg)
+      if (isa<RankedTensorType>(a[i].getType()) && !nclSource)
+        nclSource = a[i];
+    for (ArrayRef<unsigned> seqs : {ArrayRef<unsigned>(gyArg),
+                                    ArrayRef<unsigned>(gstArg),
+                                    ArrayRef<unsigned>(savedArg)})
+      for (unsigned i : seqs)
+        if (!nclSource &&
+            cast<RankedTensorType>(a[i].getType()).getRank() == 2) {
+          nclSource = a[i];
+          nclDimIdx = 1;
+        }
+    if (!nclSource)
+      return scan.emitOpError("cannot be differentiated: it reads no input, "
+                              "no state and no per-neuron param, and no "
+                              "result takes a gradient, so nothing gives the "
+                              "number of neurons");
   }
   Value ncl;
   auto zeros = [&](Type tensorType) -> Value {
