@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # Sets up, builds, and runs every test: the lit regression suite (compiler,
-# tools, C API) and the Python package's pytest suite (cpu backend here; the
-# cuda backend too where a GPU is present).
+# tools, C API), a 300-core flexsn-fuzz smoke run (differential: kernels vs
+# the reference interpreter and adjoint; --cuda too where a GPU is present)
+# and the Python package's pytest suite (cpu backend here; the cuda backend
+# too where a GPU is present).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/python_deps.sh
 BUILD_DIR=${FLEXSN_BUILD_DIR:-build}
 ninja -C "$BUILD_DIR" check-flexsn
+FUZZ_CUDA=""
+if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
+  FUZZ_CUDA="--cuda"
+fi
+"$BUILD_DIR"/bin/flexsn-fuzz --count=300 --seed=1 --jobs="$(nproc)" $FUZZ_CUDA \
+  --out="$BUILD_DIR/fuzz-failures"
 export FLEXSN_LIBRARY=${FLEXSN_LIBRARY:-$PWD/$BUILD_DIR/lib/libFlexSN.so}
 cd python-bindings
 ${PYTHON:-python3} -m pytest -q -p no:cacheprovider tests

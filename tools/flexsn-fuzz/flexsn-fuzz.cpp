@@ -61,6 +61,11 @@ static cl::opt<std::string> clOut("out",
                                   cl::desc("where failing cores are written"),
                                   cl::init("."));
 static cl::opt<bool> clVerbose("v", cl::desc("print every core and result"));
+static cl::opt<double> clTolerance(
+    "tolerance",
+    cl::desc("max relative error of every comparison (default: by the "
+             "core's precision, f64 1e-9, f32 1e-3, 5e-2 through f16/bf16)"),
+    cl::init(-1.0));
 static cl::opt<bool> clNoMinimize("no-minimize",
                                   cl::desc("write failing cores as generated"));
 
@@ -516,6 +521,8 @@ double tieMargin(const Core &c) {
 /// 5e-2 once any value passes through f16/bf16 (a value next to a rounding
 /// boundary of a 16-bit type may land one ulp, 0.8%, away, and move on).
 double tolerance(const Core &c) {
+  if (clTolerance >= 0)
+    return clTolerance;
   double margin = tieMargin(c);
   return margin >= 2e-2 ? 5e-2 : c.compute == "f64" ? 1e-9 : 1e-3;
 }

@@ -1,0 +1,23 @@
+// flexsn-fuzz: a short clean run prints one summary line; the same seed
+// gives the same cores (the counts repeat); with a tolerance of 0 the
+// ulp-level differences of f32 math count as mismatches, which exercises
+// the failure path: a minimized core with a RUN line, exit 1.
+// RUN: flexsn-fuzz --count=40 --seed=11 --out=%t.ok | FileCheck %s --check-prefix=OK
+// RUN: flexsn-fuzz --count=40 --seed=11 --out=%t.ok | FileCheck %s --check-prefix=OK
+// OK: flexsn-fuzz: 40 cores (seed 11, #0-#39, cpu), 160 kernels run, 0 mismatches, 0 errors, 0 crashes;
+// OK-SAME: : ok
+// RUN: rm -rf %t.bad && not flexsn-fuzz --count=6 --seed=3 --tolerance=0 --out=%t.bad > %t.summary 2> %t.err
+// RUN: FileCheck %s --check-prefix=BAD < %t.summary
+// RUN: FileCheck %s --check-prefix=ERR < %t.err
+// RUN: cat %t.bad/*.mlir | FileCheck %s --check-prefix=FILE
+// BAD: mismatches
+// BAD-SAME: FAIL
+// ERR: flexsn-fuzz: core #{{[0-9]+}}: mismatch in
+// ERR: written to
+// FILE: // flexsn-fuzz --seed=3 --first={{[0-9]+}} --count=1: mismatch
+// FILE: // {{RUN}}: flexsn-run %s --backend=cpu --variant=
+// FILE-SAME: --tolerance=0
+// FILE: func.func @core(
+// FILE: flexsn.scan
+// RUN: not flexsn-fuzz --count=1 --out=/dev/null/x 2>&1 | FileCheck %s --check-prefix=DIR
+// DIR: flexsn-fuzz: error: cannot create '/dev/null/x'
