@@ -21,6 +21,13 @@ config.substitutions.append(("%flexsn_src_root", config.flexsn_src_root))
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+# Sanitizer builds (FLEXSN_ENABLE_SANITIZERS): LLVM's headers poison
+# BumpPtrAllocator slabs in our instrumented code, the uninstrumented LLVM
+# archives do not unpoison them; ignore user poisoning. Caller's options win.
+config.environment["ASAN_OPTIONS"] = os.environ.get(
+    "ASAN_OPTIONS", "allow_user_poisoning=0")
+config.environment["UBSAN_OPTIONS"] = os.environ.get(
+    "UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
 llvm_config.use_default_substitutions()
 
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
