@@ -9,6 +9,7 @@
 #include "llvm/Support/TargetSelect.h"
 
 #include <algorithm>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -29,10 +30,14 @@ FailureOr<std::unique_ptr<CPUKernels>> CPUKernels::compile(ModuleOp module) {
   if (failed(pm.run(*clone)))
     return failure();
 
+  // ExecutionEngineOptions::transformer is a function_ref: the
+  // std::function it refers to must outlive ExecutionEngine::create (a
+  // temporary here was a stack-use-after-scope, found by ASan).
+  std::function<llvm::Error(llvm::Module *)> optimize =
+      makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0,
+                                /*targetMachine=*/nullptr);
   ExecutionEngineOptions options;
-  options.transformer = makeOptimizingTransformer(/*optLevel=*/3,
-                                                  /*sizeLevel=*/0,
-                                                  /*targetMachine=*/nullptr);
+  options.transformer = optimize;
   options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
   auto engine = ExecutionEngine::create(*clone, options);
   if (!engine) {
