@@ -127,7 +127,10 @@ SmallVector<KernelArg> mlir::flexsn::getKernelABI(ScanOp scan,
     if (v.use_empty())
       continue;
     if (scan.isSumState(i) && variant == KernelVariant::FinalState)
-      add(KernelArgRole::SumState, i, v);
+      // Sums over neurons accumulate in f64 across threads and blocks: the
+      // error of an f32 running sum grows with NCL.
+      abi.push_back({KernelArgRole::SumState, (unsigned)i,
+                     Float64Type::get(scan.getContext())});
     else
       abi.push_back({stateRole, (unsigned)i,
                      getElementTypeOrSelf(scan.getInitStates()[i].getType())});

@@ -43,8 +43,9 @@ enum class KernelArgRole {
   Output,     // [T, NCL] pointer
   StateSeq,   // [T, NCL] pointer
   FinalState, // [NCL] pointer
-  SumState,   // pointer to one compute-type element the kernel atomically
-              // adds its final states to (the caller zeroes it first)
+  SumState,   // pointer to one f64 element the kernel atomically adds its
+              // final states to (the caller zeroes it first); f64 so that
+              // the sum's error does not grow with NCL
   T,          // i64
   NCL,        // i64
   Begin,      // i64, CPU kernels only: first neuron

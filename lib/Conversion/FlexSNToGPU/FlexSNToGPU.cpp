@@ -140,9 +140,13 @@ struct ConvertFlexSNToGPUPass
         sumPtrs.push_back(value);
         sumTypes.push_back(arg.type);
       }
+    // Each thread's share is in the compute type; the block's sum and the
+    // atomic add across blocks are in f64 (the buffer's type).
+    Type computeType = scan.getComputeType();
     auto zerosOf = [&](OpBuilder &zb) {
-      return llvm::map_to_vector(sumTypes, [&](Type t) -> Value {
-        return arith::ConstantOp::create(zb, loc, zb.getFloatAttr(t, 0.0));
+      return llvm::map_to_vector(sumTypes, [&](Type) -> Value {
+        return arith::ConstantOp::create(zb, loc,
+                                         zb.getFloatAttr(computeType, 0.0));
       });
     };
     Value inRange =
@@ -193,9 +197,12 @@ struct ConvertFlexSNToGPUPass
       Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                           tid, cst(0));
       SmallVector<Value> blockSums;
-      for (Value partial : guard.getResults())
+      for (auto [partial, type] : llvm::zip_equal(guard.getResults(), sumTypes))
         blockSums.push_back(gpu::AllReduceOp::create(
-            b, loc, partial,
+            b, loc,
+            partial.getType() == type
+                ? partial
+                : arith::ExtFOp::create(b, loc, type, partial).getResult(),
             gpu::AllReduceOperationAttr::get(b.getContext(),
                                              gpu::AllReduceOperation::ADD),
             /*uniform=*/true));

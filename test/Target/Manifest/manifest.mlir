@@ -67,7 +67,7 @@
 // TRAIN: "meaning": "grad_param"
 // TRAIN-NEXT: "meaning_index": 0
 // TRAIN-NEXT: "shape": "[]"
-// TRAIN-NEXT: "bytes": "4"
+// TRAIN-NEXT: "bytes": "8"
 // TRAIN-NEXT: "accumulate": true
 
 // The manifest exists without CUDA (no libdevice needed) and for the CPU
