@@ -4,7 +4,8 @@
 # UBSan. Seeds: examples/ and every lit test input (split at `// -----`).
 #   scripts/ir_fuzz.sh [SECONDS]      (default 600)
 # Builds build-fuzz/ with clang-22 (installs clang-22 and its libFuzzer
-# runtime from Debian if missing). Crashes, hangs (> 20 s on one input)
+# runtime from Debian if missing). Crashes, hangs (> 60 s on one input:
+# the largest seeds take about 10 s under ASan+UBSan)
 # and sanitizer reports land in build-fuzz/ir-fuzz/ as crash-*/timeout-*.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,7 +75,7 @@ DICT
 cd "$WORK"
 ASAN_OPTIONS=allow_user_poisoning=0:detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ../bin/flexsn-ir-fuzz corpus seeds -dict=mlir.dict -max_total_time="$SECONDS_TO_RUN" \
-  -timeout=20 -rss_limit_mb=6144 -max_len=16384 -print_final_stats=1 2>&1 | tee ir-fuzz.log | \
+  -timeout=60 -rss_limit_mb=6144 -max_len=16384 -print_final_stats=1 2>&1 | tee ir-fuzz.log | \
   grep -E "^#[0-9]+ +(INITED|DONE|pulse)|ERROR|SUMMARY|crash-|timeout-|stat::" || true
 # allow_user_poisoning=0: LLVM's headers poison BumpPtrAllocator slabs in
 # our instrumented code while the uninstrumented LLVM archives do not

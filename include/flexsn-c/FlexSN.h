@@ -42,6 +42,11 @@ void flexsn_free(void *ptr);
 typedef enum flexsn_target {
   FLEXSN_TARGET_CPU = 0,  /* JIT-compiled for this CPU */
   FLEXSN_TARGET_CUDA = 1, /* PTX for `chip`, loaded per device on demand */
+  /* Not targets: they give the enum the range of a 32-bit int, so that a
+     caller's unknown value reaches the library's check (an error) and is
+     not undefined behaviour in C++. */
+  FLEXSN_TARGET_MIN_ENUM_ = -2147483647 - 1,
+  FLEXSN_TARGET_MAX_ENUM_ = 2147483647
 } flexsn_target;
 
 typedef struct flexsn_program flexsn_program;
