@@ -208,7 +208,15 @@ LogicalResult mlir::flexsn::interpretAdjoint(ScanOp primal, int64_t T,
         // IEEE arithmetic, as the kernels and PyTorch compute: a zero
         // gradient times an undefined partial (atan2 at the origin) is NaN.
         // Only exact zeros times finite partials are skipped.
+        // Ops that route the gradient (select, max/min, copysign's sign)
+        // give the other operand none at all, even from a NaN, as the
+        // kernels' rules and PyTorch's `where` do.
+        bool routes = isa<arith::SelectOp, arith::MaximumFOp,
+                          arith::MinimumFOp, arith::MaxNumFOp,
+                          arith::MinNumFOp, math::CopySignOp>(op);
         auto skip = [&](double da) {
+          if (routes && da == 0.0)
+            return true;
           return (g == 0.0 || da == 0.0) && std::isfinite(g) &&
                  std::isfinite(da);
         };
