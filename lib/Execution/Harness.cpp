@@ -69,22 +69,6 @@ bool mlir::flexsn::isResultRole(KernelArgRole role) {
          role == KernelArgRole::FinalState || role == KernelArgRole::SumState;
 }
 
-int64_t mlir::flexsn::getElementCount(KernelArgRole role, int64_t T,
-                                      int64_t NCL) {
-  switch (role) {
-  case KernelArgRole::Input:
-  case KernelArgRole::Lagged:
-  case KernelArgRole::Output:
-  case KernelArgRole::StateSeq:
-    return T * NCL;
-  case KernelArgRole::ParamScalar:
-  case KernelArgRole::SumState:
-    return 1;
-  default:
-    return NCL;
-  }
-}
-
 /// Buffers for every pointer argument: results poisoned with NaN (sums are
 /// zeroed before each run: the kernel adds to them), operands zero.
 static std::vector<HostBuffer> makeBuffers(ArrayRef<KernelArg> abi, int64_t T,

@@ -3,7 +3,7 @@
 #include "flexsn/Pipelines/Pipelines.h"
 
 #include "flexsn/Conversion/Passes.h"
-#include "flexsn/Conversion/ScanKernel.h"
+#include "flexsn/Dialect/FlexSN/Utils/KernelABI.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
 #include "flexsn/Dialect/FlexSN/Transforms/Passes.h"
 
@@ -147,35 +147,6 @@ static std::string typeName(Type type) {
   return s;
 }
 
-StringRef mlir::flexsn::stringifyArgShape(ArgShape shape) {
-  switch (shape) {
-  case ArgShape::Sequence:
-    return "[T, NCL]";
-  case ArgShape::PerNeuron:
-    return "[NCL]";
-  case ArgShape::Scalar:
-    return "[]";
-  }
-  llvm_unreachable("unknown shape");
-}
-
-static ArgShape shapeOf(KernelArgRole role) {
-  switch (role) {
-  case KernelArgRole::Input:
-  case KernelArgRole::Lagged:
-  case KernelArgRole::Output:
-  case KernelArgRole::StateSeq:
-    return ArgShape::Sequence;
-  case KernelArgRole::LaggedInit:
-  case KernelArgRole::InitState:
-  case KernelArgRole::Param:
-  case KernelArgRole::FinalState:
-    return ArgShape::PerNeuron;
-  default:
-    return ArgShape::Scalar;
-  }
-}
-
 unsigned ManifestKernel::getNumPointers() const {
   return llvm::count_if(args, [](const ManifestArg &a) { return a.isPointer; });
 }
@@ -219,7 +190,7 @@ mlir::flexsn::collectManifest(ModuleOp module) {
         a.elementBytes = arg.type.getIntOrFloatBitWidth() / 8;
         if (!a.isPointer)
           continue;
-        a.shape = shapeOf(arg.role);
+        a.shape = getArgShape(arg.role);
         ArgMeaning m = describeKernelArg(scan, arg);
         a.meaning = m.role;
         a.meaningIndex = m.index;

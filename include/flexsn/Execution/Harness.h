@@ -11,7 +11,7 @@
 #ifndef FLEXSN_EXECUTION_HARNESS_H
 #define FLEXSN_EXECUTION_HARNESS_H
 
-#include "flexsn/Conversion/ScanKernel.h"
+#include "flexsn/Dialect/FlexSN/Utils/KernelABI.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
@@ -68,9 +68,6 @@ struct HostBuffer {
   void fill(std::mt19937_64 &rng, double lo, double hi);
 };
 
-/// Elements of a pointer argument of `role`: T * NCL for sequences, 1 for
-/// scalar params and sums, NCL otherwise.
-int64_t getElementCount(KernelArgRole role, int64_t T, int64_t NCL);
 bool isResultRole(KernelArgRole role);
 
 /// Where kernels run.

@@ -9,7 +9,7 @@
 #ifndef FLEXSN_INTERPRETER_INTERPRETER_H
 #define FLEXSN_INTERPRETER_INTERPRETER_H
 
-#include "flexsn/Conversion/ScanKernel.h"
+#include "flexsn/Dialect/FlexSN/Utils/KernelABI.h"
 #include "flexsn/Execution/Storage.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
 

@@ -9,6 +9,7 @@
 #ifndef FLEXSN_PIPELINES_PIPELINES_H
 #define FLEXSN_PIPELINES_PIPELINES_H
 
+#include "flexsn/Dialect/FlexSN/Utils/KernelABI.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/LLVM.h"
@@ -42,14 +43,6 @@ void buildGPUPipeline(mlir::OpPassManager &pm, const GPUOptions &options);
 /// function (libdevice not found, or an op with no device implementation).
 mlir::FailureOr<std::string> translateToPTX(mlir::ModuleOp module,
                                             const GPUOptions &options);
-
-/// How many elements a kernel pointer argument holds.
-enum class ArgShape {
-  Sequence,  // [T, NCL]
-  PerNeuron, // [NCL]
-  Scalar,    // one element
-};
-llvm::StringRef stringifyArgShape(ArgShape shape);
 
 /// One kernel argument, as the manifest describes it.
 struct ManifestArg {

@@ -1,7 +1,7 @@
 //===- FlexSNToSCF.cpp - flexsn.scan to CPU loops -------------------------===//
 
 #include "flexsn/Conversion/Passes.h"
-#include "flexsn/Conversion/ScanKernel.h"
+#include "../Common/ScanKernel.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

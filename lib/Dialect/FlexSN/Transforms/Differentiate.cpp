@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "flexsn/Conversion/ScanKernel.h"
+#include "flexsn/Dialect/FlexSN/Utils/KernelABI.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNInterfaces.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
 #include "flexsn/Dialect/FlexSN/Transforms/Passes.h"

@@ -1,13 +1,16 @@
-//===- ScanKernel.h - Kernel ABI and body emission for scans ----*- C++ -*-===//
+//===- KernelABI.h - The kernel contract of a flexsn.scan -------*- C++ -*-===//
 //
-// What the CPU and GPU lowerings share: the flat kernel ABI of a scan (one
-// pointer per tensor, then T and NCL as i64) and the emission of the loop
-// over time for a group of neurons.
+// What every layer speaks about a scan's kernels: the variants, the flat
+// argument list (one pointer per tensor, then T and NCL as i64), what each
+// argument holds in the user's terms, its shape rule and element count, and
+// which functions are kernels. Used by the lowerings, flexsn-differentiate,
+// the interpreter, the harness, the manifest and the C API; it depends on
+// the dialect only.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FLEXSN_CONVERSION_SCANKERNEL_H
-#define FLEXSN_CONVERSION_SCANKERNEL_H
+#ifndef FLEXSN_DIALECT_FLEXSN_UTILS_KERNELABI_H
+#define FLEXSN_DIALECT_FLEXSN_UTILS_KERNELABI_H
 
 #include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
 #include "mlir/IR/Builders.h"
@@ -123,33 +126,21 @@ LogicalResult collectKernelScans(ModuleOp module, llvm::StringRef backend,
 /// The name of the kernel of `variant` made from the function `funcName`.
 std::string getKernelName(llvm::StringRef funcName, KernelVariant variant);
 
-/// How the lanes of a neuron group touch memory.
-enum class LaneAccess {
-  /// The lanes are contiguous, inside the tensors and aligned to the group
-  /// size: width-wide vector loads and stores.
-  Vector,
-  /// Each lane loads on its own at min(neuron + lane, NCL - 1) and stores
-  /// only when neuron + lane < NCL.
-  ScalarGuarded,
-  /// Each lane loads and stores on its own; the caller guarantees
-  /// neuron + lane < NCL.
-  Scalar,
+/// How many elements a pointer argument of `role` holds: [T, NCL]
+/// (T * NCL), [NCL], or one element (scalar params and sums).
+enum class ArgShape {
+  Sequence,  // [T, NCL]
+  PerNeuron, // [NCL]
+  Scalar,    // one element
 };
-
-/// Emits the time loop of `scan` for `width` neurons starting at `neuron`
-/// (i64). `args` are the kernel's arguments in ABI order (pointers, then T
-/// and NCL; trailing arguments are ignored). Returns, per `sum_states`
-/// state, the sum of its final value over this group's valid lanes (compute
-/// type); the caller reduces these across groups.
-llvm::SmallVector<Value> emitNeuronScan(OpBuilder &b, Location loc,
-                                        ScanOp scan, KernelVariant variant,
-                                        ValueRange args, Value neuron,
-                                        unsigned width, LaneAccess access);
-
-/// Adds `value` to `*ptr` atomically (llvm.atomicrmw fadd, monotonic).
-void emitAtomicAdd(OpBuilder &b, Location loc, Value ptr, Value value);
+ArgShape getArgShape(KernelArgRole role);
+/// "[T, NCL]", "[NCL]" or "[]".
+llvm::StringRef stringifyArgShape(ArgShape shape);
+/// Elements of a pointer argument of `role` at T x NCL (no overflow check:
+/// callers bound T * NCL first).
+int64_t getElementCount(KernelArgRole role, int64_t T, int64_t NCL);
 
 } // namespace flexsn
 } // namespace mlir
 
-#endif // FLEXSN_CONVERSION_SCANKERNEL_H
+#endif // FLEXSN_DIALECT_FLEXSN_UTILS_KERNELABI_H

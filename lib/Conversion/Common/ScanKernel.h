@@ -1,0 +1,47 @@
+//===- ScanKernel.h - Loop emission shared by both lowerings ----*- C++ -*-===//
+//
+// Private to lib/Conversion: what the CPU and GPU lowerings share to emit a
+// kernel (the loop over time for a group of neurons, atomic sums). The
+// kernel contract itself is a dialect utility (KernelABI.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FLEXSN_LIB_CONVERSION_COMMON_SCANKERNEL_H
+#define FLEXSN_LIB_CONVERSION_COMMON_SCANKERNEL_H
+
+#include "flexsn/Dialect/FlexSN/Utils/KernelABI.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir {
+namespace flexsn {
+
+/// How the lanes of a neuron group touch memory.
+enum class LaneAccess {
+  /// The lanes are contiguous, inside the tensors and aligned to the group
+  /// size: width-wide vector loads and stores.
+  Vector,
+  /// Each lane loads on its own at min(neuron + lane, NCL - 1) and stores
+  /// only when neuron + lane < NCL.
+  ScalarGuarded,
+  /// Each lane loads and stores on its own; the caller guarantees
+  /// neuron + lane < NCL.
+  Scalar,
+};
+
+/// Emits the time loop of `scan` for `width` neurons starting at `neuron`
+/// (i64). `args` are the kernel's arguments in ABI order (pointers, then T
+/// and NCL; trailing arguments are ignored). Returns, per `sum_states`
+/// state, the sum of its final value over this group's valid lanes (compute
+/// type); the caller reduces these across groups.
+llvm::SmallVector<Value> emitNeuronScan(OpBuilder &b, Location loc,
+                                        ScanOp scan, KernelVariant variant,
+                                        ValueRange args, Value neuron,
+                                        unsigned width, LaneAccess access);
+
+/// Adds `value` to `*ptr` atomically (llvm.atomicrmw fadd, monotonic).
+void emitAtomicAdd(OpBuilder &b, Location loc, Value ptr, Value value);
+
+} // namespace flexsn
+} // namespace mlir
+
+#endif // FLEXSN_LIB_CONVERSION_COMMON_SCANKERNEL_H
