@@ -13,66 +13,16 @@
 using namespace mlir;
 using namespace mlir::flexsn;
 
+#include "flexsn/Dialect/FlexSN/Utils/KernelABIEnums.cpp.inc"
+
 //===----------------------------------------------------------------------===//
 // Names
 //===----------------------------------------------------------------------===//
-
-StringRef mlir::flexsn::stringifyKernelVariant(KernelVariant variant) {
-  switch (variant) {
-  case KernelVariant::Inference:
-    return "inference";
-  case KernelVariant::FinalState:
-    return "final_state";
-  }
-  llvm_unreachable("unknown variant");
-}
-
-std::optional<KernelVariant>
-mlir::flexsn::symbolizeKernelVariant(StringRef name) {
-  for (KernelVariant v : getAllKernelVariants())
-    if (stringifyKernelVariant(v) == name)
-      return v;
-  return std::nullopt;
-}
 
 ArrayRef<KernelVariant> mlir::flexsn::getAllKernelVariants() {
   static const KernelVariant all[] = {KernelVariant::Inference,
                                       KernelVariant::FinalState};
   return all;
-}
-
-StringRef mlir::flexsn::stringifyKernelArgRole(KernelArgRole role) {
-  switch (role) {
-  case KernelArgRole::Input:
-    return "input";
-  case KernelArgRole::Lagged:
-    return "lagged";
-  case KernelArgRole::LaggedInit:
-    return "lagged_init";
-  case KernelArgRole::InitState:
-    return "init_state";
-  case KernelArgRole::Param:
-    return "param";
-  case KernelArgRole::ParamScalar:
-    return "param_scalar";
-  case KernelArgRole::Output:
-    return "output";
-  case KernelArgRole::StateSeq:
-    return "state_seq";
-  case KernelArgRole::FinalState:
-    return "final_state";
-  case KernelArgRole::SumState:
-    return "sum_state";
-  case KernelArgRole::T:
-    return "T";
-  case KernelArgRole::NCL:
-    return "NCL";
-  case KernelArgRole::Begin:
-    return "begin";
-  case KernelArgRole::End:
-    return "end";
-  }
-  llvm_unreachable("unknown role");
 }
 
 bool KernelArg::isPointer() const {

@@ -16,45 +16,18 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SmallVector.h"
 
+// KernelVariant, KernelArgRole (KernelABIEnums.td): enums with generated
+// stringify/symbolize.
+#include "flexsn/Dialect/FlexSN/Utils/KernelABIEnums.h.inc"
+
 namespace mlir {
 namespace func {
 class FuncOp;
 } // namespace func
 namespace flexsn {
 
-/// Kernel variants generated from one scan.
-enum class KernelVariant {
-  /// Outputs and state sequences (what `flexsn.scan` returns without
-  /// `final_states`).
-  Inference,
-  /// Outputs and final states only.
-  FinalState,
-};
-llvm::StringRef stringifyKernelVariant(KernelVariant variant);
-std::optional<KernelVariant> symbolizeKernelVariant(llvm::StringRef name);
 /// Every variant, in manifest order.
 llvm::ArrayRef<KernelVariant> getAllKernelVariants();
-
-/// The role of one kernel argument.
-enum class KernelArgRole {
-  Input,      // [T, NCL] pointer
-  Lagged,     // [T, NCL] pointer, read one step late
-  LaggedInit, // [NCL] pointer, what a lagged operand reads at t = 0
-  InitState,  // [NCL] pointer
-  Param,      // [NCL] pointer (per-neuron parameter)
-  ParamScalar,// pointer to one element (shared parameter)
-  Output,     // [T, NCL] pointer
-  StateSeq,   // [T, NCL] pointer
-  FinalState, // [NCL] pointer
-  SumState,   // pointer to one f64 element the kernel atomically adds its
-              // final states to (the caller zeroes it first); f64 so that
-              // the sum's error does not grow with NCL
-  T,          // i64
-  NCL,        // i64
-  Begin,      // i64, CPU kernels only: first neuron
-  End,        // i64, CPU kernels only: one past the last neuron
-};
-llvm::StringRef stringifyKernelArgRole(KernelArgRole role);
 
 struct KernelArg {
   KernelArgRole role;
