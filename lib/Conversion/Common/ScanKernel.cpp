@@ -177,7 +177,8 @@ public:
         map.map(detach.getResult(), map.lookup(detach.getInput()));
         continue;
       }
-      b.clone(op, map);
+      // The saving policy means nothing outside a scan body.
+      b.clone(op, map)->removeAttr(kSaveAttr);
     }
     SmallVector<Value> results;
     for (Value v : scan.getYield().getValues())

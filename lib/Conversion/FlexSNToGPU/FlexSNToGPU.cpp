@@ -74,7 +74,7 @@ struct ConvertFlexSNToGPUPass
                         b.getUnitAttr());
         kernel.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr(
             {static_cast<int32_t>(blockSize.getValue()), 1, 1}));
-        kernel->setAttr("flexsn.variant", b.getStringAttr(spec.kind));
+        kernel->setAttr(kVariantAttr, b.getStringAttr(spec.kind));
         buildKernelBody(b, loc, scan, variant, abi, kernel, width);
       }
       func.erase();

@@ -43,7 +43,7 @@ struct ConvertFlexSNToSCFPass
         b.setInsertionPoint(func);
         auto kernel = func::FuncOp::create(b, loc, spec.name,
                                            FunctionType::get(ctx, types, {}));
-        kernel->setAttr("flexsn.variant", b.getStringAttr(spec.kind));
+        kernel->setAttr(kVariantAttr, b.getStringAttr(spec.kind));
         Block *entry = kernel.addEntryBlock();
         b.setInsertionPointToStart(entry);
         ValueRange args = entry->getArguments();

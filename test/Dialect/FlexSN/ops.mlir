@@ -119,8 +119,8 @@ func.func @surrogates(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
 
 // The surrogate attribute on its own, in its full form.
 // CHECK-LABEL: func.func @attr_alone
-// CHECK-SAME: flexsn.sg = #flexsn.surrogate<erf, alpha = 3.000000e+00>
-func.func @attr_alone() attributes {flexsn.sg = #flexsn.surrogate<erf, alpha = 3.0>} {
+// CHECK-SAME: sg = #flexsn.surrogate<erf, alpha = 3.000000e+00>
+func.func @attr_alone() attributes {sg = #flexsn.surrogate<erf, alpha = 3.0>} {
   return
 }
 

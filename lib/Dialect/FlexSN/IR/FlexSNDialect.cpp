@@ -5,7 +5,11 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
 using namespace mlir::flexsn;
@@ -24,4 +28,140 @@ Operation *FlexSNDialect::materializeConstant(OpBuilder &builder,
                                               Attribute value, Type type,
                                               Location loc) {
   return arith::ConstantOp::materialize(builder, value, type, loc);
+}
+
+//===----------------------------------------------------------------------===//
+// Discardable attributes
+//===----------------------------------------------------------------------===//
+
+ArrayRef<llvm::StringLiteral> mlir::flexsn::getArgMeanings() {
+  static const llvm::StringLiteral meanings[] = {
+      "input",          "init_state",     "param",
+      "output",         "state_seq",      "final_state",
+      "saved",          "grad_output",    "grad_state_seq",
+      "grad_final_state", "grad_input",   "grad_init_state",
+      "grad_param"};
+  return meanings;
+}
+
+static std::string knownNames() {
+  std::string names;
+  for (StringRef n : {kKernelKindAttr, kPrimalAttr, kRoleAttr, kIndexAttr,
+                      kNoGradAttr, kSaveAttr, kVariantAttr})
+    names += (names.empty() ? "" : ", ") + n.str();
+  return names;
+}
+
+LogicalResult FlexSNDialect::verifyOperationAttribute(Operation *op,
+                                                      NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == kKernelKindAttr) {
+    auto kind = dyn_cast<StringAttr>(attr.getValue());
+    if (!isa<FunctionOpInterface>(op))
+      return op->emitError() << "'" << name << "' belongs on a function";
+    if (!kind || (kind.getValue() != "forward" && kind.getValue() != "backward"))
+      return op->emitError() << "'" << name
+                             << "' must be \"forward\" or \"backward\", got "
+                             << attr.getValue();
+    return success();
+  }
+  if (name == kVariantAttr) {
+    auto kind = dyn_cast<StringAttr>(attr.getValue());
+    if (!isa<FunctionOpInterface>(op))
+      return op->emitError() << "'" << name << "' belongs on a function";
+    if (!kind || !llvm::is_contained({"inference", "final_state", "forward",
+                                      "backward"},
+                                     kind.getValue()))
+      return op->emitError() << "'" << name
+                             << "' must be \"inference\", \"final_state\", "
+                                "\"forward\" or \"backward\", got "
+                             << attr.getValue();
+    return success();
+  }
+  if (name == kPrimalAttr) {
+    auto ref = dyn_cast<FlatSymbolRefAttr>(attr.getValue());
+    if (!isa<FunctionOpInterface>(op) || !op->hasAttr(kKernelKindAttr))
+      return op->emitError() << "'" << name << "' belongs on a function made "
+                             << "by flexsn-differentiate (with '"
+                             << kKernelKindAttr << "')";
+    if (!ref)
+      return op->emitError() << "'" << name
+                             << "' must be a symbol reference, got "
+                             << attr.getValue();
+    if (!SymbolTable::lookupNearestSymbolFrom(op, ref))
+      return op->emitError() << "'" << name << "' names " << ref
+                             << ", which does not exist";
+    return success();
+  }
+  if (name == kSaveAttr) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a unit attribute";
+    if (!isa_and_nonnull<ScanOp>(op->getParentOp()))
+      return op->emitError() << "'" << name
+                             << "' belongs on an op of a flexsn.scan body";
+    return success();
+  }
+  if (name == kRoleAttr || name == kIndexAttr || name == kNoGradAttr)
+    return op->emitError() << "'" << name
+                           << "' belongs on a function argument or result";
+  return op->emitError() << "unknown attribute '" << name
+                         << "' of the flexsn dialect (known: " << knownNames()
+                         << ")";
+}
+
+/// flexsn.role, flexsn.index and flexsn.no_grad on a function argument or
+/// result (`what`).
+static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
+                                          unsigned index,
+                                          NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  auto fail = [&]() {
+    return op->emitError() << what << " #" << index << ": ";
+  };
+  if (!isa<FunctionOpInterface>(op))
+    return fail() << "'" << name << "' belongs on a function";
+  if (name == kRoleAttr) {
+    auto role = dyn_cast<StringAttr>(attr.getValue());
+    if (!role || !llvm::is_contained(getArgMeanings(), role.getValue())) {
+      std::string known;
+      for (StringRef m : getArgMeanings())
+        known += (known.empty() ? "" : ", ") + m.str();
+      return fail() << "'" << name << "' must be one of " << known << ", got "
+                    << attr.getValue();
+    }
+    return success();
+  }
+  if (name == kIndexAttr) {
+    auto i = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!i || !i.getType().isInteger(64) || i.getInt() < 0)
+      return fail() << "'" << name << "' must be an i64 >= 0, got "
+                    << attr.getValue();
+    return success();
+  }
+  if (name == kNoGradAttr) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return fail() << "'" << name << "' must be a unit attribute";
+    return success();
+  }
+  if (name == kKernelKindAttr || name == kPrimalAttr || name == kSaveAttr ||
+      name == kVariantAttr)
+    return fail() << "'" << name << "' belongs on an op, not on a "
+                  << (what == "argument" ? "function argument"
+                                         : "function result");
+  return fail() << "unknown attribute '" << name
+                << "' of the flexsn dialect (known: " << knownNames() << ")";
+}
+
+LogicalResult FlexSNDialect::verifyRegionArgAttribute(Operation *op,
+                                                      unsigned regionIndex,
+                                                      unsigned argIndex,
+                                                      NamedAttribute attr) {
+  return verifyValueAttribute(op, "argument", argIndex, attr);
+}
+
+LogicalResult FlexSNDialect::verifyRegionResultAttribute(Operation *op,
+                                                         unsigned regionIndex,
+                                                         unsigned resultIndex,
+                                                         NamedAttribute attr) {
+  return verifyValueAttribute(op, "result", resultIndex, attr);
 }

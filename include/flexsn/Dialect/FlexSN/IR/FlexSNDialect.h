@@ -22,8 +22,15 @@ inline constexpr llvm::StringLiteral kRoleAttr = "flexsn.role";
 inline constexpr llvm::StringLiteral kIndexAttr = "flexsn.index";
 /// On primal arguments/results: no gradient wanted / given.
 inline constexpr llvm::StringLiteral kNoGradAttr = "flexsn.no_grad";
+/// On a lowered kernel function (func.func, llvm.func, gpu.func): which
+/// kernel it is ("inference", "final_state", "forward", "backward").
+inline constexpr llvm::StringLiteral kVariantAttr = "flexsn.variant";
 /// On a body op: the training forward saves its result.
 inline constexpr llvm::StringLiteral kSaveAttr = "flexsn.save";
+
+/// The values `flexsn.role` may name: what an argument or result of a
+/// function made by flexsn-differentiate holds.
+llvm::ArrayRef<llvm::StringLiteral> getArgMeanings();
 
 } // namespace flexsn
 } // namespace mlir

@@ -28,6 +28,11 @@ def FlexSN_Dialect : Dialect {
     stops gradients (SpikingJelly's `detach_reset`).
   }];
   let useDefaultAttributePrinterParser = 1;
+  // The discardable attributes (FlexSNDialect.h) are verified where they
+  // appear: on ops, on function arguments and on function results.
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let hasConstantMaterializer = 1;
   let dependentDialects = ["::mlir::arith::ArithDialect"];
   let extraClassDeclaration = [{
