@@ -73,6 +73,9 @@ cat > "$WORK/mlir.dict" <<'DICT'
 "flexsn.primal"
 DICT
 cd "$WORK"
+# Findings of an earlier run are not this run's: keep them aside.
+mkdir -p earlier
+mv crash-* timeout-* oom-* slow-unit-* earlier/ 2>/dev/null || true
 ASAN_OPTIONS=allow_user_poisoning=0:detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ../bin/flexsn-ir-fuzz corpus seeds -dict=mlir.dict -max_total_time="$SECONDS_TO_RUN" \
   -timeout=60 -rss_limit_mb=6144 -max_len=16384 -print_final_stats=1 2>&1 | tee ir-fuzz.log | \
