@@ -3,14 +3,33 @@
 #ifndef FLEXSN_CONVERSION_PASSES_H
 #define FLEXSN_CONVERSION_PASSES_H
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Pass/Pass.h"
+
+// The dialects the passes create ops of: declared here, included where the
+// passes are defined (as upstream's Passes.h do).
+namespace mlir {
+namespace arith {
+class ArithDialect;
+} // namespace arith
+namespace cf {
+class ControlFlowDialect;
+} // namespace cf
+namespace func {
+class FuncDialect;
+} // namespace func
+namespace gpu {
+class GPUDialect;
+} // namespace gpu
+namespace LLVM {
+class LLVMDialect;
+} // namespace LLVM
+namespace memref {
+class MemRefDialect;
+} // namespace memref
+namespace scf {
+class SCFDialect;
+} // namespace scf
+} // namespace mlir
 
 namespace mlir {
 namespace flexsn {

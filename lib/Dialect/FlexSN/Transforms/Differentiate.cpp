@@ -10,6 +10,10 @@
 #include "flexsn/Dialect/FlexSN/IR/FlexSNInterfaces.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
 #include "flexsn/Dialect/FlexSN/Transforms/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"

@@ -3,12 +3,24 @@
 #ifndef FLEXSN_DIALECT_FLEXSN_TRANSFORMS_PASSES_H
 #define FLEXSN_DIALECT_FLEXSN_TRANSFORMS_PASSES_H
 
-#include "flexsn/Dialect/FlexSN/IR/FlexSNDialect.h"
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Pass/Pass.h"
+
+// The dialects the passes create ops of: declared here, included where the
+// passes are defined (as upstream's Passes.h do).
+namespace mlir {
+namespace arith {
+class ArithDialect;
+} // namespace arith
+namespace func {
+class FuncDialect;
+} // namespace func
+namespace math {
+class MathDialect;
+} // namespace math
+namespace tensor {
+class TensorDialect;
+} // namespace tensor
+} // namespace mlir
 
 namespace mlir {
 namespace flexsn {
