@@ -40,7 +40,7 @@ static std::string cudaHomeOf(const GPUOptions &options) {
 
 void mlir::flexsn::buildCPUPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
-  pm.addPass(createConvertFlexSNToSCF());
+  pm.addPass(createConvertFlexSNToCPUKernels());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createSCFToControlFlowPass());

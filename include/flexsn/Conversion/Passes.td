@@ -5,7 +5,7 @@
 
 include "mlir/Pass/PassBase.td"
 
-def ConvertFlexSNToSCF : Pass<"convert-flexsn-to-scf", "ModuleOp"> {
+def ConvertFlexSNToCPUKernels : Pass<"convert-flexsn-to-cpu-kernels", "ModuleOp"> {
   let summary = "Lower each scan kernel function to CPU loops";
   let description = [{
     Replaces every `func.func` that holds a `flexsn.scan` (kernel form: the

@@ -5,7 +5,7 @@
 // workgroup memory) and added to an f64 buffer with one atomic per block:
 // the error does not grow with the number of blocks.
 // RUN: flexsn-opt %flexsn_src_root/examples/plif.mlir --canonicalize --flexsn-differentiate --convert-flexsn-to-gpu | FileCheck %s
-// RUN: flexsn-opt %flexsn_src_root/examples/plif.mlir --canonicalize --flexsn-differentiate --convert-flexsn-to-scf | FileCheck %s --check-prefix=CPU
+// RUN: flexsn-opt %flexsn_src_root/examples/plif.mlir --canonicalize --flexsn-differentiate --convert-flexsn-to-cpu-kernels | FileCheck %s --check-prefix=CPU
 
 // CHECK-LABEL: gpu.func @plif_backward(
 // CHECK-SAME: workgroup(%{{.*}} : memref<32xf64, #gpu.address_space<workgroup>>)

@@ -1,4 +1,4 @@
-// RUN: flexsn-opt %s -convert-flexsn-to-scf -split-input-file -verify-diagnostics | FileCheck %s --implicit-check-not=flexsn.scan --implicit-check-not=flexsn.spike --implicit-check-not=flexsn.detach
+// RUN: flexsn-opt %s -convert-flexsn-to-cpu-kernels -split-input-file -verify-diagnostics | FileCheck %s --implicit-check-not=flexsn.scan --implicit-check-not=flexsn.spike --implicit-check-not=flexsn.detach
 
 // CHECK-LABEL: func.func @lif_inference
 // CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[V0:.*]]: !llvm.ptr, %[[S:.*]]: !llvm.ptr, %[[VS:.*]]: !llvm.ptr, %[[T:.*]]: i64, %[[NCL:.*]]: i64, %[[BEGIN:.*]]: i64, %[[END:.*]]: i64)
@@ -98,7 +98,7 @@ func.func @two_scans(%x: tensor<?x?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) 
 // A scalar param's gradient (a sum_state) is accumulated over the chunk's
 // neurons in f64 and added atomically to an f64 buffer (no rounding: the
 // caller casts once).
-// RUN: flexsn-opt %flexsn_src_root/examples/plif.mlir -flexsn-differentiate -canonicalize -convert-flexsn-to-scf | FileCheck %s --check-prefix=SUM
+// RUN: flexsn-opt %flexsn_src_root/examples/plif.mlir -flexsn-differentiate -canonicalize -convert-flexsn-to-cpu-kernels | FileCheck %s --check-prefix=SUM
 // SUM-LABEL: func.func @plif_backward
 // SUM: %[[Z:.*]] = arith.constant 0.000000e+00 : f64
 // SUM: %[[S:.*]] = scf.for {{.*}} iter_args(%[[A:.*]] = %[[Z]]) -> (f64)

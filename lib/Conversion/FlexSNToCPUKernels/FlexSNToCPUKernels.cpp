@@ -1,4 +1,4 @@
-//===- FlexSNToSCF.cpp - flexsn.scan to CPU loops -------------------------===//
+//===- FlexSNToCPUKernels.cpp - flexsn.scan to CPU loops -------------------------===//
 
 #include "flexsn/Conversion/Passes.h"
 #include "../Common/ScanKernel.h"
@@ -11,7 +11,7 @@
 
 namespace mlir {
 namespace flexsn {
-#define GEN_PASS_DEF_CONVERTFLEXSNTOSCF
+#define GEN_PASS_DEF_CONVERTFLEXSNTOCPUKERNELS
 #include "flexsn/Conversion/Passes.h.inc"
 } // namespace flexsn
 } // namespace mlir
@@ -20,8 +20,8 @@ using namespace mlir;
 using namespace mlir::flexsn;
 
 namespace {
-struct ConvertFlexSNToSCFPass
-    : public mlir::flexsn::impl::ConvertFlexSNToSCFBase<ConvertFlexSNToSCFPass> {
+struct ConvertFlexSNToCPUKernelsPass
+    : public mlir::flexsn::impl::ConvertFlexSNToCPUKernelsBase<ConvertFlexSNToCPUKernelsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<ScanOp> scans;
