@@ -174,13 +174,9 @@ llvm::Expected<cuda::Device *> getDevice(int ordinal) {
 /// Byte size of a pointer argument of `shape`, or failure on overflow.
 bool bufferBytes(ArgShape shape, unsigned elementBytes, int64_t T,
                  int64_t NCL, int64_t &bytes) {
-  int64_t elements = 1;
-  if (shape == ArgShape::Sequence &&
-      __builtin_mul_overflow(T, NCL, &elements))
-    return false;
-  if (shape == ArgShape::PerNeuron)
-    elements = NCL;
-  return !__builtin_mul_overflow(elements, int64_t(elementBytes), &bytes);
+  std::optional<int64_t> elements = getElementCount(shape, T, NCL);
+  return elements &&
+         !__builtin_mul_overflow(*elements, int64_t(elementBytes), &bytes);
 }
 } // namespace
 

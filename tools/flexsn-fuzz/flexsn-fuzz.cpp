@@ -558,9 +558,10 @@ bool isSmooth(const Core &c) {
   return true;
 }
 
-/// Compiles `text` and runs every kernel variant on `backends`.
-Outcome runCore(const std::string &text, const Shape &shape, double margin,
-                double tol, bool smooth, bool cuda) {
+/// Compiles `core` and runs every kernel variant on the CPU (and the GPU
+/// with `cuda`), with the core's own margin, tolerance and smoothness.
+Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
+  std::string text = Renderer(core).render();
   Outcome out;
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -594,12 +595,12 @@ Outcome runCore(const std::string &text, const Shape &shape, double margin,
     return errorOut("differentiate", func.takeError());
   HarnessOptions options;
   options.threads = 1;
-  options.tieMargin = margin;
+  options.tieMargin = tieMargin(core);
   // Finite differences only where the body is smooth: a jump (remf,
   // floor, a comparison) or kink (max, abs) that a perturbation crosses
   // after a few chaotic steps is not a near tie of the unperturbed run.
-  options.finiteDifferences = smooth;
-  options.tolerance = tol;
+  options.finiteDifferences = isSmooth(core);
+  options.tolerance = tolerance(core);
   options.verbose = clVerbose;
   std::string log;
   llvm::raw_string_ostream os(log);
@@ -637,11 +638,10 @@ Outcome runCore(const std::string &text, const Shape &shape, double margin,
 }
 
 /// runCore, with crashes caught.
-Outcome runCoreSafely(const std::string &text, const Shape &shape,
-                      double margin, double tol, bool smooth, bool cuda) {
+Outcome runCoreSafely(const Core &core, const Shape &shape, bool cuda) {
   Outcome out;
   llvm::CrashRecoveryContext crc;
-  if (!crc.RunSafely([&] { out = runCore(text, shape, margin, tol, smooth, cuda); })) {
+  if (!crc.RunSafely([&] { out = runCore(core, shape, cuda); })) {
     out = Outcome();
     out.status = Outcome::Crash;
     out.what = "the process crashed (signal or abort)";
@@ -654,9 +654,7 @@ Outcome runCoreSafely(const std::string &text, const Shape &shape,
 Core minimize(Core core, const Shape &shape, Outcome::Status status,
               bool cuda) {
   auto fails = [&](const Core &c) {
-    Outcome o = runCoreSafely(Renderer(c).render(), shape, tieMargin(c),
-                              tolerance(c), isSmooth(c), cuda);
-    return o.status == status;
+    return runCoreSafely(c, shape, cuda).status == status;
   };
   // Replaces every use of value `from` by `to`, then renumbers values above
   // `from` (an argument or op result being removed).
@@ -757,12 +755,10 @@ Totals runRange(unsigned first, unsigned last) {
     std::mt19937_64 rng(seq);
     Core core = Generator(rng()).generate();
     Shape shape = shapeOf(rng);
-    std::string text = Renderer(core).render();
     if (clVerbose)
       llvm::errs() << "core #" << i << " T=" << shape.T << " NCL=" << shape.NCL
-                   << "\n" << text;
-    Outcome o = runCoreSafely(text, shape, tieMargin(core), tolerance(core),
-                              isSmooth(core), clCuda);
+                   << "\n" << Renderer(core).render();
+    Outcome o = runCoreSafely(core, shape, clCuda);
     ++totals.cores;
     totals.kernels += o.kernels;
     totals.skipped += o.skipped;

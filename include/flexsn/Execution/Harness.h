@@ -113,7 +113,6 @@ llvm::Error checkHostMemory(ModuleOp module, llvm::StringRef kind, int64_t T,
 struct CheckResult {
   bool ok = true;
   double worst = 0.0;
-  unsigned compared = 0;
   /// Comparisons left out (a scalar gradient summing a near-tie neuron).
   unsigned skipped = 0;
   /// Neurons left out as near ties.
@@ -122,7 +121,6 @@ struct CheckResult {
   /// 1e-05)" for the first comparison over its tolerance.
   std::string firstFailure;
   void add(llvm::StringRef what, double rel, double tol);
-  void merge(const CheckResult &other);
 };
 
 /// Runs the `kind` kernel (inference, final_state, forward or backward; a

@@ -162,11 +162,10 @@ struct ConvertFlexSNToCPUKernelsPass
         ext.replaceAllUsesWith(to);
         ext.erase();
       }
-      if (load->use_empty())
-        load.erase();
-      else
+      if (!load->use_empty())
         load.replaceAllUsesWith(arith::BitcastOp::create(b, loc, bf16, bits)
                                     .getResult());
+      load.erase();
     }
     getOperation().walk([&](LLVM::StoreOp store) {
       if (store.getValue().getType() != bf16)

@@ -254,15 +254,26 @@ StringRef mlir::flexsn::stringifyArgShape(ArgShape shape) {
   llvm_unreachable("unknown shape");
 }
 
-int64_t mlir::flexsn::getElementCount(KernelArgRole role, int64_t T,
-                                      int64_t NCL) {
-  switch (getArgShape(role)) {
-  case ArgShape::Sequence:
-    return T * NCL;
+std::optional<int64_t> mlir::flexsn::getElementCount(ArgShape shape,
+                                                     int64_t T, int64_t NCL) {
+  switch (shape) {
+  case ArgShape::Sequence: {
+    int64_t elements;
+    if (__builtin_mul_overflow(T, NCL, &elements))
+      return std::nullopt;
+    return elements;
+  }
   case ArgShape::PerNeuron:
     return NCL;
   case ArgShape::Scalar:
     return 1;
   }
   llvm_unreachable("unknown shape");
+}
+
+int64_t mlir::flexsn::getElementCount(KernelArgRole role, int64_t T,
+                                      int64_t NCL) {
+  std::optional<int64_t> elements = getElementCount(getArgShape(role), T, NCL);
+  assert(elements && "T * NCL overflows: callers bound it first");
+  return *elements;
 }

@@ -16,6 +16,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
+
 // KernelVariant, KernelArgRole (KernelABIEnums.td): enums with generated
 // stringify/symbolize.
 #include "flexsn/Dialect/FlexSN/Utils/KernelABIEnums.h.inc"
@@ -109,8 +111,11 @@ enum class ArgShape {
 ArgShape getArgShape(KernelArgRole role);
 /// "[T, NCL]", "[NCL]" or "[]".
 llvm::StringRef stringifyArgShape(ArgShape shape);
-/// Elements of a pointer argument of `role` at T x NCL (no overflow check:
-/// callers bound T * NCL first).
+/// Elements of a pointer argument of `shape` at T x NCL; nullopt when
+/// T * NCL overflows 64 bits.
+std::optional<int64_t> getElementCount(ArgShape shape, int64_t T, int64_t NCL);
+/// Elements of a pointer argument of `role` at T x NCL (callers bound
+/// T * NCL first).
 int64_t getElementCount(KernelArgRole role, int64_t T, int64_t NCL);
 
 } // namespace flexsn
