@@ -88,11 +88,11 @@ static std::vector<HostBuffer> makeBuffers(ArrayRef<KernelArg> abi, int64_t T,
 
 /// Random operands: inputs in [-1, 3), states in [-0.5, 0.5), params and
 /// gradients in [-1, 1).
-static void fillOperand(HostBuffer &buf, StringRef meaning,
+static void fillOperand(HostBuffer &buf, ArgMeaning meaning,
                         std::mt19937_64 &rng) {
-  if (meaning == "input")
+  if (meaning == ArgMeaning::Input)
     buf.fill(rng, -1.0, 3.0);
-  else if (meaning == "init_state")
+  else if (meaning == ArgMeaning::InitState)
     buf.fill(rng, -0.5, 0.5);
   else
     buf.fill(rng, -1.0, 1.0);
@@ -532,7 +532,7 @@ struct Comparer {
   }
 };
 
-using MeaningMap = std::map<std::pair<std::string, unsigned>,
+using MeaningMap = std::map<std::pair<ArgMeaning, unsigned>,
                             const HostBuffer *>;
 } // namespace
 
@@ -658,7 +658,7 @@ static Error finiteDifferenceCheck(ScanOp primal, int64_t T, int64_t NCL,
   auto diagnosed = [] { return makeDiagnosedError(); };
   std::vector<double> d;
   for (unsigned k = 0; k < numIn; ++k) {
-    auto it = got.find({"grad_input", k});
+    auto it = got.find({ArgMeaning::GradInput, k});
     if (it == got.end())
       continue;
     std::vector<std::pair<int64_t, double>> pairs;
@@ -671,7 +671,7 @@ static Error finiteDifferenceCheck(ScanOp primal, int64_t T, int64_t NCL,
     report("grad_input #" + std::to_string(k), it->second, pairs);
   }
   for (unsigned s = 0; s < numSt; ++s) {
-    auto it = got.find({"grad_init_state", s});
+    auto it = got.find({ArgMeaning::GradInitState, s});
     if (it == got.end())
       continue;
     if (failed(central(sub, numIn + s, 0, 1, d)))
@@ -682,7 +682,7 @@ static Error finiteDifferenceCheck(ScanOp primal, int64_t T, int64_t NCL,
     report("grad_init_state #" + std::to_string(s), it->second, pairs);
   }
   for (unsigned k = 0; k < numPa; ++k) {
-    auto it = got.find({"grad_param", k});
+    auto it = got.find({ArgMeaning::GradParam, k});
     if (it == got.end())
       continue;
     std::vector<std::pair<int64_t, double>> pairs;
@@ -740,8 +740,8 @@ static Error checkWithInterpreter(ScanOp scan, KernelVariant variant,
     if (!isResultRole(b.arg.role))
       continue;
     unsigned idx = getArgSource(scan, b.arg).number;
-    ArgMeaning m = describeKernelArg(scan, b.arg);
-    cmp.compare(m.role + " #" + std::to_string(m.index) + suffix.str(), b,
+    ArgDescription m = describeKernelArg(scan, b.arg);
+    cmp.compare(m.str() + suffix.str(), b,
                 expected[idx], scan.getComputeType());
   }
   return Error::success();
@@ -788,7 +788,7 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
                   NCL);
   for (HostBuffer &b : fwd)
     if (!isResultRole(b.arg.role))
-      fillOperand(b, describeKernelArg(first, b.arg).role, rng);
+      fillOperand(b, describeKernelArg(first, b.arg).meaning, rng);
   if (Error e = runner.run(firstSpec->name, fwd, T, NCL))
     return std::move(e);
 
@@ -803,12 +803,12 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
       unsigned firstState = primal.getNumInputs() + 2 * primal.getNumLagged();
       unsigned firstParam = firstState + primal.getNumStates();
       for (const HostBuffer &b : fwd) {
-        ArgMeaning m = describeKernelArg(first, b.arg);
-        if (m.role == "input")
+        ArgDescription m = describeKernelArg(first, b.arg);
+        if (m.meaning == ArgMeaning::Input)
           ops[m.index] = b.decoded();
-        else if (m.role == "init_state")
+        else if (m.meaning == ArgMeaning::InitState)
           ops[firstState + m.index] = b.decoded();
-        else if (m.role == "param")
+        else if (m.meaning == ArgMeaning::Param)
           ops[firstParam + m.index] = b.decoded();
       }
     }
@@ -838,25 +838,24 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
     return bspec.takeError();
   MeaningMap fromForward;
   for (const HostBuffer &b : fwd) {
-    ArgMeaning m = describeKernelArg(first, b.arg);
-    fromForward[{m.role, m.index}] = &b;
+    ArgDescription m = describeKernelArg(first, b.arg);
+    fromForward[{m.meaning, m.index}] = &b;
   }
   std::vector<HostBuffer> bwd =
       makeBuffers(getKernelABI(bscan, bspec->variant, /*cpu=*/true), T, NCL);
   MeaningMap byMeaning;
   for (HostBuffer &b : bwd) {
-    ArgMeaning m = describeKernelArg(bscan, b.arg);
-    byMeaning[{m.role, m.index}] = &b;
+    ArgDescription m = describeKernelArg(bscan, b.arg);
+    byMeaning[{m.meaning, m.index}] = &b;
     if (isResultRole(b.arg.role))
       continue;
-    auto it = fromForward.find({m.role, m.index});
+    auto it = fromForward.find({m.meaning, m.index});
     if (it != fromForward.end() && it->second->bytes.size() == b.bytes.size())
       b.bytes = it->second->bytes;
-    else if (StringRef(m.role).starts_with("grad_"))
-      fillOperand(b, m.role, rng);
+    else if (stringifyArgMeaning(m.meaning).starts_with("grad_"))
+      fillOperand(b, m.meaning, rng);
     else
-      return makeError("the backward reads '" + m.role + "' #" +
-                       std::to_string(m.index) +
+      return makeError("the backward reads " + m.str() +
                        ", which the training forward does not provide");
   }
   if (Error e = runner.run(bspec->name, bwd, T, NCL))
@@ -873,26 +872,29 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
     AdjointCase c;
     unsigned numIn = primal.getNumInputs(), numSt = primal.getNumStates(),
              numPa = primal.getNumParams(), numOut = primal.getNumOutputs();
-    auto decodedOr = [&](StringRef role, unsigned i) -> std::vector<double> {
-      auto it = byMeaning.find({role.str(), i});
+    auto decodedOr = [&](ArgMeaning meaning,
+                         unsigned i) -> std::vector<double> {
+      auto it = byMeaning.find({meaning, i});
       if (it != byMeaning.end())
         return it->second->decoded();
-      auto f = fromForward.find({role.str(), i});
+      auto f = fromForward.find({meaning, i});
       return f != fromForward.end() ? f->second->decoded()
                                     : std::vector<double>();
     };
     for (unsigned k = 0; k < numIn; ++k)
-      c.inputs.push_back(decodedOr("input", k));
+      c.inputs.push_back(decodedOr(ArgMeaning::Input, k));
     for (unsigned s = 0; s < numSt; ++s) {
-      c.initStates.push_back(decodedOr("init_state", s));
-      c.stateSeqs.push_back(decodedOr("state_seq", s));
+      c.initStates.push_back(decodedOr(ArgMeaning::InitState, s));
+      c.stateSeqs.push_back(decodedOr(ArgMeaning::StateSeq, s));
       c.gradStates.push_back(decodedOr(
-          primal.getFinalStates() ? "grad_final_state" : "grad_state_seq", s));
+          primal.getFinalStates() ? ArgMeaning::GradFinalState
+                                 : ArgMeaning::GradStateSeq,
+          s));
     }
     for (unsigned k = 0; k < numPa; ++k)
-      c.params.push_back(decodedOr("param", k));
+      c.params.push_back(decodedOr(ArgMeaning::Param, k));
     for (unsigned o = 0; o < numOut; ++o) {
-      auto it = byMeaning.find({"grad_output", o});
+      auto it = byMeaning.find({ArgMeaning::GradOutput, o});
       c.gradOutputs.push_back(it != byMeaning.end() ? it->second->decoded()
                                                     : std::vector<double>());
     }
@@ -902,16 +904,15 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
     for (const HostBuffer &b : bwd) {
       if (!isResultRole(b.arg.role))
         continue;
-      ArgMeaning m = describeKernelArg(bscan, b.arg);
+      ArgDescription m = describeKernelArg(bscan, b.arg);
       const std::vector<double> *expected =
-          m.role == "grad_input"        ? &ref.inputs[m.index]
-          : m.role == "grad_init_state" ? &ref.initStates[m.index]
-          : m.role == "grad_param"      ? &ref.params[m.index]
-                                        : nullptr;
+          m.meaning == ArgMeaning::GradInput       ? &ref.inputs[m.index]
+          : m.meaning == ArgMeaning::GradInitState ? &ref.initStates[m.index]
+          : m.meaning == ArgMeaning::GradParam     ? &ref.params[m.index]
+                                                   : nullptr;
       if (!expected)
-        return makeError("unexpected backward result '" + m.role + "'");
-      cmp.compare(m.role + " #" + std::to_string(m.index) +
-                      " vs reference adjoint",
+        return makeError("unexpected backward result " + m.str());
+      cmp.compare(m.str() + " vs reference adjoint",
                   b, *expected, bscan.getComputeType());
     }
     // Finite differences see the true derivative: a spike's (zero) or

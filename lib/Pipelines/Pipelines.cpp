@@ -192,8 +192,8 @@ mlir::flexsn::collectManifest(ModuleOp module) {
         if (!a.isPointer)
           continue;
         a.shape = getArgShape(arg.role);
-        ArgMeaning m = describeKernelArg(scan, arg);
-        a.meaning = m.role;
+        ArgDescription m = describeKernelArg(scan, arg);
+        a.meaning = m.meaning;
         a.meaningIndex = m.index;
         a.accumulate = arg.role == KernelArgRole::SumState;
       }
@@ -245,7 +245,7 @@ void mlir::flexsn::serializeManifest(ArrayRef<ManifestKernel> kernels,
                 j.attribute("dtype", a.dtype);
                 if (!a.isPointer)
                   return;
-                j.attribute("meaning", a.meaning);
+                j.attribute("meaning", stringifyArgMeaning(a.meaning));
                 j.attribute("meaning_index", a.meaningIndex);
                 j.attribute("shape", stringifyArgShape(a.shape));
                 std::string elems = a.shape == ArgShape::Sequence ? "T * NCL * "
@@ -345,7 +345,11 @@ bool mlir::flexsn::parseManifest(StringRef json,
         a.shape = ArgShape::Scalar;
       else
         return fail("pointer of '" + k.name + "' without a known shape");
-      a.meaning = ao->getString("meaning").value_or("").str();
+      std::optional<ArgMeaning> meaning =
+          symbolizeArgMeaning(ao->getString("meaning").value_or(""));
+      if (!meaning)
+        return fail("pointer of '" + k.name + "' without a known meaning");
+      a.meaning = *meaning;
       a.meaningIndex = ao->getInteger("meaning_index").value_or(0);
       a.accumulate = ao->getBoolean("accumulate").value_or(false);
     }

@@ -55,8 +55,8 @@ struct ManifestArg {
   unsigned elementBytes = 0;
   ArgShape shape = ArgShape::Scalar;
   /// What the pointer holds in the terms of the source function
-  /// ("input" #0, "grad_output" #1, ...).
-  std::string meaning;
+  /// (input #0, grad_output #1, ...).
+  ArgMeaning meaning = ArgMeaning::Input;
   unsigned meaningIndex = 0;
   /// Atomically accumulated into (role sum_state): zero it first.
   bool accumulate = false;

@@ -63,7 +63,7 @@ func.func @f() attributes {flexsn.colour = "red"} { return }
 
 // -----
 
-// expected-error @+1 {{argument #0: 'flexsn.role' must be one of input, init_state, param, output, state_seq, final_state, saved, grad_output, grad_state_seq, grad_final_state, grad_input, grad_init_state, grad_param, got "gradient"}}
+// expected-error @+1 {{argument #0: 'flexsn.role' must be one of input, init_state, param, output, state_seq, final_state, saved, grad_output, grad_state_seq, grad_final_state, grad_input, grad_init_state, grad_param, lagged, lagged_init, sum_state, got "gradient"}}
 func.func @f(%x: tensor<?x?xf32> {flexsn.role = "gradient"}) { return }
 
 // -----

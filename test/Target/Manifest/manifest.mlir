@@ -23,8 +23,11 @@
 // CHECK: "role": "init_state"
 // CHECK: "shape": "[NCL]"
 // CHECK-NEXT: "bytes": "NCL * 4"
+// A scalar param is param #0 in the user's terms; its shape says scalar.
 // CHECK: "role": "param_scalar"
-// CHECK: "shape": "[]"
+// CHECK: "meaning": "param"
+// CHECK-NEXT: "meaning_index": 0
+// CHECK-NEXT: "shape": "[]"
 // CHECK-NEXT: "bytes": "4"
 // CHECK: "role": "output"
 // CHECK: "role": "state_seq"

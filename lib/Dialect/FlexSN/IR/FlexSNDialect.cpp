@@ -34,16 +34,6 @@ Operation *FlexSNDialect::materializeConstant(OpBuilder &builder,
 // Discardable attributes
 //===----------------------------------------------------------------------===//
 
-ArrayRef<llvm::StringLiteral> mlir::flexsn::getArgMeanings() {
-  static const llvm::StringLiteral meanings[] = {
-      "input",          "init_state",     "param",
-      "output",         "state_seq",      "final_state",
-      "saved",          "grad_output",    "grad_state_seq",
-      "grad_final_state", "grad_input",   "grad_init_state",
-      "grad_param"};
-  return meanings;
-}
-
 static std::string knownNames() {
   std::string names;
   for (StringRef n : {kKernelKindAttr, kPrimalAttr, kRoleAttr, kIndexAttr,
@@ -122,10 +112,11 @@ static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
     return fail() << "'" << name << "' belongs on a function";
   if (name == kRoleAttr) {
     auto role = dyn_cast<StringAttr>(attr.getValue());
-    if (!role || !llvm::is_contained(getArgMeanings(), role.getValue())) {
+    if (!role || !symbolizeArgMeaning(role.getValue())) {
       std::string known;
-      for (StringRef m : getArgMeanings())
-        known += (known.empty() ? "" : ", ") + m.str();
+      for (uint32_t m = 0; m <= getMaxEnumValForArgMeaning(); ++m)
+        known += (known.empty() ? "" : ", ") +
+                 stringifyArgMeaning(static_cast<ArgMeaning>(m)).str();
       return fail() << "'" << name << "' must be one of " << known << ", got "
                     << attr.getValue();
     }

@@ -36,14 +36,14 @@ namespace {
 /// A value the generated functions take or return, with its meaning.
 struct RoledType {
   Type type;
-  StringRef role;
+  ArgMeaning role;
   unsigned index;
 };
 
 /// Collects typed, roled arguments or results of a generated function.
 struct Signature {
   SmallVector<RoledType> entries;
-  unsigned add(Type type, StringRef role, unsigned index) {
+  unsigned add(Type type, ArgMeaning role, unsigned index) {
     entries.push_back({type, role, index});
     return entries.size() - 1;
   }
@@ -55,11 +55,13 @@ struct Signature {
 void setRoles(func::FuncOp func, const Signature &args, const Signature &results) {
   Builder b(func.getContext());
   for (auto [i, e] : llvm::enumerate(args.entries)) {
-    func.setArgAttr(i, kRoleAttr, b.getStringAttr(e.role));
+    func.setArgAttr(i, kRoleAttr,
+                    b.getStringAttr(stringifyArgMeaning(e.role)));
     func.setArgAttr(i, kIndexAttr, b.getI64IntegerAttr(e.index));
   }
   for (auto [i, e] : llvm::enumerate(results.entries)) {
-    func.setResultAttr(i, kRoleAttr, b.getStringAttr(e.role));
+    func.setResultAttr(i, kRoleAttr,
+                         b.getStringAttr(stringifyArgMeaning(e.role)));
     func.setResultAttr(i, kIndexAttr, b.getI64IntegerAttr(e.index));
   }
 }
@@ -193,19 +195,19 @@ func::FuncOp Differentiator::createFunc(StringRef suffix, StringRef kind,
 void Differentiator::buildForward() {
   Signature args, results;
   for (auto [i, v] : llvm::enumerate(scan.getInputs()))
-    args.add(v.getType(), "input", i);
+    args.add(v.getType(), ArgMeaning::Input, i);
   for (auto [i, v] : llvm::enumerate(scan.getInitStates()))
-    args.add(v.getType(), "init_state", i);
+    args.add(v.getType(), ArgMeaning::InitState, i);
   for (auto [i, v] : llvm::enumerate(scan.getParams()))
-    args.add(v.getType(), "param", i);
+    args.add(v.getType(), ArgMeaning::Param, i);
   for (auto [i, r] : llvm::enumerate(scan.getOutputResults()))
-    results.add(r.getType(), "output", i);
+    results.add(r.getType(), ArgMeaning::Output, i);
   for (auto [i, v] : llvm::enumerate(scan.getInitStates()))
     results.add(
         seqType(cast<RankedTensorType>(v.getType()).getElementType()),
-        "state_seq", i);
+        ArgMeaning::StateSeq, i);
   for (unsigned k = 0; k < savedOps.size(); ++k)
-    results.add(seqType(computeType), "saved", k);
+    results.add(seqType(computeType), ArgMeaning::Saved, k);
 
   func::FuncOp fwd = createFunc("_forward", "forward", args, results);
   Block &entry = fwd.getBody().front();
@@ -250,27 +252,29 @@ LogicalResult Differentiator::buildBackward() {
   Signature args, results;
   SmallVector<unsigned> xArg, vseqArg, v0Arg, pArg, savedArg, gyArg, gstArg;
   for (auto [i, v] : llvm::enumerate(scan.getInputs()))
-    xArg.push_back(args.add(v.getType(), "input", i));
+    xArg.push_back(args.add(v.getType(), ArgMeaning::Input, i));
   for (auto [i, v] : llvm::enumerate(scan.getInitStates()))
     vseqArg.push_back(args.add(
         seqType(cast<RankedTensorType>(v.getType()).getElementType()),
-        "state_seq", i));
+        ArgMeaning::StateSeq, i));
   for (auto [i, v] : llvm::enumerate(scan.getInitStates()))
-    v0Arg.push_back(args.add(v.getType(), "init_state", i));
+    v0Arg.push_back(args.add(v.getType(), ArgMeaning::InitState, i));
   for (auto [i, v] : llvm::enumerate(scan.getParams()))
-    pArg.push_back(args.add(v.getType(), "param", i));
+    pArg.push_back(args.add(v.getType(), ArgMeaning::Param, i));
   for (unsigned k = 0; k < savedOps.size(); ++k)
-    savedArg.push_back(args.add(seqType(computeType), "saved", k));
+    savedArg.push_back(args.add(seqType(computeType), ArgMeaning::Saved, k));
   SmallVector<unsigned> gyIndex, gstIndex;
   for (auto [i, r] : llvm::enumerate(scan.getOutputResults()))
     if (gradOutput[i]) {
-      gyArg.push_back(args.add(r.getType(), "grad_output", i));
+      gyArg.push_back(args.add(r.getType(), ArgMeaning::GradOutput, i));
       gyIndex.push_back(i);
     }
   for (auto [i, r] : llvm::enumerate(scan.getStateResults()))
     if (gradStateResult[i]) {
-      gstArg.push_back(args.add(
-          r.getType(), primalFinal ? "grad_final_state" : "grad_state_seq", i));
+      gstArg.push_back(args.add(r.getType(),
+                                primalFinal ? ArgMeaning::GradFinalState
+                                            : ArgMeaning::GradStateSeq,
+                                i));
       gstIndex.push_back(i);
     }
 
@@ -281,12 +285,12 @@ LogicalResult Differentiator::buildBackward() {
   SmallVector<int64_t> sums;
   for (auto [i, v] : llvm::enumerate(scan.getInputs()))
     if (gradInput[i]) {
-      results.add(v.getType(), "grad_input", i);
+      results.add(v.getType(), ArgMeaning::GradInput, i);
       scanResultTypes.push_back(v.getType());
     }
   for (auto [i, v] : llvm::enumerate(scan.getInitStates())) {
     if (gradState[i])
-      results.add(v.getType(), "grad_init_state", i);
+      results.add(v.getType(), ArgMeaning::GradInitState, i);
     scanResultTypes.push_back(v.getType());
   }
   SmallVector<unsigned> accParams;
@@ -297,7 +301,7 @@ LogicalResult Differentiator::buildBackward() {
                                       : RankedTensorType::get({}, computeType);
     if (!scan.isPerNeuronParam(i))
       sums.push_back(numSt + accParams.size());
-    results.add(t, "grad_param", i);
+    results.add(t, ArgMeaning::GradParam, i);
     scanResultTypes.push_back(t);
     accParams.push_back(i);
   }

@@ -114,17 +114,52 @@ ArgSource mlir::flexsn::getArgSource(ScanOp scan, const KernelArg &arg) {
   }
 }
 
-ArgMeaning mlir::flexsn::describeKernelArg(ScanOp scan, const KernelArg &arg) {
-  ArgMeaning fallback{stringifyKernelArgRole(arg.role).str(), arg.index};
+std::string ArgDescription::str() const {
+  return (stringifyArgMeaning(meaning) + " #" + Twine(index)).str();
+}
+
+/// The meaning of a pointer whose function carries no flexsn.role.
+static ArgMeaning meaningOfRole(KernelArgRole role) {
+  switch (role) {
+  case KernelArgRole::Input:
+    return ArgMeaning::Input;
+  case KernelArgRole::Lagged:
+    return ArgMeaning::Lagged;
+  case KernelArgRole::LaggedInit:
+    return ArgMeaning::LaggedInit;
+  case KernelArgRole::InitState:
+    return ArgMeaning::InitState;
+  case KernelArgRole::Param:
+  case KernelArgRole::ParamScalar:
+    return ArgMeaning::Param;
+  case KernelArgRole::Output:
+    return ArgMeaning::Output;
+  case KernelArgRole::StateSeq:
+    return ArgMeaning::StateSeq;
+  case KernelArgRole::FinalState:
+    return ArgMeaning::FinalState;
+  case KernelArgRole::SumState:
+    return ArgMeaning::SumState;
+  default:
+    llvm_unreachable("T/NCL/begin/end are not pointers");
+  }
+}
+
+ArgDescription mlir::flexsn::describeKernelArg(ScanOp scan,
+                                               const KernelArg &arg) {
+  assert(arg.isPointer() && "only pointers have a meaning");
+  ArgDescription fallback{meaningOfRole(arg.role), arg.index};
   auto func = dyn_cast<func::FuncOp>(scan->getParentOp());
-  if (!func || !arg.isPointer())
+  if (!func)
     return fallback;
   auto fromAttrs = [&](DictionaryAttr attrs) {
     auto role = attrs ? attrs.getAs<StringAttr>(kRoleAttr) : StringAttr();
     auto index = attrs ? attrs.getAs<IntegerAttr>(kIndexAttr) : IntegerAttr();
-    if (!role || !index)
+    std::optional<ArgMeaning> meaning =
+        role ? symbolizeArgMeaning(role.getValue()) : std::nullopt;
+    if (!meaning || !index)
       return fallback;
-    return ArgMeaning{role.str(), static_cast<unsigned>(index.getInt())};
+    return ArgDescription{*meaning, static_cast<unsigned>(index.getInt())};
   };
   ArgSource source = getArgSource(scan, arg);
   if (!source.isResult) {

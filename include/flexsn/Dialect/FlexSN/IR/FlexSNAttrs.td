@@ -34,6 +34,35 @@ def FlexSN_SurrogateKind : I32EnumAttr<"SurrogateKind",
   let genSpecializedAttr = 0;
 }
 
+// What a kernel pointer, or an argument or result of a function made by
+// flexsn-differentiate, holds in the terms of the function the user wrote:
+// the value of `flexsn.role` and of a manifest argument's `meaning`.
+def FlexSN_ArgMeaning : I32EnumAttr<"ArgMeaning", "argument meaning", [
+      I32EnumAttrCase<"Input", 0, "input">,
+      I32EnumAttrCase<"InitState", 1, "init_state">,
+      I32EnumAttrCase<"Param", 2, "param">,
+      I32EnumAttrCase<"Output", 3, "output">,
+      I32EnumAttrCase<"StateSeq", 4, "state_seq">,
+      I32EnumAttrCase<"FinalState", 5, "final_state">,
+      // A body value the training forward saves for the backward.
+      I32EnumAttrCase<"Saved", 6, "saved">,
+      I32EnumAttrCase<"GradOutput", 7, "grad_output">,
+      I32EnumAttrCase<"GradStateSeq", 8, "grad_state_seq">,
+      I32EnumAttrCase<"GradFinalState", 9, "grad_final_state">,
+      I32EnumAttrCase<"GradInput", 10, "grad_input">,
+      I32EnumAttrCase<"GradInitState", 11, "grad_init_state">,
+      I32EnumAttrCase<"GradParam", 12, "grad_param">,
+      // Operands of a hand-written scan with lagged operands, and the sum of
+      // a scan's final states over neurons: pointers of kernels whose
+      // function carries no flexsn.role.
+      I32EnumAttrCase<"Lagged", 13, "lagged">,
+      I32EnumAttrCase<"LaggedInit", 14, "lagged_init">,
+      I32EnumAttrCase<"SumState", 15, "sum_state">
+    ]> {
+  let cppNamespace = "::mlir::flexsn";
+  let genSpecializedAttr = 0;
+}
+
 def FlexSN_SurrogateAttr : AttrDef<FlexSN_Dialect, "Surrogate"> {
   let mnemonic = "surrogate";
   let summary = "A surrogate gradient: its family and its parameters";

@@ -17,7 +17,8 @@ namespace flexsn {
 inline constexpr llvm::StringLiteral kKernelKindAttr = "flexsn.kernel";
 /// On a generated function: the primal function's name.
 inline constexpr llvm::StringLiteral kPrimalAttr = "flexsn.primal";
-/// On arguments/results of generated functions: what the value is.
+/// On arguments/results of generated functions: what the value is (an
+/// ArgMeaning, FlexSNAttrs.td) and which one of its kind.
 inline constexpr llvm::StringLiteral kRoleAttr = "flexsn.role";
 inline constexpr llvm::StringLiteral kIndexAttr = "flexsn.index";
 /// On primal arguments/results: no gradient wanted / given.
@@ -27,10 +28,6 @@ inline constexpr llvm::StringLiteral kNoGradAttr = "flexsn.no_grad";
 inline constexpr llvm::StringLiteral kVariantAttr = "flexsn.variant";
 /// On a body op: the training forward saves its result.
 inline constexpr llvm::StringLiteral kSaveAttr = "flexsn.save";
-
-/// The values `flexsn.role` may name: what an argument or result of a
-/// function made by flexsn-differentiate holds.
-llvm::ArrayRef<llvm::StringLiteral> getArgMeanings();
 
 } // namespace flexsn
 } // namespace mlir

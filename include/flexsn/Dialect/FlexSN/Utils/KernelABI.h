@@ -73,15 +73,18 @@ struct ArgSource {
 };
 ArgSource getArgSource(ScanOp scan, const KernelArg &arg);
 
-/// What a kernel argument holds in the terms of the function it was made
+/// What a kernel pointer holds in the terms of the function it was made
 /// from: for functions made by flexsn-differentiate, the `flexsn.role` and
 /// `flexsn.index` of the matching function argument or result
-/// ("grad_output" #0, "state_seq" #1, ...); otherwise the ABI role and index.
-struct ArgMeaning {
-  std::string role;
+/// (grad_output #0, state_seq #1, ...); otherwise the meaning of its ABI
+/// role (a scalar or per-neuron param is a param) and its index.
+struct ArgDescription {
+  ArgMeaning meaning;
   unsigned index;
+  /// "grad_output #0".
+  std::string str() const;
 };
-ArgMeaning describeKernelArg(ScanOp scan, const KernelArg &arg);
+ArgDescription describeKernelArg(ScanOp scan, const KernelArg &arg);
 
 /// A scan can become a kernel when it is the only scan of a func.func whose
 /// arguments are the scan's tensor operands (scalar params may also be
