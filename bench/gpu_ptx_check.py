@@ -3,7 +3,7 @@ it in .gpu/) on the GPU through CuPy, checks every kernel against a float32
 PyTorch reference of the same neuron, and times LIF inference next to a
 device-to-device copy measured in the same run.
 
-Training kernels (flexsn-translate --differentiate): the forward, then the
+Training kernels (flexsn-translate --options=differentiate): the forward, then the
 backward fed with the forward's stored state sequence and random output
 gradients, against BPTT with torch autograd (per-step, from the same stored
 states, the example's surrogate as a custom autograd function).

@@ -2,7 +2,7 @@
 
 Writes a core whose body is a chain of N ops (add/mul/sub of recent values,
 tanh every 7th op, a spike at the end, a tanh state update), then times
-`flexsn-translate --flexsn-to-ptx [--differentiate]` on it, best of 3, for
+`flexsn-translate --flexsn-to-ptx [--options=differentiate]` on it, best of 3, for
 N in 250, 500, 1000, 2000, 4000. Run on a quiet machine:
 
     python3 bench/ptx_compile_time.py [build/bin]
@@ -48,12 +48,12 @@ def best_of(cmd, runs=3):
     return min(times)
 
 
-print("ops   | inference PTX | + training PTX (--differentiate) | per op")
+print("ops   | inference PTX | + training PTX (--options=differentiate) | per op")
 with tempfile.TemporaryDirectory() as d:
     for n in (250, 500, 1000, 2000, 4000):
         f = Path(d) / f"chain{n}.mlir"
         f.write_text(chain(n))
         base = [str(BIN / "flexsn-translate"), "--flexsn-to-ptx", str(f), "-o", "/dev/null"]
         inf = best_of(base)
-        train = best_of(base + ["--differentiate"])
+        train = best_of(base + ["--options=differentiate"])
         print(f"{n:5d} | {inf:10.2f} s  | {train:10.2f} s                     | {1e3 * train / n:.2f} ms")

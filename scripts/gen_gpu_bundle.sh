@@ -13,8 +13,8 @@ for f in examples/*.mlir; do
   for dt in f32 bf16; do
     src="$OUT/$name.$dt.mlir"
     if [ "$dt" = f32 ]; then cp "$f" "$src"; else sed 's/xf32>/xbf16>/g' "$f" > "$src"; fi
-    "$BUILD/bin/flexsn-translate" --flexsn-to-ptx --differentiate "$src" -o "$OUT/$name.$dt.ptx"
-    "$BUILD/bin/flexsn-translate" --flexsn-to-manifest --differentiate "$src" -o "$OUT/$name.$dt.json"
+    "$BUILD/bin/flexsn-translate" --flexsn-to-ptx --options='differentiate' "$src" -o "$OUT/$name.$dt.ptx"
+    "$BUILD/bin/flexsn-translate" --flexsn-to-manifest --options='differentiate' "$src" -o "$OUT/$name.$dt.json"
   done
 done
 ls "$OUT" | wc -l

@@ -21,7 +21,7 @@ PTXAS=${CUDA_HOME:-/usr/local/cuda}/bin/ptxas
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 for f in examples/*.mlir; do
   name=$(basename "$f" .mlir)
-  "$BIN/flexsn-translate" --flexsn-to-ptx --differentiate "$f" -o "$TMP/$name.ptx"
+  "$BIN/flexsn-translate" --flexsn-to-ptx --options='differentiate' "$f" -o "$TMP/$name.ptx"
   ptx="PTX $(grep -c '^.visible .entry' "$TMP/$name.ptx") kernels"
   if [ -x "$PTXAS" ]; then
     regs=$("$PTXAS" -arch=sm_90 -v "$TMP/$name.ptx" -o "$TMP/$name.cubin" 2>&1 \

@@ -52,12 +52,13 @@ typedef enum flexsn_target {
 typedef struct flexsn_program flexsn_program;
 
 /* Compiles flexsn IR (text) for `target`. `options`: space-separated
- * key=value pairs, all optional (the flexsn-gpu-pipeline's options plus
- * two of the C API's own):
+ * key=value words, all optional; the same options flexsn-translate's
+ * --options and the flexsn-gpu-pipeline take (one PipelineOptions type):
  *   chip=sm_90  O=3  neurons-per-thread=4  block-size=256  cuda-home=PATH
- *   differentiate=1  (also the training forward/backward kernels)
+ *   differentiate=1  (or `differentiate`: also the training kernels)
  *   save-ops=OP,OP   (with differentiate: saved intermediates)
- * Errors carry MLIR's diagnostics with their source locations. */
+ * A malformed or unknown word is an error naming it. Errors carry MLIR's
+ * diagnostics with their source locations. */
 int flexsn_program_create(const char *mlir_source, flexsn_target target,
                           const char *options, flexsn_program **program,
                           char **error);

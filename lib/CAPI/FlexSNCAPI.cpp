@@ -11,6 +11,8 @@
 
 #include "flexsn/InitAllDialects.h"
 #include "flexsn/Pipelines/Pipelines.h"
+#include "flexsn/Target/Manifest.h"
+#include "flexsn/Target/PTX.h"
 #include "flexsn/Runtime/CPU/CPUBackend.h"
 #include "flexsn/Runtime/CUDA/CUDARuntime.h"
 
@@ -36,16 +38,15 @@ struct flexsn_kernel {
   CPUKernels::KernelFn cpuFn = nullptr;
   cuda::Device *device = nullptr;
   cuda::Function cudaFn = nullptr;
-  unsigned blockSize = 0, neuronsPerThread = 0;
+  LaunchGeometry geometry;
 };
 
 struct flexsn_program {
   flexsn_target target = FLEXSN_TARGET_CPU;
-  GPUOptions gpu;
   std::unique_ptr<MLIRContext> context;
   std::unique_ptr<CPUKernels> cpu;
   std::string ptx, manifestText;
-  std::vector<ManifestKernel> manifest;
+  Manifest manifest;
   std::mutex mutex; // guards `kernels`
   std::map<std::pair<std::string, int>, std::unique_ptr<flexsn_kernel>>
       kernels;
@@ -69,49 +70,6 @@ int failWith(char **error, llvm::StringRef message) {
 
 int failWith(char **error, llvm::Error e) {
   return failWith(error, llvm::toString(std::move(e)));
-}
-
-/// Parsed `key=value` options.
-struct Options {
-  GPUOptions gpu;
-  bool differentiate = false;
-  std::vector<std::string> saveOps;
-};
-
-int parseOptions(const char *text, Options &o, char **error) {
-  llvm::SmallVector<llvm::StringRef> words;
-  llvm::StringRef(text ? text : "").split(words, ' ', -1, false);
-  for (llvm::StringRef word : words) {
-    auto [key, value] = word.split('=');
-    unsigned n = 0;
-    if (key == "chip" && value.starts_with("sm_"))
-      o.gpu.chip = value.str();
-    else if (key == "cuda-home")
-      o.gpu.cudaHome = value.str();
-    else if (key == "O" && !value.getAsInteger(10, n) && n <= 3)
-      o.gpu.optLevel = n;
-    else if (key == "neurons-per-thread" && !value.getAsInteger(10, n) &&
-             (n == 1 || n == 2 || n == 4 || n == 8))
-      o.gpu.neuronsPerThread = n;
-    else if (key == "block-size" && !value.getAsInteger(10, n) && n >= 32 &&
-             n <= 1024 && n % 32 == 0)
-      o.gpu.blockSize = n;
-    else if (key == "differentiate" && (value == "1" || value == "0"))
-      o.differentiate = value == "1";
-    else if (key == "save-ops" && !value.empty())
-      for (llvm::StringRef op : llvm::split(value, ','))
-        o.saveOps.push_back(op.str());
-    else
-      return failWith(
-          error, ("unknown or malformed option '" + word +
-                  "' (keys: chip=sm_XX, O=0..3, neurons-per-thread=1|2|4|8, "
-                  "block-size=32..1024 (a multiple of 32), cuda-home=PATH, "
-                  "differentiate=0|1, save-ops=OP,OP)")
-                     .str());
-  }
-  if (!o.saveOps.empty() && !o.differentiate)
-    return failWith(error, "save-ops needs differentiate=1");
-  return 0;
 }
 
 std::unique_ptr<MLIRContext> makeContext() {
@@ -199,12 +157,13 @@ int flexsn_program_create(const char *mlir_source, flexsn_target target,
   if (target != FLEXSN_TARGET_CPU && target != FLEXSN_TARGET_CUDA)
     return failWith(error, "unknown target " + std::to_string(int(target)) +
                                " (FLEXSN_TARGET_CPU or FLEXSN_TARGET_CUDA)");
-  Options o;
-  if (int r = parseOptions(options, o, error))
-    return r;
+  std::string message;
+  std::unique_ptr<PipelineOptions> o =
+      PipelineOptions::parse(options ? options : "", message);
+  if (!o)
+    return failWith(error, "options: " + message);
   auto result = std::make_unique<flexsn_program>();
   result->target = target;
-  result->gpu = o.gpu;
   result->context = makeContext();
   MLIRContext &context = *result->context;
   int r = withDiagnostics(context, error, [&]() -> LogicalResult {
@@ -212,15 +171,18 @@ int flexsn_program_create(const char *mlir_source, flexsn_target target,
         mlir_source, ParserConfig(&context), "<flexsn source>");
     if (!module)
       return failure();
-    if (o.differentiate && failed(differentiateModule(*module, o.saveOps)))
+    if (failed(prepareModule(*module, *o)))
       return failure();
-    FailureOr<std::vector<ManifestKernel>> manifest = collectManifest(*module);
+    FailureOr<Manifest> manifest = buildManifest(
+        *module,
+        target == FLEXSN_TARGET_CUDA ? ManifestTarget::CUDA
+                                     : ManifestTarget::CPU,
+        *o);
     if (failed(manifest))
       return failure();
     result->manifest = std::move(*manifest);
     llvm::raw_string_ostream os(result->manifestText);
-    serializeManifest(result->manifest,
-                      target == FLEXSN_TARGET_CUDA ? &o.gpu : nullptr, os);
+    printManifest(result->manifest, os);
     if (target == FLEXSN_TARGET_CPU) {
       auto compiled = CPUKernels::compile(*module);
       if (failed(compiled))
@@ -228,7 +190,7 @@ int flexsn_program_create(const char *mlir_source, flexsn_target target,
       result->cpu = std::move(*compiled);
       return success();
     }
-    FailureOr<std::string> ptx = translateToPTX(*module, o.gpu);
+    FailureOr<std::string> ptx = translateToPTX(*module, *o);
     if (failed(ptx))
       return failure();
     result->ptx = std::move(*ptx);
@@ -248,12 +210,12 @@ int flexsn_program_load_cuda(const char *ptx, const char *manifest,
     return failWith(error, "ptx and manifest must not be NULL");
   auto result = std::make_unique<flexsn_program>();
   result->target = FLEXSN_TARGET_CUDA;
-  bool isCUDA = false;
-  std::string message;
-  if (!parseManifest(manifest, result->manifest, result->gpu, isCUDA, message))
-    return failWith(error, message);
-  if (!isCUDA)
+  llvm::Expected<Manifest> parsed = parseManifest(manifest);
+  if (!parsed)
+    return failWith(error, parsed.takeError());
+  if (parsed->target != ManifestTarget::CUDA)
     return failWith(error, "the manifest is not a CUDA program's");
+  result->manifest = std::move(*parsed);
   if (!llvm::StringRef(ptx).contains(".entry"))
     return failWith(error, "the PTX holds no kernel entry");
   result->ptx = ptx;
@@ -281,13 +243,10 @@ int flexsn_kernel_get(flexsn_program *program, const char *name, int device,
   if (!program || !name || !kernel)
     return failWith(error, "program, name and kernel must not be NULL");
   *kernel = nullptr;
-  const ManifestKernel *info = nullptr;
-  for (const ManifestKernel &k : program->manifest)
-    if (k.name == name)
-      info = &k;
+  const ManifestKernel *info = program->manifest.lookup(name);
   if (!info) {
     std::string known;
-    for (const ManifestKernel &k : program->manifest)
+    for (const ManifestKernel &k : program->manifest.kernels)
       known += (known.empty() ? "" : ", ") + k.name;
     return failWith(error, std::string("no kernel named '") + name +
                                "' in the program (it has: " + known + ")");
@@ -329,8 +288,7 @@ int flexsn_kernel_get(flexsn_program *program, const char *name, int device,
       return failWith(error, fn.takeError());
     k->device = *dev;
     k->cudaFn = *fn;
-    k->blockSize = program->gpu.blockSize;
-    k->neuronsPerThread = program->gpu.neuronsPerThread;
+    k->geometry = *info->geometry;
   }
   slot = std::move(k);
   *kernel = slot.get();
@@ -377,7 +335,7 @@ int flexsn_kernel_launch(const flexsn_kernel *kernel, void *const *ptrs,
   }
   if (llvm::Error e = kernel->device->launchScan(
           kernel->cudaFn, llvm::ArrayRef<void *>(ptrs, num_ptrs), T, NCL,
-          kernel->blockSize, kernel->neuronsPerThread,
+          kernel->geometry.blockSize, kernel->geometry.neuronsPerThread,
           static_cast<cuda::Stream>(stream), name))
     return failWith(error, std::move(e));
   return 0;

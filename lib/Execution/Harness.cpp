@@ -5,6 +5,7 @@
 #include "flexsn/Execution/Storage.h"
 #include "flexsn/Interpreter/Interpreter.h"
 #include "flexsn/Pipelines/Pipelines.h"
+#include "flexsn/Target/PTX.h"
 #include "flexsn/Runtime/CPU/CPUBackend.h"
 #include "flexsn/Runtime/CUDA/CUDARuntime.h"
 
@@ -186,8 +187,8 @@ private:
 class CUDARunner : public KernelRunner {
 public:
   CUDARunner(std::unique_ptr<cuda::Device> device, cuda::Module module,
-             const GPUOptions &gpu, const HarnessOptions &options)
-      : device(std::move(device)), module(module), gpu(gpu),
+             LaunchGeometry geometry, const HarnessOptions &options)
+      : device(std::move(device)), module(module), geometry(geometry),
         options(options) {}
   ~CUDARunner() override { release(); }
   StringRef backend() const override { return "cuda"; }
@@ -279,8 +280,8 @@ private:
     std::vector<void *> values;
     for (cuda::DevicePtr p : ptrs)
       values.push_back(reinterpret_cast<void *>(p));
-    return device->launchScan(*fn, values, T, NCL, gpu.blockSize,
-                              gpu.neuronsPerThread, nullptr, name);
+    return device->launchScan(*fn, values, T, NCL, geometry.blockSize,
+                              geometry.neuronsPerThread, nullptr, name);
   }
 
   /// Times `fn` with CUDA events: 5 warm-up runs, then at least 30.
@@ -318,7 +319,7 @@ private:
 
   std::unique_ptr<cuda::Device> device;
   cuda::Module module;
-  GPUOptions gpu;
+  LaunchGeometry geometry;
   HarnessOptions options;
   std::vector<cuda::DevicePtr> allocations;
 };
@@ -339,7 +340,7 @@ mlir::flexsn::createCUDARunner(ModuleOp module, const HarnessOptions &options) {
     return device.takeError();
   if (Error e = (*device)->makeCurrent())
     return std::move(e);
-  GPUOptions gpu;
+  PipelineOptions gpu;
   gpu.chip = "sm_" + std::to_string((*device)->computeCapability());
   FailureOr<std::string> ptx = translateToPTX(module, gpu);
   if (failed(ptx))
@@ -347,7 +348,8 @@ mlir::flexsn::createCUDARunner(ModuleOp module, const HarnessOptions &options) {
   auto loaded = (*device)->loadPTX(*ptx);
   if (!loaded)
     return loaded.takeError();
-  return std::make_unique<CUDARunner>(std::move(*device), *loaded, gpu,
+  return std::make_unique<CUDARunner>(std::move(*device), *loaded,
+                                      gpu.getLaunchGeometry(),
                                       options);
 }
 

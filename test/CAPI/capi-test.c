@@ -77,8 +77,10 @@ static void testCPU(const char *lif) {
              strstr(manifest, "\"target\": \"cpu\"") &&
              strstr(manifest, "\"name\": \"lif_backward\"") &&
              strstr(manifest, "\"shape\": \"[T, NCL]\"") &&
-             strstr(manifest, "\"bytes\": \"NCL * 4\""),
-         "manifest v3: target, every kernel, shapes and byte sizes");
+             strstr(manifest, "\"bytes\": \"NCL * 4\"") &&
+             strstr(manifest, "\"requires_grad\": [\n"),
+         "manifest v3: target, every kernel, shapes, byte sizes, "
+         "requires-grad mask");
   EXPECT(strcmp(flexsn_program_ptx(program), "") == 0 &&
              flexsn_program_target(program) == FLEXSN_TARGET_CPU,
          "a CPU program has no PTX");
@@ -198,19 +200,26 @@ static void testErrors(const char *lif) {
   flexsn_program *program = NULL;
   expectError(flexsn_program_create(lif, FLEXSN_TARGET_CPU, "frobnicate=2",
                                     &program, &error),
-              &error, "unknown or malformed option 'frobnicate=2'",
+              &error, "unknown option 'frobnicate'",
               "unknown option is an error naming it");
   expectError(flexsn_program_create(lif, FLEXSN_TARGET_CUDA, "chip=x86_64",
                                     &program, &error),
-              &error, "unknown or malformed option 'chip=x86_64'",
+              &error, "chip 'x86_64' is not an NVIDIA GPU architecture",
               "a chip that is not sm_XX is an error");
+  expectError(flexsn_program_create(lif, FLEXSN_TARGET_CPU, "O=abc",
+                                    &program, &error),
+              &error, "'O=abc': O takes an unsigned integer",
+              "a malformed value is an error naming it (not a print)");
+  expectError(flexsn_program_create(lif, FLEXSN_TARGET_CPU,
+                                    "differentiate=maybe", &program, &error),
+              &error, "'differentiate=maybe'", "a malformed flag is an error");
   expectError(flexsn_program_create(lif, FLEXSN_TARGET_CUDA, "block-size=100",
                                     &program, &error),
-              &error, "'block-size=100'",
+              &error, "block-size=100: a multiple of 32",
               "a block size that is not a multiple of 32 is an error");
   expectError(flexsn_program_create(lif, FLEXSN_TARGET_CPU, "save-ops=math.exp",
                                     &program, &error),
-              &error, "save-ops needs differentiate=1",
+              &error, "save-ops needs differentiate",
               "save-ops without differentiate is an error");
   expectError(flexsn_program_create("func.func @f(", FLEXSN_TARGET_CPU, "",
                                     &program, &error),

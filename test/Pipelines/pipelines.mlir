@@ -9,4 +9,19 @@
 // GPU-SAME: .target sm_80
 // GPU-SAME: .visible .entry plif_inference(
 // GPU-SAME: .visible .entry plif_final_state(
+
+// Both pipelines take the options flexsn-translate and the C API take
+// (PipelineOptions): `differentiate` runs flexsn-differentiate first.
+// RUN: flexsn-opt %flexsn_src_root/examples/plif.mlir -flexsn-cpu-pipeline="differentiate save-ops=flexsn.spike" | FileCheck %s --check-prefix=CPUD
+// RUN: flexsn-opt %flexsn_src_root/examples/plif.mlir -flexsn-gpu-pipeline="chip=sm_80 differentiate neurons-per-thread=2" | FileCheck %s --check-prefix=GPUD
+// CPUD: llvm.func @plif_inference
+// CPUD: llvm.func @plif_forward
+// CPUD: llvm.func @plif_backward
+// GPUD: .visible .entry plif_forward(
+// GPUD: .visible .entry plif_backward(
+
+// An unknown option is refused by name.
+// RUN: not flexsn-opt %flexsn_src_root/examples/plif.mlir -flexsn-gpu-pipeline="frobnicate=1" 2>&1 | FileCheck %s --check-prefix=BAD
+// BAD: frobnicate
+
 // This file holds no test input itself.

@@ -1,7 +1,8 @@
 //===- flexsn-ir-fuzz.cpp - libFuzzer target over the compiler ------------===//
 //
 // Feeds arbitrary bytes through what a user's IR meets: parse, verify,
-// canonicalize, flexsn-differentiate, the CPU pipeline (to the LLVM
+// canonicalize, flexsn-differentiate, the manifest (and its JSON round
+// trip), the CPU pipeline (to the LLVM
 // dialect) and the GPU pipeline (to PTX, when libdevice is installed).
 // Every stage may reject its input with a diagnostic; none may crash, hang
 // or trip a sanitizer. Built with clang only (cmake
@@ -11,6 +12,8 @@
 
 #include "flexsn/InitAllDialects.h"
 #include "flexsn/Pipelines/Pipelines.h"
+#include "flexsn/Target/Manifest.h"
+#include "flexsn/Target/PTX.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -57,6 +60,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (ModuleOp m : {*module, differentiated ? *trained : ModuleOp()}) {
     if (!m)
       continue;
+    // The manifest, and a round trip through its JSON.
+    PipelineOptions options;
+    if (FailureOr<Manifest> manifest =
+            buildManifest(m, ManifestTarget::CUDA, options);
+        succeeded(manifest)) {
+      std::string json;
+      llvm::raw_string_ostream os(json);
+      printManifest(*manifest, os);
+      llvm::Expected<Manifest> back = parseManifest(json);
+      if (!back || back->kernels.size() != manifest->kernels.size())
+        __builtin_trap();
+    }
     OwningOpRef<ModuleOp> cpu = m.clone();
     PassManager pm(&context);
     buildCPUPipeline(pm);
@@ -68,10 +83,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       return std::getenv("FLEXSN_FUZZ_NO_PTX") == nullptr &&
              access(path.c_str(), R_OK) == 0;
     }();
-    if (hasLibdevice) {
-      GPUOptions options;
+    if (hasLibdevice)
       (void)translateToPTX(m, options);
-    }
   }
   return 0;
 }

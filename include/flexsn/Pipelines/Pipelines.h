@@ -1,108 +1,105 @@
-//===- Pipelines.h - Named lowering pipelines and targets -------*- C++ -*-===//
+//===- Pipelines.h - Named lowering pipelines and their options -*- C++ -*-===//
 //
 // The pass pipelines from a flexsn kernel module to CPU-ready LLVM dialect
-// and to PTX, and the two products flexsn-translate emits: PTX text and the
-// kernel manifest (JSON).
+// and to a gpu.binary holding PTX, and the one options type every entry
+// point parses: the registered pipelines (`flexsn-gpu-pipeline{...}`),
+// flexsn-translate (`--options=...`) and the C API (its option string).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef FLEXSN_PIPELINES_PIPELINES_H
 #define FLEXSN_PIPELINES_PIPELINES_H
 
-#include "flexsn/Dialect/FlexSN/Utils/KernelABI.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
 #include "mlir/Support/LLVM.h"
-#include "llvm/ADT/SmallVector.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <string>
-#include <vector>
 
 namespace mlir {
 namespace flexsn {
 
-/// Options of the GPU path.
-struct GPUOptions {
-  std::string chip = "sm_90";
-  unsigned optLevel = 3;
-  unsigned neuronsPerThread = 4;
+/// How a CUDA kernel is launched: `blockSize` threads per block, each
+/// thread scanning `neuronsPerThread` neurons; the grid covers NCL.
+struct LaunchGeometry {
   unsigned blockSize = 256;
-  /// CUDA toolkit root (libdevice); empty: $CUDA_HOME, else /usr/local/cuda.
-  std::string cudaHome;
+  unsigned neuronsPerThread = 4;
+};
+
+/// Every option of the compilation: written as `key=value` words
+/// ("chip=sm_80 neurons-per-thread=2 differentiate save-ops=flexsn.spike").
+struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
+  Option<std::string> chip{
+      *this, "chip",
+      llvm::cl::desc("NVIDIA GPU architecture: sm_<digits>[a|f]"),
+      llvm::cl::init("sm_90")};
+  Option<unsigned> optLevel{*this, "O",
+                            llvm::cl::desc("PTX optimization level, 0-3"),
+                            llvm::cl::init(3)};
+  Option<unsigned> neuronsPerThread{
+      *this, "neurons-per-thread",
+      llvm::cl::desc("neurons each GPU thread scans: 1, 2, 4 or 8"),
+      llvm::cl::init(4)};
+  Option<unsigned> blockSize{
+      *this, "block-size",
+      llvm::cl::desc("GPU threads per block: a multiple of 32, 32-1024"),
+      llvm::cl::init(256)};
+  Option<std::string> cudaHome{
+      *this, "cuda-home",
+      llvm::cl::desc("CUDA toolkit root, for libdevice (default: "
+                     "$CUDA_HOME, else /usr/local/cuda)"),
+      llvm::cl::init("")};
+  Option<bool> differentiate{
+      *this, "differentiate",
+      llvm::cl::desc("run flexsn-differentiate first: also build the "
+                     "training forward and backward kernels"),
+      llvm::cl::init(false)};
+  ListOption<std::string> saveOps{
+      *this, "save-ops",
+      llvm::cl::desc("with differentiate: body ops whose results the "
+                     "training forward saves (comma-separated op names)")};
+
+  /// Parses `text` into a new options object. On failure returns null and
+  /// sets `error` to a message naming the bad word and listing the keys.
+  static std::unique_ptr<PipelineOptions> parse(llvm::StringRef text,
+                                                std::string &error);
+
+  /// Checks the values' ranges and combinations; returns a message naming
+  /// the first bad option, or an empty string.
+  std::string validate() const;
+
+  /// The toolkit root: `cuda-home`, else $CUDA_HOME, else /usr/local/cuda.
+  std::string getCUDAHome() const;
+
+  LaunchGeometry getLaunchGeometry() const {
+    return {blockSize, neuronsPerThread};
+  }
 };
 
 /// flexsn kernel module -> LLVM dialect for the CPU (ExecutionEngine).
-void buildCPUPipeline(mlir::OpPassManager &pm);
+void buildCPUPipeline(OpPassManager &pm);
 
-/// flexsn kernel module -> gpu.binary holding PTX.
-void buildGPUPipeline(mlir::OpPassManager &pm, const GPUOptions &options);
+/// flexsn kernel module -> gpu.binary holding PTX, for `options`' chip,
+/// optimization level and launch geometry.
+void buildGPUPipeline(OpPassManager &pm, const PipelineOptions &options);
 
-/// Runs the GPU pipeline on a clone of `module` and returns the PTX. Fails
-/// (with a diagnostic) when the PTX still calls an unresolved external
-/// function (libdevice not found, or an op with no device implementation).
-mlir::FailureOr<std::string> translateToPTX(mlir::ModuleOp module,
-                                            const GPUOptions &options);
-
-/// One kernel argument, as the manifest describes it.
-struct ManifestArg {
-  /// ABI role ("input", "state_seq", ..., "T", "NCL").
-  std::string role;
-  unsigned index = 0;
-  bool isPointer = false;
-  /// Storage type ("f32", "bf16", ...) of pointers; "i64" for sizes.
-  std::string dtype;
-  unsigned elementBytes = 0;
-  ArgShape shape = ArgShape::Scalar;
-  /// What the pointer holds in the terms of the source function
-  /// (input #0, grad_output #1, ...).
-  ArgMeaning meaning = ArgMeaning::Input;
-  unsigned meaningIndex = 0;
-  /// Atomically accumulated into (role sum_state): zero it first.
-  bool accumulate = false;
-};
-
-/// One kernel of a module, as the manifest describes it.
-struct ManifestKernel {
-  std::string name, source, primal, variant, computeType;
-  bool reverse = false;
-  unsigned numInputs = 0, numStates = 0, numOutputs = 0, numParams = 0;
-  /// In launch order: pointers, then T and NCL.
-  llvm::SmallVector<ManifestArg> args;
-  unsigned getNumPointers() const;
-};
-
-/// Describes every kernel of `module` (after canonicalization, as the
-/// lowerings see it). Fails, with a diagnostic, on a module whose scans are
-/// not in kernel form or hold ops without a lowering.
-mlir::FailureOr<std::vector<ManifestKernel>>
-collectManifest(mlir::ModuleOp module);
-
-/// Serializes `kernels` as the kernel manifest (JSON, format
-/// "flexsn-manifest" version 3). `gpu` is the launch configuration of CUDA
-/// kernels; null for the CPU target.
-void serializeManifest(llvm::ArrayRef<ManifestKernel> kernels,
-                       const GPUOptions *gpu, llvm::raw_ostream &os);
-
-/// Reads back a manifest serializeManifest wrote: its kernels, and in `gpu`
-/// the chip and launch geometry of a CUDA manifest. Returns false and sets
-/// `error` when the text is not such a manifest.
-bool parseManifest(llvm::StringRef json, std::vector<ManifestKernel> &kernels,
-                   GPUOptions &gpu, bool &isCUDA, std::string &error);
-
-/// collectManifest + serializeManifest for the CUDA target.
-mlir::LogicalResult writeManifest(mlir::ModuleOp module,
-                                  const GPUOptions &options,
-                                  llvm::raw_ostream &os);
-
-/// Registers `flexsn-cpu-pipeline` and `flexsn-gpu-pipeline` for flexsn-opt.
-void registerPipelines();
+/// Adds canonicalization and flexsn-differentiate (with `saveOps`).
+void buildDifferentiatePipeline(OpPassManager &pm,
+                                llvm::ArrayRef<std::string> saveOps = {});
 
 /// Canonicalizes `module` and runs flexsn-differentiate on it (adds the
-/// `_forward` and `_backward` kernel functions of every kernel function);
-/// `saveOps` is the pass's save-ops option.
-mlir::LogicalResult differentiateModule(mlir::ModuleOp module,
-                                        llvm::ArrayRef<std::string> saveOps = {});
+/// `_forward` and `_backward` kernel functions of every kernel function).
+LogicalResult differentiateModule(ModuleOp module,
+                                  llvm::ArrayRef<std::string> saveOps = {});
+
+/// What every target does first: differentiate `module` in place when
+/// `options.differentiate` is set.
+LogicalResult prepareModule(ModuleOp module, const PipelineOptions &options);
+
+/// Registers `flexsn-cpu-pipeline` and `flexsn-gpu-pipeline` (both taking
+/// PipelineOptions; `differentiate` runs flexsn-differentiate first).
+void registerPipelines();
 
 } // namespace flexsn
 } // namespace mlir

@@ -7,7 +7,7 @@
 // RUN: flexsn-run %s --func=lif_soft --variant=backward --check --T=0 --ncl=9 --seed=3 | FileCheck %s
 // RUN: flexsn-run %s --func=with_marker --variant=backward --check --T=5 --ncl=1000 --seed=4 | FileCheck %s
 // RUN: flexsn-run %s --func=with_marker --variant=backward --check --T=64 --ncl=100 --dtype=bf16 --seed=5 | FileCheck %s
-// RUN: flexsn-translate --flexsn-to-manifest --differentiate %s | FileCheck %s --check-prefix=MANIFEST
+// RUN: flexsn-translate --flexsn-to-manifest --options='differentiate' %s | FileCheck %s --check-prefix=MANIFEST
 
 // CHECK: grad_input #0 vs reference adjoint
 // CHECK-SAME: ok

@@ -13,6 +13,11 @@
 // CHECK-NEXT: "num_outputs": 1
 // CHECK-NEXT: "num_params": 1
 // CHECK-NEXT: "num_pointers": 5
+// CHECK-NEXT: "requires_grad": [
+// CHECK-NEXT: true,
+// CHECK-NEXT: true,
+// CHECK-NEXT: true
+// CHECK-NEXT: ],
 // CHECK-NEXT: "block_size": 256
 // CHECK-NEXT: "neurons_per_thread": 4
 // CHECK: "args": [
@@ -41,7 +46,7 @@
 // With --differentiate: the training kernels, and what each pointer of the
 // backward holds, in launch order. The scalar parameter's gradient is
 // accumulated (the caller zeroes it).
-// RUN: flexsn-translate --flexsn-to-manifest --differentiate %flexsn_src_root/examples/plif.mlir | FileCheck %s --check-prefix=TRAIN
+// RUN: flexsn-translate --flexsn-to-manifest --options='differentiate' %flexsn_src_root/examples/plif.mlir | FileCheck %s --check-prefix=TRAIN
 // TRAIN: "version": 3
 // TRAIN: "name": "plif_forward"
 // TRAIN-NEXT: "source": "plif_forward"

@@ -4,7 +4,7 @@
 // registration ... math.trunc").
 // REQUIRES: ptxas
 // RUN: flexsn-opt %s -convert-flexsn-to-gpu | FileCheck %s --check-prefix=GPU
-// RUN: flexsn-translate --flexsn-to-ptx --differentiate %s -o %t.ptx
+// RUN: flexsn-translate --flexsn-to-ptx --options='differentiate' %s -o %t.ptx
 // RUN: %ptxas -arch=sm_90 %t.ptx -o %t.cubin
 // RUN: flexsn-run %s --T=5 --ncl=300 --check | FileCheck %s --check-prefix=CPU
 // GPU-LABEL: gpu.func @frac_inference
