@@ -1,0 +1,542 @@
+"""Side-by-side timings of one neuron layer, as a user sees them (a script,
+not a test; run it on the GPU machine, one run per table).
+
+Systems, each timed with CUDA events around the Python call (median of
+--reps, after warm-up), inference and training (forward + backward with
+random output gradients):
+
+  flexsn        this package: flexsn.FlexSN(core, num_states=...)
+  sj-flexsn     SpikingJelly 2.0.0's FlexSN (same core), when importable
+  sj-lifnode    SpikingJelly's LIFNode(step_mode="m") (lif only)
+  torch-eager   the step loop in plain PyTorch
+  torch-compile the same loop under torch.compile
+  floor         the fewest bytes the job must move / device copy bandwidth
+                measured in this run
+
+Minimal bytes (b = bytes per element, T*NCL elements per sequence):
+inference reads the inputs and writes the outputs, (n_in + n_out) T NCL b;
+training also writes the state sequences it needs (forward) and reads them
+back with the inputs and output gradients to write the input gradients
+(backward), (3 n_in + 2 n_out + 2 n_states) T NCL b.
+
+Also: peak extra GPU memory of a training step, first-call time of our
+package at each T (a fresh process, an empty compilation cache), and
+kernel-only figures from `flexsn-run --bench` when --flexsn-run is given.
+
+    python3 bench/compare.py [--reps 30] [--out DIR] [--cores lif,2in2st]
+        [--shapes 4x4194304,32x262144,256x65536] [--dtypes float32,bfloat16]
+        [--systems flexsn,sj-flexsn,...] [--flexsn-run build/bin/flexsn-run]
+    python3 bench/compare.py --report DIR   # results.json -> tables + plot
+
+Results go to DIR/results.json (appended per case, so a run cut short
+keeps what it measured); --report writes DIR/tables.md and DIR/lif.png.
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+CORE_SHAPES = {"lif": (1, 1, 1), "2in2st": (2, 2, 2)}  # (n_in, n_states, n_out)
+
+
+def minimal_bytes(core, T, N, elem, training):
+    n_in, n_st, n_out = CORE_SHAPES[core]
+    per = (3 * n_in + 2 * n_out + 2 * n_st) if training else (n_in + n_out)
+    return per * T * N * elem
+
+
+# --- cores --------------------------------------------------------------------
+# Ours and SpikingJelly's take the same Python core (a user's function with a
+# surrogate spike). The plain-PyTorch baselines use a straight-through spike
+# written with ordinary ops, so that torch.compile can fuse it.
+
+# Module globals, not closures: SpikingJelly refuses a core that captures a
+# module (its surrogate) in a closure.
+_SPIKE = {}
+
+
+def _lif(x, v):
+    h = v + (x - v) / 2.0
+    s = _SPIKE["sigmoid"](h - 1.0)
+    return s, h * (1.0 - s)
+
+
+def _tut(x, y, v, rho):
+    import torch
+    h = 0.5 * v + x
+    s1 = _SPIKE["atan"](h - (rho + 1.0))
+    s2 = _SPIKE["atan"](h - 1.0)
+    rho = 0.9 * rho + s1
+    v1 = h * (1.0 - s1)
+    v2 = h - s2
+    yy = torch.sigmoid(y)
+    v = v1 * yy + v2 * (1.0 - yy)
+    return s1, s2, v, rho
+
+
+def _cores(surrogates):
+    _SPIKE["sigmoid"] = surrogates.Sigmoid()
+    _SPIKE["atan"] = surrogates.ATan()
+    return {"lif": _lif, "2in2st": _tut}
+
+
+def flexsn_cores():
+    from flexsn import surrogate
+    return _cores(surrogate)
+
+
+def sj_cores():
+    from spikingjelly.activation_based import surrogate
+    return _cores(surrogate)
+
+
+def torch_loops():
+    import torch
+
+    def heaviside_sigmoid(x, alpha=4.0):
+        sg = torch.sigmoid(alpha * x)
+        return (x >= 0).to(x.dtype).detach() + (sg - sg.detach())
+
+    def heaviside_atan(x, alpha=2.0):
+        sg = torch.atan(math.pi / 2 * alpha * x) / math.pi + 0.5
+        return (x >= 0).to(x.dtype).detach() + (sg - sg.detach())
+
+    def lif(x):
+        v = torch.zeros_like(x[0])
+        out = []
+        for t in range(x.shape[0]):
+            h = v + (x[t] - v) / 2.0
+            s = heaviside_sigmoid(h - 1.0)
+            v = h * (1.0 - s)
+            out.append(s)
+        return (torch.stack(out),)
+
+    def tut(x, y):
+        v = torch.zeros_like(x[0])
+        rho = torch.zeros_like(x[0])
+        o1, o2 = [], []
+        for t in range(x.shape[0]):
+            h = 0.5 * v + x[t]
+            s1 = heaviside_atan(h - (rho + 1.0))
+            s2 = heaviside_atan(h - 1.0)
+            rho = 0.9 * rho + s1
+            v1 = h * (1.0 - s1)
+            v2 = h - s2
+            yy = torch.sigmoid(y[t])
+            v = v1 * yy + v2 * (1.0 - yy)
+            o1.append(s1)
+            o2.append(s2)
+        return torch.stack(o1), torch.stack(o2)
+    return {"lif": lif, "2in2st": tut}
+
+
+# --- systems ------------------------------------------------------------------
+
+def make_system(name, core, dev):
+    """A callable (inputs...) -> tuple of outputs, with a reset, or None
+    when the system does not apply or is not installed."""
+    import torch
+    n_in, n_st, _ = CORE_SHAPES[core]
+    if name == "flexsn":
+        import flexsn
+        m = flexsn.FlexSN(flexsn_cores()[core], num_states=n_st).to(dev)
+        return lambda *xs: _tuple(m(*xs)), m.reset
+    if name == "sj-flexsn":
+        try:
+            from spikingjelly.activation_based.neuron.flexsn import FlexSN
+        except Exception:
+            return None
+        m = FlexSN(sj_cores()[core], num_states=n_st, step_mode="m").to(dev)
+        return lambda *xs: _tuple(m(*xs)), m.reset
+    if name == "sj-lifnode":
+        if core != "lif":
+            return None
+        try:
+            from spikingjelly.activation_based import neuron, surrogate
+        except Exception:
+            return None
+        m = neuron.LIFNode(tau=2.0, v_threshold=1.0, v_reset=0.0,
+                           surrogate_function=surrogate.Sigmoid(),
+                           step_mode="m").to(dev)
+        return lambda x: (m(x),), m.reset
+    if name == "torch-eager":
+        return torch_loops()[core], (lambda: None)
+    if name == "torch-compile":
+        return torch.compile(torch_loops()[core]), (lambda: None)
+    raise ValueError(f"unknown system {name}")
+
+
+def _tuple(r):
+    return r if isinstance(r, tuple) else (r,)
+
+
+def time_cuda(fn, reset, reps, warmup=5):
+    import torch
+    for _ in range(warmup):
+        reset()
+        fn()
+    sync()
+    times = []
+    for _ in range(reps):
+        reset()
+        if not torch.cuda.is_available():  # a CPU smoke run of the script
+            t = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t) * 1e3)
+            continue
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def sync():
+    import torch
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def copy_bandwidth(dev):
+    """Bytes read + written per second of a large device-to-device copy."""
+    import torch
+    if dev == "cpu":
+        n = 1 << 24
+        src = torch.empty(n)
+        dst = torch.empty_like(src)
+        t = time.perf_counter()
+        for _ in range(5):
+            dst.copy_(src)
+        return 2 * n * 4 * 5 / (time.perf_counter() - t)
+    n = 256 * 1024 * 1024  # 1 GiB of float32
+    src = torch.empty(n, device=dev)
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(20):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        dst.copy_(src)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2 * n * 4 / (statistics.median(times) * 1e-3)
+
+
+def run_case(system, core, T, N, dtype_name, reps, dev):
+    import torch
+    dtype = getattr(torch, dtype_name)
+    made = make_system(system, core, dev)
+    if made is None:
+        return None
+    fn, reset = made
+    n_in = CORE_SHAPES[core][0]
+    g = torch.Generator(device=dev).manual_seed(0)
+    xs = [torch.randn(T, N, device=dev, generator=g).to(dtype) * 1.5 for _ in range(n_in)]
+    result = {}
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        reset()
+        fn(*xs)
+    sync()
+    result["first_inference_s"] = time.perf_counter() - t0
+    with torch.no_grad():
+        result["inference_ms"] = time_cuda(lambda: fn(*xs), reset, reps)
+    xg = [x.clone().requires_grad_() for x in xs]
+    reset()
+    outs = fn(*xg)
+    grads = [torch.randn_like(o) for o in outs]
+
+    def train():
+        for x in xg:
+            x.grad = None
+        o = fn(*xg)
+        torch.autograd.backward(o, grads)
+    t0 = time.perf_counter()
+    reset()
+    train()
+    sync()
+    result["first_training_s"] = time.perf_counter() - t0
+    result["training_ms"] = time_cuda(train, reset, reps)
+    if dev == "cpu":
+        result["peak_extra_mib"] = float("nan")
+        return result
+    # Peak memory beyond what the inputs, gradients and output grads hold.
+    reset()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats(dev)
+    base = torch.cuda.memory_allocated(dev)
+    train()
+    torch.cuda.synchronize()
+    result["peak_extra_mib"] = (torch.cuda.max_memory_allocated(dev) - base) / 2**20
+    return result
+
+
+def first_call(core, T, N, dev):
+    """Our first call (trace, compile, load, run) in a fresh process with an
+    empty compilation cache: inference, then a training step."""
+    code = f"""
+import time, torch, sys
+sys.path.insert(0, {HERE!r})
+t0 = time.perf_counter()
+import compare, flexsn
+cores = compare.flexsn_cores()
+m = flexsn.FlexSN(cores[{core!r}], num_states={CORE_SHAPES[core][1]}).to({dev!r})
+xs = [torch.randn({T}, {N}, device={dev!r}) for _ in range({CORE_SHAPES[core][0]})]
+t1 = time.perf_counter()
+with torch.no_grad():
+    m(*xs)
+torch.cuda.synchronize() if {dev!r} == "cuda" else None; t2 = time.perf_counter()
+m.reset()
+xg = [x.clone().requires_grad_() for x in xs]
+o = m(*xg); o = o if isinstance(o, tuple) else (o,)
+torch.autograd.backward(o, [torch.ones_like(t) for t in o])
+torch.cuda.synchronize() if {dev!r} == "cuda" else None; t3 = time.perf_counter()
+print(t2 - t1, t3 - t2)
+"""
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, FLEXSN_CACHE_DIR=cache)
+        r = subprocess.run([sys.executable, "-c", code], env=env,
+                           capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        return {"error": r.stderr[-500:]}
+    inf, train = map(float, r.stdout.split()[-2:])
+    return {"first_inference_s": inf, "first_training_s": train}
+
+
+def kernel_only(flexsn_run, core, T, N, dtype_name):
+    """flexsn-run --bench figures (kernel time and % of copy) per variant."""
+    src = {"lif": "examples/lif.mlir", "2in2st": "examples/two_in_two_state.mlir"}[core]
+    dt = {"float32": "f32", "bfloat16": "bf16"}[dtype_name]
+    out = {}
+    for variant in ("inference", "final_state", "forward", "backward"):
+        cmd = [flexsn_run, os.path.join(ROOT, src), "--backend=cuda", "--bench",
+               f"--T={T}", f"--ncl={N}", f"--dtype={dt}", f"--variant={variant}"]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        out[variant] = (r.stdout + r.stderr).strip().splitlines()[-3:]
+    return out
+
+
+def append(path, record):
+    data = json.load(open(path)) if os.path.exists(path) else {"runs": []}
+    data["runs"].append(record)
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def measure(args):
+    import torch
+    dev = args.device
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "results.json")
+    versions = {"torch": torch.__version__,
+                "device": torch.cuda.get_device_name() if dev == "cuda" else "cpu",
+                "python": sys.version.split()[0]}
+    try:
+        import spikingjelly
+        from importlib.metadata import version
+        versions["spikingjelly"] = version("spikingjelly")
+    except Exception:
+        versions["spikingjelly"] = None
+    try:
+        import triton
+        versions["triton"] = triton.__version__
+    except Exception:
+        pass
+    import flexsn
+    versions["flexsn"] = flexsn.__file__
+    bw = copy_bandwidth(dev)
+    append(path, {"kind": "setup", "versions": versions, "copy_bytes_per_s": bw})
+    print(f"{versions['device']}: copy {bw / 1e12:.2f} TB/s; torch {versions['torch']}, "
+          f"spikingjelly {versions['spikingjelly']}", flush=True)
+    shapes = [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")]
+    for core in args.cores.split(","):
+        for T, N in shapes:
+            for dtype_name in args.dtypes.split(","):
+                elem = 2 if dtype_name == "bfloat16" else 4
+                floor = {k: minimal_bytes(core, T, N, elem, k == "training") / bw * 1e3
+                         for k in ("inference", "training")}
+                append(path, {"kind": "floor", "core": core, "T": T, "N": N,
+                              "dtype": dtype_name, "inference_ms": floor["inference"],
+                              "training_ms": floor["training"]})
+                print(f"{core} T={T} NCL={N} {dtype_name}: floor inference "
+                      f"{floor['inference']:.4f} ms, training {floor['training']:.4f} ms",
+                      flush=True)
+                for system in args.systems.split(","):
+                    if system.startswith("sj") and T > args.sj_max_T:
+                        continue
+                    if system == "torch-eager" and T * N > args.eager_max:
+                        continue
+                    try:
+                        r = run_case(system, core, T, N, dtype_name, args.reps, dev)
+                    except Exception as e:  # a peer that cannot run a case
+                        r = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+                    if dev == "cuda":
+                        torch.cuda.empty_cache()
+                    if r is None:
+                        continue
+                    append(path, {"kind": "time", "system": system, "core": core,
+                                  "T": T, "N": N, "dtype": dtype_name, **r})
+                    print(f"  {system:14s} " + (
+                        f"inference {r['inference_ms']:.4f} ms  training "
+                        f"{r['training_ms']:.4f} ms  peak +{r['peak_extra_mib']:.0f} MiB  "
+                        f"first {r['first_inference_s']:.2f}/{r['first_training_s']:.2f} s"
+                        if "error" not in r else r["error"]), flush=True)
+                if args.flexsn_run:
+                    k = kernel_only(args.flexsn_run, core, T, N, dtype_name)
+                    append(path, {"kind": "kernel", "core": core, "T": T, "N": N,
+                                  "dtype": dtype_name, "lines": k})
+                    for v, lines in k.items():
+                        print(f"  kernel {v:12s} " + " | ".join(lines), flush=True)
+    if args.first_call:
+        for core in args.cores.split(","):
+            for T in (4, 32, 256):
+                r = first_call(core, T, 65536, dev)
+                append(path, {"kind": "first_call", "core": core, "T": T, **r})
+                print(f"first call {core} T={T}: {r}", flush=True)
+
+
+# --- report -------------------------------------------------------------------
+
+SYSTEMS = ["flexsn", "sj-flexsn", "sj-lifnode", "torch-compile", "torch-eager"]
+
+
+def report(out):
+    data = json.load(open(os.path.join(out, "results.json")))["runs"]
+    setup = [r for r in data if r["kind"] == "setup"][-1]
+    v = setup["versions"]
+    lines = [f"Device: {v['device']}; copy {setup['copy_bytes_per_s'] / 1e12:.2f} TB/s "
+             f"(read + write, measured in the same run); torch {v['torch']}, "
+             f"triton {v.get('triton')}, spikingjelly {v.get('spikingjelly')}.", ""]
+    cases = []
+    for r in data:
+        key = (r.get("core"), r.get("T"), r.get("N"), r.get("dtype"))
+        if r["kind"] == "floor" and key not in cases:
+            cases.append(key)
+    times = {}
+    floors = {}
+    for r in data:
+        key = (r.get("core"), r.get("T"), r.get("N"), r.get("dtype"))
+        if r["kind"] == "time":
+            times[key + (r["system"],)] = r
+        elif r["kind"] == "floor":
+            floors[key] = r
+    present = [s for s in SYSTEMS if any(k[-1] == s for k in times)]
+    for what in ("inference", "training"):
+        lines.append(f"### {what} (ms, CUDA events around the call, median)")
+        lines.append("")
+        lines.append("| case | floor | " + " | ".join(present) + " |")
+        lines.append("|---|---|" + "---|" * len(present))
+        for key in cases:
+            core, T, N, dt = key
+            row = [f"{core} T={T} NCL={N} {dt}", f"{floors[key][what + '_ms']:.4f}"]
+            for s in present:
+                r = times.get(key + (s,))
+                if r is None:
+                    row.append("–")
+                elif "error" in r:
+                    row.append("error")
+                else:
+                    row.append(f"{r[what + '_ms']:.4f}")
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    lines.append("### peak extra GPU memory in training (MiB)")
+    lines.append("")
+    lines.append("| case | " + " | ".join(present) + " |")
+    lines.append("|---|" + "---|" * len(present))
+    for key in cases:
+        row = [f"{key[0]} T={key[1]} NCL={key[2]} {key[3]}"]
+        for s in present:
+            r = times.get(key + (s,))
+            row.append("–" if r is None or "error" in r else f"{r['peak_extra_mib']:.0f}")
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    fc = [r for r in data if r["kind"] == "first_call"]
+    if fc:
+        lines.append("### first call of our package (fresh process, empty cache; s)")
+        lines.append("")
+        lines.append("| core | T | inference | training step |")
+        lines.append("|---|---|---|---|")
+        for r in fc:
+            if "error" in r:
+                lines.append(f"| {r['core']} | {r['T']} | error | error |")
+            else:
+                lines.append(f"| {r['core']} | {r['T']} | {r['first_inference_s']:.2f} | "
+                             f"{r['first_training_s']:.2f} |")
+        lines.append("")
+    with open(os.path.join(out, "tables.md"), "w") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception:
+        print("(matplotlib not installed: no plot)")
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, what in zip(axes, ("inference", "training")):
+        lif = [k for k in cases if k[0] == "lif" and k[3] == "float32"]
+        lif.sort(key=lambda k: k[1])
+        xs = [k[1] for k in lif]
+        ax.plot(xs, [floors[k][what + "_ms"] for k in lif], "k--", label="floor")
+        for s in present:
+            pts = [(k[1], times[k + (s,)][what + "_ms"]) for k in lif
+                   if k + (s,) in times and "error" not in times[k + (s,)]]
+            if pts:
+                ax.plot(*zip(*pts), "o-", label=s)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("T (T * NCL = 2^24 ... 2^24; see the table)")
+        ax.set_ylabel("ms")
+        ax.set_title(f"lif fp32 {what}")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "lif.png"), dpi=110)
+    print(f"plot: {os.path.join(out, 'lif.png')}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--device", default="cuda",
+                   help="cuda; cpu only smoke-tests this script")
+    p.add_argument("--out", default=os.path.join(HERE, "results", "compare"))
+    p.add_argument("--cores", default="lif,2in2st")
+    p.add_argument("--shapes", default="4x4194304,32x262144,256x65536")
+    p.add_argument("--dtypes", default="float32,bfloat16")
+    p.add_argument("--systems", default=",".join(SYSTEMS))
+    p.add_argument("--sj-max-T", type=int, default=1 << 30,
+                   help="skip SpikingJelly above this T (its kernels compile per T)")
+    p.add_argument("--eager-max", type=int, default=1 << 30,
+                   help="skip the eager loop above this T*NCL")
+    p.add_argument("--flexsn-run", default=None)
+    p.add_argument("--first-call", action="store_true")
+    p.add_argument("--report", default=None, metavar="DIR")
+    args = p.parse_args()
+    if args.report:
+        report(args.report)
+    else:
+        measure(args)
+
+
+if __name__ == "__main__":
+    main()
