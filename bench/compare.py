@@ -33,6 +33,7 @@ keeps what it measured); --report writes DIR/tables.md and DIR/lif.png.
 """
 
 import argparse
+import fnmatch
 import json
 import math
 import os
@@ -381,9 +382,10 @@ def measure(args):
                       f"{floor['inference']:.4f} ms, training {floor['training']:.4f} ms",
                       flush=True)
                 for system in args.systems.split(","):
-                    if system.startswith("sj") and T > args.sj_max_T:
-                        continue
-                    if system == "torch-eager" and T * N > args.eager_max:
+                    name = f"{system}:{core}:{T}:{dtype_name}"
+                    if any(fnmatch.fnmatch(name, pat) for pat in args.skip.split(",") if pat):
+                        append(path, {"kind": "skipped", "system": system, "core": core,
+                                      "T": T, "N": N, "dtype": dtype_name})
                         continue
                     try:
                         r = run_case(system, core, T, N, dtype_name, args.reps, dev)
@@ -439,6 +441,8 @@ def report(out):
             times[key + (r["system"],)] = r
         elif r["kind"] == "floor":
             floors[key] = r
+    skipped = {(r["core"], r["T"], r["N"], r["dtype"], r["system"])
+               for r in data if r["kind"] == "skipped"}
     present = [s for s in SYSTEMS if any(k[-1] == s for k in times)]
     for what in ("inference", "training"):
         lines.append(f"### {what} (ms, CUDA events around the call, median)")
@@ -451,7 +455,7 @@ def report(out):
             for s in present:
                 r = times.get(key + (s,))
                 if r is None:
-                    row.append("–")
+                    row.append("not run" if key + (s,) in skipped else "–")
                 elif "error" in r:
                     row.append("error")
                 else:
@@ -524,10 +528,9 @@ def main():
     p.add_argument("--shapes", default="4x4194304,32x262144,256x65536")
     p.add_argument("--dtypes", default="float32,bfloat16")
     p.add_argument("--systems", default=",".join(SYSTEMS))
-    p.add_argument("--sj-max-T", type=int, default=1 << 30,
-                   help="skip SpikingJelly above this T (its kernels compile per T)")
-    p.add_argument("--eager-max", type=int, default=1 << 30,
-                   help="skip the eager loop above this T*NCL")
+    p.add_argument("--skip", default="",
+                   help="comma-separated SYSTEM:CORE:T:DTYPE patterns (fnmatch) not "
+                        "to run, e.g. 'sj-*:*:256:*' (SpikingJelly compiles per T)")
     p.add_argument("--flexsn-run", default=None)
     p.add_argument("--first-call", action="store_true")
     p.add_argument("--report", default=None, metavar="DIR")
