@@ -95,13 +95,15 @@ size_t flexsn_kernel_num_pointers(const flexsn_kernel *kernel);
 
 /* Runs the kernel over T steps and NCL neurons. `ptrs`: one pointer per
  * pointer argument in manifest order (host pointers on the CPU, device
- * pointers on CUDA); a pointer may be NULL only where its buffer is empty.
+ * pointers on CUDA); a pointer may be NULL where its buffer is empty, or
+ * where the manifest marks it "optional": a gradient the kernel then reads
+ * as zeros (grad_output, grad_state_seq, grad_final_state of a backward).
  * Buffers of role sum_state must be zeroed by the caller. CPU: runs on
  * `threads` threads (0: every core) and returns when done; `stream` is
  * ignored. CUDA: enqueues on `stream` (a CUstream; NULL: the legacy default
  * stream) and returns without waiting; `threads` is ignored. Fails (and
- * runs nothing) on a wrong pointer count, a NULL pointer to a non-empty
- * buffer, T or NCL < 0, or sizes whose byte counts overflow. */
+ * runs nothing) on a wrong pointer count, a NULL pointer to a non-empty,
+ * non-optional buffer, T or NCL < 0, or sizes whose byte counts overflow. */
 int flexsn_kernel_launch(const flexsn_kernel *kernel, void *const *ptrs,
                          size_t num_ptrs, int64_t T, int64_t NCL,
                          void *stream, unsigned threads, char **error);

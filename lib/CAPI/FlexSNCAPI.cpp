@@ -33,8 +33,14 @@ using namespace mlir::flexsn;
 struct flexsn_kernel {
   const ManifestKernel *info = nullptr;
   flexsn_target target = FLEXSN_TARGET_CPU;
-  /// Shape and element size of each pointer argument, in launch order.
-  llvm::SmallVector<std::pair<ArgShape, unsigned>> pointers;
+  /// Each pointer argument, in launch order.
+  struct Pointer {
+    ArgShape shape;
+    unsigned elementBytes;
+    /// May be null: the kernel reads zeros.
+    bool optional;
+  };
+  llvm::SmallVector<Pointer> pointers;
   CPUKernels::KernelFn cpuFn = nullptr;
   cuda::Device *device = nullptr;
   cuda::Function cudaFn = nullptr;
@@ -268,7 +274,7 @@ int flexsn_kernel_get(flexsn_program *program, const char *name, int device,
   k->target = program->target;
   for (const ManifestArg &a : info->args)
     if (a.isPointer)
-      k->pointers.push_back({a.shape, a.elementBytes});
+      k->pointers.push_back({a.shape, a.elementBytes, a.optional});
   if (program->target == FLEXSN_TARGET_CPU) {
     auto fn = program->cpu->lookup(name);
     if (failed(fn))
@@ -317,13 +323,13 @@ int flexsn_kernel_launch(const flexsn_kernel *kernel, void *const *ptrs,
                                ", NCL=" + std::to_string(NCL) + ")");
   for (auto [i, p] : llvm::enumerate(kernel->pointers)) {
     int64_t bytes;
-    if (!bufferBytes(p.first, p.second, T, NCL, bytes))
+    if (!bufferBytes(p.shape, p.elementBytes, T, NCL, bytes))
       return failWith(error, "the buffer of pointer #" + std::to_string(i) +
                                  " of kernel '" + name +
                                  "' overflows 64 bits at T=" +
                                  std::to_string(T) +
                                  ", NCL=" + std::to_string(NCL));
-    if (bytes > 0 && !ptrs[i])
+    if (bytes > 0 && !ptrs[i] && !p.optional)
       return failWith(error, "pointer #" + std::to_string(i) + " of kernel '" +
                                  name + "' is NULL but its buffer holds " +
                                  std::to_string(bytes) + " bytes");

@@ -111,6 +111,7 @@ FailureOr<Manifest> mlir::flexsn::buildManifest(ModuleOp module,
         a.meaning = m.meaning;
         a.meaningIndex = m.index;
         a.accumulate = arg.role == KernelArgRole::SumState;
+        a.optional = isOptionalKernelArg(scan, arg);
       }
     }
   }
@@ -174,6 +175,8 @@ void mlir::flexsn::printManifest(const Manifest &manifest,
                 j.attribute("bytes", elems + std::to_string(a.elementBytes));
                 if (a.accumulate)
                   j.attribute("accumulate", true);
+                if (a.optional)
+                  j.attribute("optional", true);
               });
             }
           });
@@ -276,6 +279,7 @@ llvm::Expected<Manifest> mlir::flexsn::parseManifest(StringRef json) {
       a.meaning = *meaning;
       a.meaningIndex = ao->getInteger("meaning_index").value_or(0);
       a.accumulate = ao->getBoolean("accumulate").value_or(false);
+      a.optional = ao->getBoolean("optional").value_or(false);
     }
   }
   return manifest;

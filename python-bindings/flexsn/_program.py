@@ -153,7 +153,8 @@ class Launcher:
         # (meaning, index) per pointer; `reads` and `writes` in launch order.
         self.slots = [(a["meaning"], a["meaning_index"]) for a in ptrs]
         self.writes = [(i, a) for i, a in enumerate(ptrs) if a["role"] in WRITTEN]
-        self.reads = [(i, (a["meaning"], a["meaning_index"]))
+        # (position, key, may be absent: the kernel reads a null as zeros)
+        self.reads = [(i, (a["meaning"], a["meaning_index"]), a.get("optional", False))
                       for i, a in enumerate(ptrs) if a["role"] not in WRITTEN]
         self.allocs = [(i, (a["meaning"], a["meaning_index"]), DTYPES[a["dtype"]], a["shape"])
                        for i, a in self.writes]
@@ -166,9 +167,11 @@ class Launcher:
         or [1] tensors)."""
         ptrs = self._array_type()
         results = {}
-        for i, key in self.reads:
+        for i, key, optional in self.reads:
             t = tensors.get(key)
             if t is None:
+                if optional:
+                    continue  # stays NULL
                 raise RuntimeError(f"kernel {self.name} needs {key[0]} #{key[1]}")
             ptrs[i] = t.data_ptr()
         for i, key, dtype, shape in self.allocs:

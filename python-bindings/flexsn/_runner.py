@@ -112,10 +112,9 @@ def launch_backward(plan: _Plan, tensors, seqs, grads):
     feed.update({("state_seq", s): q for s, q in enumerate(seqs)})
     for meaning, index in plan.grad_reads:
         g = grads[index] if meaning == "grad_output" else grads[no + index]
-        if g is None:
-            g = torch.zeros((T, NCL), dtype=(seqs[index].dtype if meaning ==
-                            "grad_state_seq" else tensors[0].dtype), device=device)
-        feed[(meaning, index)] = _program.flat(g, (T, NCL))
+        # No gradient: no buffer (the kernel reads a null gradient as zeros).
+        if g is not None:
+            feed[(meaning, index)] = _program.flat(g, (T, NCL))
     res = plan.backward(feed, T, NCL, device)
     out = [res.get(("grad_input", i)) for i in range(ni)]
     out += [res.get(("grad_init_state", s)) for s in range(ns)]
@@ -133,6 +132,9 @@ class ScanFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, plan: _Plan, *tensors):
         outs, seqs = launch_forward(plan, tensors)
+        # A result without a gradient reaches backward as None, not as a
+        # tensor of zeros that autograd would allocate and fill.
+        ctx.set_materialize_grads(False)
         ctx.plan = plan
         ctx.save_for_backward(*tensors, *seqs)
         result = (*outs, *seqs)
@@ -285,7 +287,7 @@ class Call:
         plan.param_shapes = [(1,) if sc else (self.NCL,) for sc in self.p_scalar]
         plan.param_dtypes = self.p_dtypes
         plan.non_differentiable = cc.non_differentiable
-        plan.grad_reads = [key for _, key in plan.backward.reads
+        plan.grad_reads = [key for _, key, _ in plan.backward.reads
                            if key[0] in ("grad_output", "grad_state_seq")]
         return plan
 

@@ -369,3 +369,33 @@ def test_core_reading_a_global_tensor():
     GLOBAL_DECAY.grad = None
     r(x, v0)[0].sum().backward()
     assert_close(g, GLOBAL_DECAY.grad)
+
+
+def test_results_without_gradient_pass_no_buffer(device, monkeypatch):
+    """A result that gets no gradient (here s2 and the state sequences)
+    reaches the backward kernel as a NULL pointer (read as zeros), not as a
+    tensor of zeros: no [T, NCL] fill per missing gradient, same gradients
+    as the torch loop."""
+    from flexsn import _program
+    seen = []
+    call = _program.Launcher.__call__
+
+    def spy(self, tensors, T, NCL, dev):
+        if self.info["variant"] == "backward":
+            seen.append(sorted(k for k in tensors if k[0].startswith("grad_")))
+        return call(self, tensors, T, NCL, dev)
+    monkeypatch.setattr(_program.Launcher, "__call__", spy)
+    m = flexsn.FlexSN(tutorial(), 2, 2, 2, backend=device.type, store_state_seqs=True)
+    r = flexsn.FlexSN(tutorial(), 2, 2, 2, backend="torch", store_state_seqs=True)
+    x = torch.randn(6, 40, device=device)
+    y = torch.randn(6, 40, device=device)
+    xa, ya = x.clone().requires_grad_(), y.clone().requires_grad_()
+    xb, yb = x.clone().requires_grad_(), y.clone().requires_grad_()
+    s1a, _ = m(xa, ya)
+    s1b, _ = r(xb, yb)
+    g = torch.randn_like(s1a)
+    s1a.backward(g)
+    s1b.backward(g)
+    assert seen == [[("grad_output", 0)]]
+    assert_close(xa.grad, xb.grad, what="x.grad")
+    assert_close(ya.grad, yb.grad, what="y.grad")

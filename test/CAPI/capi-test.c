@@ -119,6 +119,36 @@ static void testCPU(const char *lif) {
   }
   EXPECT(same, "cpu results equal a hand-written LIF");
 
+  /* The backward reads a NULL gradient (optional in the manifest) as
+   * zeros: the same results as buffers of zeros. Pointers: x, grad_output,
+   * grad_state_seq, state_seq, init_state, grad_input, grad_init_state. */
+  {
+    flexsn_kernel *bk = NULL;
+    r = flexsn_kernel_get(program, "lif_backward", 0, &bk, &error);
+    EXPECT(r == 0 && flexsn_kernel_num_pointers(bk) == 7 &&
+               strstr(manifest, "\"optional\": true"),
+           "lif_backward takes 7 pointers; its gradients are optional");
+    float gs[T * N], zeros[T * N], gx1[T * N], gv1[N], gx2[T * N], gv2[N];
+    for (int i = 0; i < T * N; ++i) {
+      gs[i] = (float)((i * 13) % 7) / 7.0f - 0.4f;
+      zeros[i] = 0.0f;
+    }
+    void *withZeros[] = {x, gs, zeros, v, v0, gx1, gv1};
+    void *withNull[] = {x, gs, NULL, v, v0, gx2, gv2};
+    r = flexsn_kernel_launch(bk, withZeros, 7, T, N, NULL, 1, &error);
+    r = r ? r : flexsn_kernel_launch(bk, withNull, 7, T, N, NULL, 1, &error);
+    int equal = r == 0;
+    for (int i = 0; i < T * N; ++i)
+      equal &= gx1[i] == gx2[i];
+    for (int n = 0; n < N; ++n)
+      equal &= gv1[n] == gv2[n];
+    EXPECT(equal, "a NULL grad_state_seq reads as zeros (same gradients)");
+    void *noInput[] = {NULL, gs, NULL, v, v0, gx2, gv2};
+    expectError(flexsn_kernel_launch(bk, noInput, 7, T, N, NULL, 1, &error),
+                &error, "pointer #0 of kernel 'lif_backward' is NULL",
+                "a NULL input (not optional) is still an error");
+  }
+
   /* Argument checks: nothing runs, the outputs stay as they were. */
   for (int i = 0; i < T * N; ++i)
     s[i] = -7.0f;

@@ -8,6 +8,7 @@
 // RUN: flexsn-capi-test %flexsn_src_root/examples/lif.mlir cpu 2>&1 | FileCheck %s --implicit-check-not="value invalid" --implicit-check-not="invalid value"
 // CHECK: version: flexsn-mlir
 // CHECK-NOT: FAIL
+// CHECK: ok: a NULL grad_state_seq reads as zeros (same gradients)
 // CHECK: ok: the kernel reads y as input #1 and q as param #1
 // CHECK: ok: a compile error names the problem without dumping the module
 // CHECK: ok: load_cuda rebuilds the program from its PTX and manifest

@@ -41,6 +41,8 @@ struct ManifestArg {
   unsigned meaningIndex = 0;
   /// Atomically accumulated into (role sum_state): zero it first.
   bool accumulate = false;
+  /// May be null, read as zeros (a gradient the caller does not have).
+  bool optional = false;
 };
 
 /// One kernel of a module.

@@ -12,6 +12,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
 using namespace mlir::flexsn;
@@ -105,6 +106,29 @@ public:
       out.push_back(convert(v, computeType));
     }
     return out;
+  }
+
+  /// load(), or zeros when `base` is null (an optional pointer: a gradient
+  /// the caller does not have). The branch is uniform across lanes.
+  SmallVector<Value> loadOrZeros(Value base, Type elt, Value rowOffset) {
+    Value null = LLVM::ZeroOp::create(b, loc, ptrType);
+    Value given =
+        LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, base, null);
+    auto branch = scf::IfOp::create(
+        b, loc, given,
+        [&](OpBuilder &tb, Location) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
+          scf::YieldOp::create(b, loc, load(base, elt, rowOffset));
+        },
+        [&](OpBuilder &eb, Location) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(eb.getInsertionBlock(), eb.getInsertionPoint());
+          Value zero = arith::ConstantOp::create(
+              b, loc, b.getFloatAttr(computeType, 0.0));
+          scf::YieldOp::create(b, loc, SmallVector<Value>(width, zero));
+        });
+    return SmallVector<Value>(branch.getResults());
   }
 
   /// Stores `values` (compute type) as `elt` at base[rowOffset + neuron].
@@ -214,8 +238,12 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   using Slot = std::pair<Value, Type>;
   SmallVector<Slot> inputs(numIn), lagged(numLa), laggedInit(numLa),
       states(numSt), params(numPa), outputs(numOut), stateOuts(numSt);
+  // Pointers that may be null (read as zeros): see isOptionalKernelArg.
+  llvm::SmallPtrSet<Value, 4> optional;
   for (auto [arg, value] : llvm::zip(abi, args)) {
     Slot slot{value, arg.type};
+    if (isOptionalKernelArg(scan, arg))
+      optional.insert(value);
     switch (arg.role) {
     case KernelArgRole::Input:
       inputs[arg.index] = slot;
@@ -262,7 +290,10 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   SmallVector<Value> init;
   for (auto [k, slot] : llvm::enumerate(states)) {
     if (slot.first) {
-      llvm::append_range(init, e.load(slot.first, slot.second, Value()));
+      llvm::append_range(init, optional.contains(slot.first)
+                                   ? e.loadOrZeros(slot.first, slot.second,
+                                                   Value())
+                                   : e.load(slot.first, slot.second, Value()));
       continue;
     }
     double c = *getConstantInitState(scan, k);
@@ -294,7 +325,9 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
         Value row = arith::MulIOp::create(b, loc, t, ncl);
         SmallVector<Value> inVals;
         for (auto &[ptr, elt] : inputs)
-          llvm::append_range(inVals, e.load(ptr, elt, row));
+          llvm::append_range(inVals, optional.contains(ptr)
+                                         ? e.loadOrZeros(ptr, elt, row)
+                                         : e.load(ptr, elt, row));
         // Lagged operands read row t-1, or their init at t = 0.
         SmallVector<Value> lagVals;
         if (numLa) {

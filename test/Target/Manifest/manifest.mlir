@@ -57,10 +57,15 @@
 // TRAIN-NEXT: "reverse": true
 // TRAIN: "role": "input"
 // TRAIN: "meaning": "input"
+// TRAIN-NOT: "optional"
+// The gradients the backward reads may be null (read as zeros).
 // TRAIN: "role": "input"
 // TRAIN: "meaning": "grad_output"
+// TRAIN: "bytes": "T * NCL * 4",
+// TRAIN-NEXT: "optional": true
 // TRAIN: "role": "input"
 // TRAIN: "meaning": "grad_state_seq"
+// TRAIN: "optional": true
 // TRAIN: "role": "lagged"
 // TRAIN: "meaning": "state_seq"
 // TRAIN: "role": "lagged_init"

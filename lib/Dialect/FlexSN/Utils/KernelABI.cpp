@@ -174,6 +174,14 @@ ArgDescription mlir::flexsn::describeKernelArg(ScanOp scan,
   return fallback;
 }
 
+bool mlir::flexsn::isOptionalKernelArg(ScanOp scan, const KernelArg &arg) {
+  if (arg.role != KernelArgRole::Input && arg.role != KernelArgRole::InitState)
+    return false;
+  ArgMeaning m = describeKernelArg(scan, arg).meaning;
+  return m == ArgMeaning::GradOutput || m == ArgMeaning::GradStateSeq ||
+         m == ArgMeaning::GradFinalState;
+}
+
 SmallVector<KernelSpec> mlir::flexsn::getKernelSpecs(ScanOp scan) {
   auto func = cast<func::FuncOp>(scan->getParentOp());
   if (auto kind = func->getAttrOfType<StringAttr>(kKernelKindAttr))

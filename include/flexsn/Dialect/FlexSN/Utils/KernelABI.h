@@ -86,6 +86,12 @@ struct ArgDescription {
 };
 ArgDescription describeKernelArg(ScanOp scan, const KernelArg &arg);
 
+/// Whether the kernel reads pointer `arg` as zeros when it is null: the
+/// gradients a backward reads (grad_output, grad_state_seq,
+/// grad_final_state), so that a caller with no gradient for a result passes
+/// no buffer instead of a buffer of zeros.
+bool isOptionalKernelArg(ScanOp scan, const KernelArg &arg);
+
 /// A scan can become a kernel when it is the only scan of a func.func whose
 /// arguments are the scan's tensor operands (scalar params may also be
 /// constants, which canonicalization folds away). Emits an error naming the
