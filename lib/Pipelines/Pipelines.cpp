@@ -137,7 +137,6 @@ void mlir::flexsn::buildGPUPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
   ConvertFlexSNToGPUOptions toGPU;
   toGPU.neuronsPerThread = options.neuronsPerThread;
-  toGPU.blockSize = options.blockSize;
   pm.addPass(createConvertFlexSNToGPU(toGPU));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

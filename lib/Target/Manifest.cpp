@@ -149,10 +149,15 @@ void mlir::flexsn::printManifest(const Manifest &manifest,
               j.value(r);
           });
           if (k.geometry) {
+            // block_size is the largest block; the launch (libFlexSN's
+            // Device::chooseBlockSize) halves it while the grid would have
+            // fewer than two blocks per SM.
             j.attribute("block_size", k.geometry->blockSize);
             j.attribute("neurons_per_thread", k.geometry->neuronsPerThread);
-            j.attribute("grid",
-                        "ceil(NCL / (block_size * neurons_per_thread))");
+            j.attribute("block",
+                        "block_size halved (not below 32) while the grid has "
+                        "fewer than 2 blocks per SM");
+            j.attribute("grid", "ceil(NCL / (block * neurons_per_thread))");
           }
           // In launch order; `meaning` says what each pointer holds (for a
           // backward: which forward tensor or gradient it reads); `shape`

@@ -45,15 +45,14 @@ def ConvertFlexSNToGPU : Pass<"convert-flexsn-to-gpu", "ModuleOp"> {
     of W and every pointer is aligned to W elements (checked at run time,
     uniformly), loads and stores are W-wide vectors (128-bit for f32 and
     W = 4); otherwise each lane loads on its own and stores under a bound
-    check. T and NCL are run-time values: one PTX serves every shape. Launch
-    with `block-size` threads per block and ceil(NCL / (W * block-size))
-    blocks.
+    check. T, NCL and the block size are run-time values: one PTX serves
+    every shape. Thread g = blockIdx.x * blockDim.x + threadIdx.x; launch
+    ceil(NCL / (W * blockDim.x)) blocks (the runtime chooses blockDim.x,
+    Device::chooseBlockSize).
   }];
   let options = [
     Option<"neuronsPerThread", "neurons-per-thread", "unsigned", "4",
-           "neurons each thread handles (1, 2, 4 or 8)">,
-    Option<"blockSize", "block-size", "unsigned", "256",
-           "threads per block the kernels are built for">
+           "neurons each thread handles (1, 2, 4 or 8)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect",

@@ -37,12 +37,6 @@ struct ConvertFlexSNToGPUPass
                          << width;
       return signalPassFailure();
     }
-    if (blockSize == 0 || blockSize > 1024 || blockSize % 32 != 0) {
-      module.emitError() << "block-size must be a multiple of 32 in [32, "
-                            "1024], got "
-                         << static_cast<unsigned>(blockSize);
-      return signalPassFailure();
-    }
     SmallVector<ScanOp> scans;
     if (failed(collectKernelScans(module, "GPU", scans)))
       return signalPassFailure();
@@ -74,8 +68,8 @@ struct ConvertFlexSNToGPUPass
             b, loc, spec.name, FunctionType::get(ctx, types, {}));
         kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                         b.getUnitAttr());
-        kernel.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr(
-            {static_cast<int32_t>(blockSize.getValue()), 1, 1}));
+        // The block size is chosen at launch (Device::chooseBlockSize):
+        // `block-size` is its maximum.
         kernel->setAttr(kVariantAttr, b.getStringAttr(spec.kind));
         buildKernelBody(b, loc, scan, variant, abi, kernel, width);
       }
@@ -120,8 +114,9 @@ struct ConvertFlexSNToGPUPass
     };
     Value bid = toI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
     Value tid = toI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+    Value bdim = toI64(gpu::BlockDimOp::create(b, loc, gpu::Dimension::x));
     Value g = arith::AddIOp::create(
-        b, loc, arith::MulIOp::create(b, loc, bid, cst(blockSize)), tid);
+        b, loc, arith::MulIOp::create(b, loc, bid, bdim), tid);
     Value base = arith::MulIOp::create(b, loc, g, cst(width));
     Value ncl;
     SmallVector<std::pair<Value, unsigned>> vectorPtrs; // (ptr, bytes)

@@ -25,6 +25,7 @@ constexpr int kSuccess = 0;
 constexpr int kNoDevice = 100;
 constexpr int kAttrCapabilityMajor = 75;
 constexpr int kAttrCapabilityMinor = 76;
+constexpr int kAttrMultiprocessorCount = 16;
 constexpr int kJitErrorLogBuffer = 5;
 constexpr int kJitErrorLogBufferSize = 6;
 /// cuModuleLoadDataEx and cuLaunchKernel as used here exist since CUDA 12.0.
@@ -193,6 +194,9 @@ Expected<std::unique_ptr<Device>> Device::open(int ordinal) {
     return std::move(e);
   driver.cuDeviceGetAttribute(&major, kAttrCapabilityMajor, dev->device);
   driver.cuDeviceGetAttribute(&minor, kAttrCapabilityMinor, dev->device);
+  int sms = 0;
+  driver.cuDeviceGetAttribute(&sms, kAttrMultiprocessorCount, dev->device);
+  dev->multiprocessors = std::max(sms, 1);
   driver.cuDriverGetVersion(&dev->driverVersion);
   dev->name = name;
   dev->capability = major * 10 + minor;
@@ -287,16 +291,29 @@ Error Device::launch(Function fn, unsigned grid, unsigned block,
                "launching kernel '" + what + "'");
 }
 
+unsigned Device::chooseBlockSize(int64_t NCL, unsigned maxBlockSize,
+                                 unsigned neuronsPerThread) const {
+  uint64_t threads = (uint64_t(NCL) + neuronsPerThread - 1) / neuronsPerThread;
+  uint64_t wanted = 2 * uint64_t(multiprocessors);
+  unsigned block = maxBlockSize;
+  while (block > 32 && (threads + block - 1) / block < wanted)
+    block /= 2;
+  return std::max(block, 32u);
+}
+
 Error Device::launchScan(Function fn, ArrayRef<void *> pointers, int64_t T,
-                         int64_t NCL, unsigned blockSize,
+                         int64_t NCL, unsigned maxBlockSize,
                          unsigned neuronsPerThread, Stream stream,
                          StringRef what) {
   if (T < 0 || NCL < 0)
     return driverError("kernel '" + what + "': T and NCL must be >= 0 (got T=" +
                      Twine(T) + ", NCL=" + Twine(NCL) + ")");
-  if (blockSize == 0 || neuronsPerThread == 0)
+  if (maxBlockSize < 32 || maxBlockSize > 1024 || maxBlockSize % 32 ||
+      neuronsPerThread == 0)
     return driverError("kernel '" + what +
-                     "': block size and neurons per thread must be >= 1");
+                       "': the block size must be a multiple of 32 in [32, "
+                       "1024] and neurons per thread >= 1");
+  unsigned blockSize = chooseBlockSize(NCL, maxBlockSize, neuronsPerThread);
   uint64_t perBlock = uint64_t(blockSize) * neuronsPerThread;
   uint64_t grid = (uint64_t(NCL) + perBlock - 1) / perBlock;
   if (grid == 0)

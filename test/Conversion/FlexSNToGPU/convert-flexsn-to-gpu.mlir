@@ -1,11 +1,13 @@
 // RUN: flexsn-opt %s -convert-flexsn-to-gpu -split-input-file -verify-diagnostics | FileCheck %s --implicit-check-not=flexsn.scan --implicit-check-not=flexsn.spike
-// RUN: flexsn-opt %s -convert-flexsn-to-gpu="neurons-per-thread=1 block-size=128" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=W1 --implicit-check-not=flexsn.scan
+// RUN: flexsn-opt %s -convert-flexsn-to-gpu="neurons-per-thread=1" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=W1 --implicit-check-not=flexsn.scan
 
 // CHECK: module attributes {gpu.container_module}
 // CHECK: gpu.module @flexsn_kernels
-// CHECK: gpu.func @lif_inference(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[T:.*]]: i64, %[[NCL:.*]]: i64) kernel attributes {flexsn.variant = "inference", known_block_size = array<i32: 256, 1, 1>}
+// CHECK: gpu.func @lif_inference(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[T:.*]]: i64, %[[NCL:.*]]: i64) kernel attributes {flexsn.variant = "inference"}
+// The block size is a run-time value (the runtime chooses it).
 // CHECK: gpu.block_id x
 // CHECK: gpu.thread_id x
+// CHECK: gpu.block_dim x
 // Alignment and divisibility pick the vector path at run time.
 // CHECK: llvm.ptrtoint
 // CHECK: scf.if
@@ -19,7 +21,6 @@
 // CHECK: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> f32
 // CHECK: gpu.func @lif_final_state
 // W1: gpu.func @lif_inference
-// W1-SAME: known_block_size = array<i32: 128, 1, 1>
 // W1-NOT: vector<
 // W1: gpu.func @lif_final_state
 func.func @lif(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {

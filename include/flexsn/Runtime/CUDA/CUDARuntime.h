@@ -55,6 +55,15 @@ public:
   std::string describe() const;
   /// Compute capability as major * 10 + minor (90 for sm_90).
   int computeCapability() const { return capability; }
+  /// Streaming multiprocessors.
+  int multiprocessorCount() const { return multiprocessors; }
+
+  /// The threads per block of a scan launch: `maxBlockSize`, halved (not
+  /// below 32) while the grid would have fewer than two blocks per
+  /// multiprocessor, so that a small NCL still reaches every SM. The
+  /// kernels read their block size at run time (blockDim.x).
+  unsigned chooseBlockSize(int64_t NCL, unsigned maxBlockSize,
+                           unsigned neuronsPerThread) const;
 
   /// Loads `ptx` (once per context: later calls with the same text return
   /// the cached module). A PTX the driver rejects gives its JIT log.
@@ -69,11 +78,13 @@ public:
                      llvm::StringRef what);
 
   /// Launches the scan kernel `fn` over T steps and NCL neurons: the one
-  /// place where a launch's geometry is decided (grid = ceil(NCL / (block
-  /// * neurons per thread)), nothing launched when NCL is 0). `pointers`
-  /// are the kernel's pointer arguments in ABI order (device addresses).
+  /// place where a launch's geometry is decided. The block size is
+  /// chooseBlockSize(NCL, maxBlockSize, neuronsPerThread), the grid
+  /// ceil(NCL / (block * neurons per thread)); nothing is launched when NCL
+  /// is 0. `pointers` are the kernel's pointer arguments in ABI order
+  /// (device addresses).
   llvm::Error launchScan(Function fn, llvm::ArrayRef<void *> pointers,
-                         int64_t T, int64_t NCL, unsigned blockSize,
+                         int64_t T, int64_t NCL, unsigned maxBlockSize,
                          unsigned neuronsPerThread, Stream stream,
                          llvm::StringRef what);
 
@@ -105,6 +116,7 @@ private:
   int ordinal;
   int device = 0;
   int capability = 0;
+  int multiprocessors = 1;
   Context context = nullptr;
   std::string name;
   int driverVersion = 0;
