@@ -327,7 +327,7 @@ private:
 
 Expected<std::unique_ptr<KernelRunner>>
 mlir::flexsn::createCPURunner(ModuleOp module, const HarnessOptions &options) {
-  auto kernels = CPUKernels::compile(module);
+  auto kernels = CPUKernels::compile(module, std::max(options.prefetch, 1u));
   if (failed(kernels))
     return makeDiagnosedError();
   return std::make_unique<CPURunner>(std::move(*kernels), options);
@@ -342,6 +342,7 @@ mlir::flexsn::createCUDARunner(ModuleOp module, const HarnessOptions &options) {
     return std::move(e);
   PipelineOptions gpu;
   gpu.chip = "sm_" + std::to_string((*device)->computeCapability());
+  gpu.prefetch = options.prefetch;
   FailureOr<std::string> ptx = translateToPTX(module, gpu);
   if (failed(ptx))
     return makeDiagnosedError();

@@ -35,11 +35,12 @@ PipelineOptions::parse(StringRef text, std::string &error) {
   const StringRef all[] = {
       options->chip.ArgStr,      options->optLevel.ArgStr,
       options->neuronsPerThread.ArgStr, options->blockSize.ArgStr,
-      options->cudaHome.ArgStr,  options->differentiate.ArgStr,
+      options->prefetch.ArgStr,  options->cudaHome.ArgStr,
+      options->differentiate.ArgStr,
       options->saveOps.ArgStr};
-  const StringRef numeric[] = {options->optLevel.ArgStr,
-                               options->neuronsPerThread.ArgStr,
-                               options->blockSize.ArgStr};
+  const StringRef numeric[] = {
+      options->optLevel.ArgStr, options->neuronsPerThread.ArgStr,
+      options->blockSize.ArgStr, options->prefetch.ArgStr};
   StringRef flag = options->differentiate.ArgStr;
   std::string keys = llvm::join(ArrayRef<StringRef>(all), ", ");
   SmallVector<StringRef> words;
@@ -98,6 +99,9 @@ std::string PipelineOptions::validate() const {
   if (blockSize < 32 || blockSize > 1024 || blockSize % 32 != 0)
     return "block-size=" + std::to_string(blockSize) +
            ": a multiple of 32 from 32 to 1024";
+  if (prefetch > 8)
+    return "prefetch=" + std::to_string(prefetch) +
+           ": 0 (chosen per kernel) to 8 steps";
   if (!saveOps.empty() && !differentiate)
     return "save-ops needs differentiate";
   return "";
@@ -111,9 +115,11 @@ std::string PipelineOptions::getCUDAHome() const {
   return "/usr/local/cuda";
 }
 
-void mlir::flexsn::buildCPUPipeline(OpPassManager &pm) {
+void mlir::flexsn::buildCPUPipeline(OpPassManager &pm, unsigned prefetch) {
   pm.addPass(createCanonicalizerPass());
-  pm.addPass(createConvertFlexSNToCPUKernels());
+  ConvertFlexSNToCPUKernelsOptions toCPU;
+  toCPU.prefetch = prefetch;
+  pm.addPass(createConvertFlexSNToCPUKernels(toCPU));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createSCFToControlFlowPass());
@@ -137,6 +143,7 @@ void mlir::flexsn::buildGPUPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
   ConvertFlexSNToGPUOptions toGPU;
   toGPU.neuronsPerThread = options.neuronsPerThread;
+  toGPU.prefetch = options.prefetch;
   pm.addPass(createConvertFlexSNToGPU(toGPU));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

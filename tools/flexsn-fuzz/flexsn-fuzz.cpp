@@ -53,6 +53,11 @@ static cl::opt<unsigned> clFirst("first",
                                  cl::desc("index of the first core (replay "
                                           "one core with --first=i --count=1)"),
                                  cl::init(0));
+static cl::opt<unsigned> clPrefetch(
+    "prefetch",
+    cl::desc("steps of loads in flight in the kernels (default: 1 on the CPU, "
+             "chosen per kernel on the GPU; 2-8 test the pipelined loop)"),
+    cl::init(0));
 static cl::opt<unsigned> clJobs("jobs", cl::desc("worker processes"),
                                 cl::init(1));
 static cl::opt<bool> clCuda("cuda",
@@ -596,6 +601,7 @@ Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
   HarnessOptions options;
   options.threads = 1;
   options.tieMargin = tieMargin(core);
+  options.prefetch = clPrefetch;
   // Finite differences only where the body is smooth: a jump (remf,
   // floor, a comparison) or kink (max, abs) that a perturbation crosses
   // after a few chaotic steps is not a near tie of the unperturbed run.

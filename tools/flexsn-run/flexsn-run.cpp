@@ -91,6 +91,12 @@ static cl::opt<double> clTieMargin(
              "margin (flexsn-fuzz's reproducers set it)"),
     cl::init(0.0));
 
+static cl::opt<unsigned> clPrefetch(
+    "prefetch",
+    cl::desc("steps of loads in flight in the kernels' time loop, 1-8 (default: "
+             "chosen per kernel on the GPU, 1 on the CPU)"),
+    cl::init(0));
+
 static int fail(const Twine &message) {
   llvm::errs() << "flexsn-run: error: " << message << "\n";
   return 2;
@@ -129,6 +135,8 @@ int main(int argc, char **argv) {
       __builtin_mul_overflow(elements, int64_t(8), &bytes))
     return fail("--T=" + std::to_string(clT) + " times --ncl=" +
                 std::to_string(clNCL) + " overflows 64-bit buffer sizes");
+  if (clPrefetch > 8)
+    return fail("--prefetch must be 1 to 8, not " + std::to_string(clPrefetch));
   if (!(clTieMargin >= 0 && clTieMargin < 1))
     return fail("--tie-margin must be in [0, 1), not " +
                 std::to_string(clTieMargin));
@@ -180,6 +188,7 @@ int main(int argc, char **argv) {
   options.tolerance = clTolerance;
   options.finiteDifferences = clFiniteDifferences;
   options.tieMargin = clTieMargin;
+  options.prefetch = clPrefetch;
   auto runner = clBackend == "cpu" ? createCPURunner(*module, options)
                                    : createCUDARunner(*module, options);
   if (!runner)

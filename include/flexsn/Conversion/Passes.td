@@ -22,8 +22,15 @@ def ConvertFlexSNToCPUKernels : Pass<"convert-flexsn-to-cpu-kernels", "ModuleOp"
     and select and `flexsn.detach` to its operand; loads and stores are
     `llvm.load`/`llvm.store` on the storage type with `arith.extf`/`truncf`
     to the compute type. A body op other than arith/math/flexsn is an error
-    that names it.
+    that names it. `prefetch` > 1 software-pipelines the time loop as the
+    GPU lowering does (the CPU needs no help with latency: the option exists
+    so that the transformation is tested on the CPU against the
+    interpreter).
   }];
+  let options = [
+    Option<"prefetch", "prefetch", "unsigned", "1",
+           "steps of loads in flight (1-8)">
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::func::FuncDialect",
@@ -46,13 +53,20 @@ def ConvertFlexSNToGPU : Pass<"convert-flexsn-to-gpu", "ModuleOp"> {
     uniformly), loads and stores are W-wide vectors (128-bit for f32 and
     W = 4); otherwise each lane loads on its own and stores under a bound
     check. T, NCL and the block size are run-time values: one PTX serves
-    every shape. Thread g = blockIdx.x * blockDim.x + threadIdx.x; launch
+    every shape. The time loop is software-pipelined: the reads of the
+    next P - 1 steps (inputs, lagged operands; none depends on the states)
+    are carried in registers and those of step t + P - 1 are issued before
+    step t is computed, so P steps of loads are in flight per thread
+    (`prefetch`). Thread g = blockIdx.x * blockDim.x + threadIdx.x; launch
     ceil(NCL / (W * blockDim.x)) blocks (the runtime chooses blockDim.x,
     Device::chooseBlockSize).
   }];
   let options = [
     Option<"neuronsPerThread", "neurons-per-thread", "unsigned", "4",
-           "neurons each thread handles (1, 2, 4 or 8)">
+           "neurons each thread handles (1, 2, 4 or 8)">,
+    Option<"prefetch", "prefetch", "unsigned", "0",
+           "steps of loads in flight per thread, 1-8 (0: as many as fit "
+           "about 32 registers of carried reads)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect",

@@ -53,6 +53,9 @@ struct HarnessOptions {
   double tieMargin = 0.0;
   /// Print one line per comparison.
   bool verbose = true;
+  /// Steps of loads in flight in the kernels' time loop (the pipelines'
+  /// `prefetch`): 0 chooses per kernel on the GPU and means 1 on the CPU.
+  unsigned prefetch = 0;
 };
 
 /// One kernel pointer argument's host buffer.

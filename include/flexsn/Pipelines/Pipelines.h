@@ -45,6 +45,11 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       *this, "block-size",
       llvm::cl::desc("GPU threads per block: a multiple of 32, 32-1024"),
       llvm::cl::init(256)};
+  Option<unsigned> prefetch{
+      *this, "prefetch",
+      llvm::cl::desc("steps of loads in flight per GPU thread, 1-8 (0: "
+                     "chosen per kernel from the sequences it reads)"),
+      llvm::cl::init(0)};
   Option<std::string> cudaHome{
       *this, "cuda-home",
       llvm::cl::desc("CUDA toolkit root, for libdevice (default: "
@@ -78,7 +83,8 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
 };
 
 /// flexsn kernel module -> LLVM dialect for the CPU (ExecutionEngine).
-void buildCPUPipeline(OpPassManager &pm);
+/// `prefetch` > 1 pipelines the time loop as on the GPU (for testing).
+void buildCPUPipeline(OpPassManager &pm, unsigned prefetch = 1);
 
 /// flexsn kernel module -> gpu.binary holding PTX, for `options`' chip,
 /// optimization level and launch geometry.

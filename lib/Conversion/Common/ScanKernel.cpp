@@ -227,7 +227,8 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
                                                 KernelVariant variant,
                                                 ValueRange args, Value neuron,
                                                 unsigned width,
-                                                LaneAccess access) {
+                                                LaneAccess access,
+                                                unsigned prefetch) {
   SmallVector<KernelArg> abi = getKernelABI(scan, variant, /*cpu=*/false);
   unsigned numIn = scan.getNumInputs(), numLa = scan.getNumLagged(),
            numSt = scan.getNumStates(), numPa = scan.getNumParams(),
@@ -315,32 +316,89 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   Value tLast = arith::SubIOp::create(b, loc, tSize, one);
   bool reverse = scan.getReverse();
   bool finalOnly = variant == KernelVariant::FinalState;
+
+  // Every sequence read of step `s` (s-th iteration; the time index runs
+  // backwards in a reverse scan), lane-major per operand: inputs, then
+  // lagged operands (row t-1, or their init at t = 0). None depends on the
+  // states, so they can be issued ahead of the step that uses them.
+  unsigned numReads = (numIn + numLa) * width;
+  auto rowOf = [&](Value s) -> std::pair<Value, Value> {
+    Value t = reverse ? arith::SubIOp::create(b, loc, tLast, s).getResult() : s;
+    return {t, arith::MulIOp::create(b, loc, t, ncl)};
+  };
+  auto loadStep = [&](Value s) {
+    auto [t, row] = rowOf(s);
+    SmallVector<Value> vals;
+    for (auto &[ptr, elt] : inputs)
+      llvm::append_range(vals, optional.contains(ptr)
+                                   ? e.loadOrZeros(ptr, elt, row)
+                                   : e.load(ptr, elt, row));
+    if (numLa) {
+      Value started =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, t, zero);
+      Value prevRow = arith::SubIOp::create(b, loc, row, ncl);
+      for (auto [seq, first] : llvm::zip_equal(lagged, laggedInit)) {
+        Value fromSeq = e.gep(seq.first, seq.second, prevRow);
+        Value base =
+            LLVM::SelectOp::create(b, loc, started, fromSeq, first.first);
+        llvm::append_range(vals, e.load(base, seq.second, Value()));
+      }
+    }
+    return vals;
+  };
+  // Software pipelining: with depth P the loop carries the reads of the
+  // next P - 1 steps and issues those of step iv + P - 1 (clamped to the
+  // last step) before computing step iv, so each thread keeps P steps of
+  // loads in flight. The prologue reads nothing when T = 0 (the buffers
+  // may then be empty or null).
+  unsigned depth = numReads ? std::max(prefetch, 1u) : 1;
+  SmallVector<Value> init2(init);
+  if (depth > 1) {
+    Value any =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, tSize, zero);
+    SmallVector<Type> types((depth - 1) * numReads, computeType);
+    auto prologue = scf::IfOp::create(
+        b, loc, any,
+        [&](OpBuilder &tb, Location) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
+          SmallVector<Value> vals;
+          for (unsigned j = 0; j + 1 < depth; ++j)
+            llvm::append_range(
+                vals, loadStep(arith::MinSIOp::create(b, loc, e.cst(j), tLast)));
+          scf::YieldOp::create(b, loc, vals);
+        },
+        [&](OpBuilder &eb, Location) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(eb.getInsertionBlock(), eb.getInsertionPoint());
+          Value z = arith::ConstantOp::create(b, loc,
+                                              b.getFloatAttr(computeType, 0.0));
+          scf::YieldOp::create(b, loc,
+                               SmallVector<Value>(types.size(), z));
+        });
+    llvm::append_range(init2, prologue.getResults());
+  }
+  unsigned numCarriedStates = init.size();
   auto loop = scf::ForOp::create(
-      b, loc, zero, tSize, one, init,
+      b, loc, zero, tSize, one, init2,
       [&](OpBuilder &nb, Location, Value iv, ValueRange carried) {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-        Value t = reverse ? arith::SubIOp::create(b, loc, tLast, iv).getResult()
-                          : iv;
-        Value row = arith::MulIOp::create(b, loc, t, ncl);
-        SmallVector<Value> inVals;
-        for (auto &[ptr, elt] : inputs)
-          llvm::append_range(inVals, optional.contains(ptr)
-                                         ? e.loadOrZeros(ptr, elt, row)
-                                         : e.load(ptr, elt, row));
-        // Lagged operands read row t-1, or their init at t = 0.
-        SmallVector<Value> lagVals;
-        if (numLa) {
-          Value started = arith::CmpIOp::create(
-              b, loc, arith::CmpIPredicate::sgt, t, zero);
-          Value prevRow = arith::SubIOp::create(b, loc, row, ncl);
-          for (auto [seq, first] : llvm::zip_equal(lagged, laggedInit)) {
-            Value fromSeq = e.gep(seq.first, seq.second, prevRow);
-            Value base = LLVM::SelectOp::create(b, loc, started, fromSeq,
-                                                first.first);
-            llvm::append_range(lagVals, e.load(base, seq.second, Value()));
-          }
+        ValueRange stateVals = carried.take_front(numCarriedStates);
+        ValueRange buffered = carried.drop_front(numCarriedStates);
+        SmallVector<Value> ahead;
+        if (depth > 1) {
+          Value s = arith::MinSIOp::create(
+              b, loc, arith::AddIOp::create(b, loc, iv, e.cst(depth - 1)),
+              tLast);
+          ahead = loadStep(s);
         }
+        SmallVector<Value> current =
+            depth > 1 ? SmallVector<Value>(buffered.take_front(numReads))
+                      : loadStep(iv);
+        Value row = rowOf(iv).second;
+        ArrayRef<Value> inVals = ArrayRef<Value>(current).take_front(numIn * width);
+        ArrayRef<Value> lagVals = ArrayRef<Value>(current).drop_front(numIn * width);
 
         // One body copy per lane.
         unsigned numYield = numOut + numSt;
@@ -352,7 +410,7 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
           for (unsigned k = 0; k < numLa; ++k)
             laneArgs.push_back(lagVals[k * width + l]);
           for (unsigned k = 0; k < numSt; ++k)
-            laneArgs.push_back(carried[k * width + l]);
+            laneArgs.push_back(stateVals[k * width + l]);
           for (unsigned k = 0; k < numPa; ++k)
             laneArgs.push_back(paramVals[k * width + l]);
           SmallVector<Value> res = e.emitBody(laneArgs);
@@ -370,6 +428,10 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
             if (st.first)
               e.store(st.first, st.second, row,
                       ArrayRef<Value>(next).slice(k * width, width));
+        if (depth > 1) {
+          llvm::append_range(next, buffered.drop_front(numReads));
+          llvm::append_range(next, ahead);
+        }
         scf::YieldOp::create(b, loc, next);
       });
   SmallVector<Value> partials;
@@ -386,4 +448,11 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
       e.store(st.first, st.second, Value(), lanes);
   }
   return partials;
+}
+
+unsigned mlir::flexsn::choosePrefetchDepth(ScanOp scan, unsigned width) {
+  unsigned reads = (scan.getNumInputs() + scan.getNumLagged()) * width;
+  if (reads == 0)
+    return 1;
+  return std::clamp(1 + 32 / reads, 1u, 8u);
 }

@@ -32,11 +32,19 @@ enum class LaneAccess {
 /// (i64). `args` are the kernel's arguments in ABI order (pointers, then T
 /// and NCL; trailing arguments are ignored). Returns, per `sum_states`
 /// state, the sum of its final value over this group's valid lanes (compute
-/// type); the caller reduces these across groups.
+/// type); the caller reduces these across groups. `prefetch` is the number
+/// of steps whose loads are in flight per thread (1: each step loads its
+/// own; P > 1: the reads of the next P - 1 steps are carried in registers).
 llvm::SmallVector<Value> emitNeuronScan(OpBuilder &b, Location loc,
                                         ScanOp scan, KernelVariant variant,
                                         ValueRange args, Value neuron,
-                                        unsigned width, LaneAccess access);
+                                        unsigned width, LaneAccess access,
+                                        unsigned prefetch = 1);
+
+/// The prefetch depth of a GPU kernel: as many steps as fit about 32
+/// registers of carried reads per thread (at most 8), so that kernels
+/// reading many sequences per step do not spill.
+unsigned choosePrefetchDepth(ScanOp scan, unsigned width);
 
 /// Adds `value` to `*ptr` atomically (llvm.atomicrmw fadd, monotonic).
 void emitAtomicAdd(OpBuilder &b, Location loc, Value ptr, Value value);

@@ -22,8 +22,15 @@ using namespace mlir::flexsn;
 namespace {
 struct ConvertFlexSNToCPUKernelsPass
     : public mlir::flexsn::impl::ConvertFlexSNToCPUKernelsBase<ConvertFlexSNToCPUKernelsPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (prefetch < 1 || prefetch > 8) {
+      module.emitError() << "prefetch must be 1 to 8, got "
+                         << static_cast<unsigned>(prefetch);
+      return signalPassFailure();
+    }
     SmallVector<ScanOp> scans;
     if (failed(collectKernelScans(module, "CPU", scans)))
       return signalPassFailure();
@@ -73,7 +80,7 @@ struct ConvertFlexSNToCPUKernelsPass
             [&](OpBuilder &nb, Location, Value n, ValueRange acc) {
               SmallVector<Value> partials =
                   emitNeuronScan(nb, loc, scan, variant, args, n, /*width=*/1,
-                                 LaneAccess::Scalar);
+                                 LaneAccess::Scalar, prefetch);
               SmallVector<Value> next;
               for (auto [a, p] : llvm::zip_equal(acc, partials))
                 next.push_back(arith::AddFOp::create(nb, loc, a, widen(nb, p)));

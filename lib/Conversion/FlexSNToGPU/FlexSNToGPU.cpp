@@ -37,6 +37,11 @@ struct ConvertFlexSNToGPUPass
                          << width;
       return signalPassFailure();
     }
+    if (prefetch > 8) {
+      module.emitError() << "prefetch must be 0 (automatic) to 8, got "
+                         << static_cast<unsigned>(prefetch);
+      return signalPassFailure();
+    }
     SmallVector<ScanOp> scans;
     if (failed(collectKernelScans(module, "GPU", scans)))
       return signalPassFailure();
@@ -118,6 +123,8 @@ struct ConvertFlexSNToGPUPass
     Value g = arith::AddIOp::create(
         b, loc, arith::MulIOp::create(b, loc, bid, bdim), tid);
     Value base = arith::MulIOp::create(b, loc, g, cst(width));
+    unsigned depth = prefetch ? unsigned(prefetch)
+                              : choosePrefetchDepth(scan, width);
     Value ncl;
     SmallVector<std::pair<Value, unsigned>> vectorPtrs; // (ptr, bytes)
     for (auto [arg, value] : llvm::zip(abi, args)) {
@@ -154,7 +161,8 @@ struct ConvertFlexSNToGPUPass
           if (width == 1) {
             scf::YieldOp::create(nb, loc,
                                  emitNeuronScan(nb, loc, scan, variant, args,
-                                                base, 1, LaneAccess::Scalar));
+                                                base, 1, LaneAccess::Scalar,
+                                                depth));
             return;
           }
           // Vector path: NCL a multiple of the group and every pointer
@@ -177,13 +185,13 @@ struct ConvertFlexSNToGPUPass
                 scf::YieldOp::create(
                     tb, loc,
                     emitNeuronScan(tb, loc, scan, variant, args, base, width,
-                                   LaneAccess::Vector));
+                                   LaneAccess::Vector, depth));
               },
               [&](OpBuilder &eb, Location) {
                 scf::YieldOp::create(
                     eb, loc,
                     emitNeuronScan(eb, loc, scan, variant, args, base, width,
-                                   LaneAccess::ScalarGuarded));
+                                   LaneAccess::ScalarGuarded, depth));
               });
           scf::YieldOp::create(nb, loc, paths.getResults());
         },

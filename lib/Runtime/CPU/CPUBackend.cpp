@@ -16,7 +16,8 @@
 using namespace mlir;
 using namespace mlir::flexsn;
 
-FailureOr<std::unique_ptr<CPUKernels>> CPUKernels::compile(ModuleOp module) {
+FailureOr<std::unique_ptr<CPUKernels>> CPUKernels::compile(ModuleOp module,
+                                                           unsigned prefetch) {
   static bool initialized = [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
@@ -26,7 +27,7 @@ FailureOr<std::unique_ptr<CPUKernels>> CPUKernels::compile(ModuleOp module) {
 
   OwningOpRef<ModuleOp> clone = module.clone();
   PassManager pm(module.getContext());
-  buildCPUPipeline(pm);
+  buildCPUPipeline(pm, prefetch);
   if (failed(pm.run(*clone)))
     return failure();
 

@@ -1,4 +1,5 @@
 // RUN: flexsn-opt %s -convert-flexsn-to-gpu -split-input-file -verify-diagnostics | FileCheck %s --implicit-check-not=flexsn.scan --implicit-check-not=flexsn.spike
+// RUN: flexsn-opt %s -convert-flexsn-to-gpu="prefetch=1" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=P1 --implicit-check-not=flexsn.scan
 // RUN: flexsn-opt %s -convert-flexsn-to-gpu="neurons-per-thread=1" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=W1 --implicit-check-not=flexsn.scan
 
 // CHECK: module attributes {gpu.container_module}
@@ -21,6 +22,12 @@
 // CHECK: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> f32
 // CHECK: gpu.func @lif_final_state
 // W1: gpu.func @lif_inference
+// By default the time loop carries the reads of the next steps: one
+// input at 4 lanes is 4 registers a step, so 8 steps (1 + 32 / 4, at most
+// 8) are in flight: a prologue of 7 vector loads, 28 carried lanes.
+// CHECK: scf.for {{.*}} -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
+// prefetch=1: the loop carries the 4 states only.
+// P1: scf.for {{.*}} -> (f32, f32, f32, f32)  : i64
 // W1-NOT: vector<
 // W1: gpu.func @lif_final_state
 func.func @lif(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {

@@ -15,7 +15,8 @@ namespace flexsn {
 class CPUKernels {
 public:
   /// Runs the CPU pipeline on a clone of `module` and JIT-compiles it.
-  static FailureOr<std::unique_ptr<CPUKernels>> compile(ModuleOp module);
+  static FailureOr<std::unique_ptr<CPUKernels>> compile(ModuleOp module,
+                                                        unsigned prefetch = 1);
 
   using KernelFn = void (*)(void **);
   /// The packed entry point of kernel `name` (e.g. "lif_inference").
