@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The kernel-only table of issue 12: flexsn-run --bench (CUDA events, median
+# of 30 after warm-up, % of a 2 x 1 GiB device-to-device copy measured in
+# the same process) for lif and two_in_two_state, f32 and bf16 storage, every
+# variant, at T=8 NCL=16M, T=4 NCL=4M, T=32 NCL=256K and T=256 NCL=64K.
+# Extra flexsn-run flags (e.g. --prefetch=1 for the loop without
+# pipelining) follow the directory.
+# Usage: bench/kernel_table.sh [dir-with-flexsn-run] [flexsn-run flags...]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BIN=${1:-build/bin}
+shift || true
+EXTRA=("$@")
+printf "%-18s %-5s %-12s" kernel dtype variant
+for s in "T=8 NCL=16M" "T=4 NCL=4M" "T=32 NCL=256K" "T=256 NCL=64K"; do printf " | %-14s" "$s"; done
+echo
+for core in lif two_in_two_state; do
+  for dt in f32 bf16; do
+    for v in inference final_state forward backward; do
+      printf "%-18s %-5s %-12s" $core $dt $v
+      for s in "8 16777216" "4 4194304" "32 262144" "256 65536"; do
+        read -r T N <<<"$s"
+        line=$("$BIN/flexsn-run" examples/$core.mlir --backend=cuda --variant=$v \
+          --T=$T --ncl=$N --dtype=$dt --bench --reps=30 "${EXTRA[@]}" 2>&1 | grep "kernel median")
+        pct=$(sed -n 's/.*, \([0-9]*\)% of copy.*/\1/p' <<<"$line")
+        ms=$(sed -n 's/.*kernel median \([0-9.]*\) ms.*/\1/p' <<<"$line")
+        printf " | %4s%% %7s ms" "${pct:-?}" "${ms:-?}"
+      done
+      echo
+    done
+  done
+done
