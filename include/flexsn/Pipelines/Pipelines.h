@@ -20,8 +20,9 @@
 namespace mlir {
 namespace flexsn {
 
-/// How a CUDA kernel is launched: `blockSize` threads per block, each
-/// thread scanning `neuronsPerThread` neurons; the grid covers NCL.
+/// How a CUDA kernel is launched: each thread scans `neuronsPerThread`
+/// neurons, blocks have at most `blockSize` threads (the runtime halves it
+/// for a small NCL: cuda::Device::chooseBlockSize); the grid covers NCL.
 struct LaunchGeometry {
   unsigned blockSize = 256;
   unsigned neuronsPerThread = 4;
@@ -43,7 +44,8 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       llvm::cl::init(4)};
   Option<unsigned> blockSize{
       *this, "block-size",
-      llvm::cl::desc("GPU threads per block: a multiple of 32, 32-1024"),
+      llvm::cl::desc("largest GPU block (threads; the launch may use fewer "
+                     "for a small NCL): a multiple of 32, 32-1024"),
       llvm::cl::init(256)};
   Option<unsigned> prefetch{
       *this, "prefetch",
