@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
@@ -85,12 +86,22 @@ public:
 
   /// Loads `width` values of storage type `elt` from base[rowOffset + lane
   /// neuron] and converts them to the compute type.
-  SmallVector<Value> load(Value base, Type elt, Value rowOffset) {
+  SmallVector<Value> load(Value base, Type elt, Value rowOffset,
+                          Value given = Value()) {
+    // An optional pointer (given: whether it is non-null) reads a constant
+    // block of zeros instead when null: a select of the address on a
+    // loop-invariant flag, no branch in the loop.
+    auto at = [&](Value offset) -> Value {
+      Value addr = gep(base, elt, offset);
+      return given ? LLVM::SelectOp::create(b, loc, given, addr, zerosAddress())
+                         .getResult()
+                   : addr;
+    };
     SmallVector<Value> out;
     if (vectorized) {
       auto vecType = VectorType::get({width}, elt);
       Value offset = offsetOf(rowOffset, neuron);
-      Value vec = LLVM::LoadOp::create(b, loc, vecType, gep(base, elt, offset),
+      Value vec = LLVM::LoadOp::create(b, loc, vecType, at(offset),
                                        bytes(elt) * width);
       Value wide = convert(vec, VectorType::get({width}, computeType));
       for (unsigned l = 0; l < width; ++l)
@@ -101,34 +112,42 @@ public:
     }
     for (unsigned l = 0; l < width; ++l) {
       Value offset = offsetOf(rowOffset, laneIndex[l]);
-      Value v = LLVM::LoadOp::create(b, loc, elt, gep(base, elt, offset),
-                                     bytes(elt));
+      Value v = LLVM::LoadOp::create(b, loc, elt, at(offset), bytes(elt));
       out.push_back(convert(v, computeType));
     }
     return out;
   }
 
   /// load(), or zeros when `base` is null (an optional pointer: a gradient
-  /// the caller does not have). The branch is uniform across lanes.
+  /// the caller does not have).
   SmallVector<Value> loadOrZeros(Value base, Type elt, Value rowOffset) {
     Value null = LLVM::ZeroOp::create(b, loc, ptrType);
     Value given =
         LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, base, null);
-    auto branch = scf::IfOp::create(
-        b, loc, given,
-        [&](OpBuilder &tb, Location) {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
-          scf::YieldOp::create(b, loc, load(base, elt, rowOffset));
-        },
-        [&](OpBuilder &eb, Location) {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(eb.getInsertionBlock(), eb.getInsertionPoint());
-          Value zero = arith::ConstantOp::create(
-              b, loc, b.getFloatAttr(computeType, 0.0));
-          scf::YieldOp::create(b, loc, SmallVector<Value>(width, zero));
-        });
-    return SmallVector<Value>(branch.getResults());
+    return load(base, elt, rowOffset, given);
+  }
+
+  /// The address of a 64-byte, 16-byte-aligned constant block of zeros in
+  /// the enclosing symbol table (the gpu.module or the module), made once.
+  Value zerosAddress() {
+    static constexpr llvm::StringLiteral name = "__flexsn_zeros";
+    // The kernel's own parent (gpu.module or module): the block being built
+    // may not be attached yet.
+    Operation *table = SymbolTable::getNearestSymbolTable(
+        kernelArg.getParentBlock()->getParentOp()->getParentOp());
+    auto arrayType = LLVM::LLVMArrayType::get(b.getI8Type(), 64);
+    if (!SymbolTable::lookupSymbolIn(table, name)) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&table->getRegion(0).front());
+      auto global = LLVM::GlobalOp::create(
+          b, loc, arrayType, /*isConstant=*/true, LLVM::Linkage::Internal, name,
+          Attribute(), /*alignment=*/16);
+      Block *init = b.createBlock(&global.getInitializerRegion());
+      b.setInsertionPointToStart(init);
+      LLVM::ReturnOp::create(b, loc,
+                             LLVM::ZeroOp::create(b, loc, arrayType).getResult());
+    }
+    return LLVM::AddressOfOp::create(b, loc, ptrType, name);
   }
 
   /// Stores `values` (compute type) as `elt` at base[rowOffset + neuron].
@@ -218,6 +237,13 @@ private:
   bool vectorized, guarded;
   Value ncl, neuron;
   Type computeType, ptrType;
+
+public:
+  /// An argument of the kernel function being built (block argument of its
+  /// entry block).
+  Value kernelArg;
+
+private:
   SmallVector<Value> laneIndex, laneValid;
 };
 } // namespace
@@ -282,6 +308,7 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   }
 
   NeuronScanEmitter e(b, loc, scan, width, access, ncl, neuron);
+  e.kernelArg = args.front();
   Type computeType = scan.getComputeType();
   auto splat = [&](SmallVectorImpl<Value> &into, Value v) {
     into.append(width, v);
