@@ -343,6 +343,7 @@ mlir::flexsn::createCUDARunner(ModuleOp module, const HarnessOptions &options) {
   PipelineOptions gpu;
   gpu.chip = "sm_" + std::to_string((*device)->computeCapability());
   gpu.prefetch = options.prefetch;
+  gpu.neuronsPerThread = options.neuronsPerThread;
   FailureOr<std::string> ptx = translateToPTX(module, gpu);
   if (failed(ptx))
     return makeDiagnosedError();

@@ -97,6 +97,12 @@ static cl::opt<unsigned> clPrefetch(
              "chosen per kernel on the GPU, 1 on the CPU)"),
     cl::init(0));
 
+static cl::opt<unsigned> clNeuronsPerThread(
+    "neurons-per-thread",
+    cl::desc("--backend=cuda: neurons each GPU thread scans (1, 2, 4, 8; "
+             "default 4)"),
+    cl::init(4));
+
 static int fail(const Twine &message) {
   llvm::errs() << "flexsn-run: error: " << message << "\n";
   return 2;
@@ -135,6 +141,10 @@ int main(int argc, char **argv) {
       __builtin_mul_overflow(elements, int64_t(8), &bytes))
     return fail("--T=" + std::to_string(clT) + " times --ncl=" +
                 std::to_string(clNCL) + " overflows 64-bit buffer sizes");
+  if (clNeuronsPerThread != 1 && clNeuronsPerThread != 2 &&
+      clNeuronsPerThread != 4 && clNeuronsPerThread != 8)
+    return fail("--neurons-per-thread must be 1, 2, 4 or 8, not " +
+                std::to_string(clNeuronsPerThread));
   if (clPrefetch > 8)
     return fail("--prefetch must be 1 to 8, not " + std::to_string(clPrefetch));
   if (!(clTieMargin >= 0 && clTieMargin < 1))
@@ -189,6 +199,7 @@ int main(int argc, char **argv) {
   options.finiteDifferences = clFiniteDifferences;
   options.tieMargin = clTieMargin;
   options.prefetch = clPrefetch;
+  options.neuronsPerThread = clNeuronsPerThread;
   auto runner = clBackend == "cpu" ? createCPURunner(*module, options)
                                    : createCUDARunner(*module, options);
   if (!runner)

@@ -56,6 +56,8 @@ struct HarnessOptions {
   /// Steps of loads in flight in the kernels' time loop (the pipelines'
   /// `prefetch`): 0 chooses per kernel on the GPU and means 1 on the CPU.
   unsigned prefetch = 0;
+  /// Neurons each GPU thread scans (1, 2, 4 or 8).
+  unsigned neuronsPerThread = 4;
 };
 
 /// One kernel pointer argument's host buffer.
