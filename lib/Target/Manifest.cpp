@@ -154,10 +154,13 @@ void mlir::flexsn::printManifest(const Manifest &manifest,
             // fewer than two blocks per SM.
             j.attribute("block_size", k.geometry->blockSize);
             j.attribute("neurons_per_thread", k.geometry->neuronsPerThread);
+            j.attribute("threads",
+                        "ceil(NCL / neurons_per_thread), or NCL (one neuron "
+                        "per thread) when that is under 256 per SM");
             j.attribute("block",
                         "block_size halved (not below 32) while the grid has "
                         "fewer than 2 blocks per SM");
-            j.attribute("grid", "ceil(NCL / (block * neurons_per_thread))");
+            j.attribute("grid", "ceil(threads / block)");
           }
           // In launch order; `meaning` says what each pointer holds (for a
           // backward: which forward tensor or gradient it reads); `shape`

@@ -153,6 +153,19 @@ struct ConvertFlexSNToGPUPass
                                          zb.getFloatAttr(computeType, 0.0));
       });
     };
+    // A launch with at least one thread per neuron (the runtime's choice
+    // for a small NCL, Device::launchScan) takes one neuron per thread:
+    // more warps in flight where the wide groups would leave SMs idle.
+    Value narrow;
+    if (width > 1) {
+      Value grid = toI64(gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
+      Value threads = arith::MulIOp::create(b, loc, grid, bdim);
+      narrow =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, threads, ncl);
+      base = arith::SelectOp::create(b, loc, narrow, g, base);
+    }
+    unsigned narrowDepth =
+        prefetch ? unsigned(prefetch) : choosePrefetchDepth(scan, 1);
     Value inRange =
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, base, ncl);
     auto guard = scf::IfOp::create(
@@ -165,35 +178,46 @@ struct ConvertFlexSNToGPUPass
                                                 depth));
             return;
           }
-          // Vector path: NCL a multiple of the group and every pointer
-          // aligned.
-          Value ok = arith::CmpIOp::create(
-              nb, loc, arith::CmpIPredicate::eq,
-              arith::RemUIOp::create(nb, loc, ncl, cst(width)), cst(0));
-          for (auto [ptr, bytes] : vectorPtrs) {
-            Value addr =
-                LLVM::PtrToIntOp::create(nb, loc, nb.getI64Type(), ptr);
-            Value low = arith::AndIOp::create(nb, loc, addr, cst(bytes - 1));
-            ok = arith::AndIOp::create(
-                nb, loc, ok,
-                arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::eq, low,
-                                      cst(0)));
-          }
-          auto paths = scf::IfOp::create(
-              nb, loc, ok,
-              [&](OpBuilder &tb, Location) {
+          auto shapes = scf::IfOp::create(
+              nb, loc, narrow,
+              [&](OpBuilder &sb, Location) {
                 scf::YieldOp::create(
-                    tb, loc,
-                    emitNeuronScan(tb, loc, scan, variant, args, base, width,
-                                   LaneAccess::Vector, depth));
+                    sb, loc,
+                    emitNeuronScan(sb, loc, scan, variant, args, base, 1,
+                                   LaneAccess::Scalar, narrowDepth));
               },
-              [&](OpBuilder &eb, Location) {
-                scf::YieldOp::create(
-                    eb, loc,
-                    emitNeuronScan(eb, loc, scan, variant, args, base, width,
-                                   LaneAccess::ScalarGuarded, depth));
+              [&](OpBuilder &wb, Location) {
+                // Vector path: NCL a multiple of the group and every pointer
+                // aligned.
+                Value ok = arith::CmpIOp::create(
+                    wb, loc, arith::CmpIPredicate::eq,
+                    arith::RemUIOp::create(wb, loc, ncl, cst(width)), cst(0));
+                for (auto [ptr, bytes] : vectorPtrs) {
+                  Value addr =
+                      LLVM::PtrToIntOp::create(wb, loc, wb.getI64Type(), ptr);
+                  Value low = arith::AndIOp::create(wb, loc, addr, cst(bytes - 1));
+                  ok = arith::AndIOp::create(
+                      wb, loc, ok,
+                      arith::CmpIOp::create(wb, loc, arith::CmpIPredicate::eq, low,
+                                            cst(0)));
+                }
+                auto paths = scf::IfOp::create(
+                    wb, loc, ok,
+                    [&](OpBuilder &tb, Location) {
+                      scf::YieldOp::create(
+                          tb, loc,
+                          emitNeuronScan(tb, loc, scan, variant, args, base, width,
+                                         LaneAccess::Vector, depth));
+                    },
+                    [&](OpBuilder &eb, Location) {
+                      scf::YieldOp::create(
+                          eb, loc,
+                          emitNeuronScan(eb, loc, scan, variant, args, base, width,
+                                         LaneAccess::ScalarGuarded, depth));
+                    });
+                scf::YieldOp::create(wb, loc, paths.getResults());
               });
-          scf::YieldOp::create(nb, loc, paths.getResults());
+          scf::YieldOp::create(nb, loc, shapes.getResults());
         },
         [&](OpBuilder &eb, Location) {
           scf::YieldOp::create(eb, loc, zerosOf(eb));

@@ -78,7 +78,9 @@ public:
                      llvm::StringRef what);
 
   /// Launches the scan kernel `fn` over T steps and NCL neurons: the one
-  /// place where a launch's geometry is decided. The block size is
+  /// place where a launch's geometry is decided. Below 256 threads per SM
+  /// at `neuronsPerThread`, the launch has one thread per neuron instead
+  /// (the kernels then scan one neuron per thread). The block size is
   /// chooseBlockSize(NCL, maxBlockSize, neuronsPerThread), the grid
   /// ceil(NCL / (block * neurons per thread)); nothing is launched when NCL
   /// is 0. `pointers` are the kernel's pointer arguments in ABI order
