@@ -18,6 +18,16 @@
 // FILE: // {{RUN}}: flexsn-run %s --backend=cpu --variant=
 // FILE-SAME: --tolerance=0
 // FILE: func.func @core(
+// With --prefetch the kernels run the pipelined loop, and a reproducer
+// says so.
+// RUN: flexsn-fuzz --count=20 --seed=11 --prefetch=3 --out=%t.p | FileCheck %s --check-prefix=POK
+// POK: flexsn-fuzz: 20 cores (seed 11, #0-#19, cpu), 80 kernels run, 0 mismatches, 0 errors, 0 crashes;
+// RUN: rm -rf %t.pbad && not flexsn-fuzz --count=6 --seed=3 --tolerance=0 --prefetch=3 --out=%t.pbad > /dev/null 2>&1
+// RUN: cat %t.pbad/*.mlir | FileCheck %s --check-prefix=PFILE
+// PFILE: // {{RUN}}: flexsn-run %s --backend=cpu
+// PFILE-SAME: --prefetch=3 --check
+// RUN: not flexsn-fuzz --prefetch=9 --count=1 --out=%t.p9 2>&1 | FileCheck %s --check-prefix=P9
+// P9: flexsn-fuzz: --prefetch must be 1 to 8, not 9
 // FILE: flexsn.scan
 // RUN: not flexsn-fuzz --count=1 --out=/dev/null/x 2>&1 | FileCheck %s --check-prefix=DIR
 // DIR: flexsn-fuzz: error: cannot create '/dev/null/x'

@@ -798,6 +798,8 @@ Totals runRange(unsigned first, unsigned last) {
            << " --tie-margin=" << tieMargin(core)
            << " --tolerance=" << tolerance(core)
            << (isSmooth(core) ? "" : " --finite-differences=false")
+           << (clPrefetch ? " --prefetch=" + std::to_string(clPrefetch)
+                          : std::string())
            << " --check\n"
            << small;
     }
@@ -817,6 +819,11 @@ int main(int argc, char **argv) {
   if (std::error_code ec = llvm::sys::fs::create_directories(clOut)) {
     llvm::errs() << "flexsn-fuzz: error: cannot create '" << clOut
                  << "': " << ec.message() << "\n";
+    return 2;
+  }
+  if (clPrefetch > 8) {
+    llvm::errs() << "flexsn-fuzz: --prefetch must be 1 to 8, not "
+                 << clPrefetch << "\n";
     return 2;
   }
   if (clJobs == 0)
