@@ -300,8 +300,11 @@ class FlexSN(nn.Module):
         raise ValueError(f"Unsupported step mode: {step_mode}")
 
     def reset(self) -> None:
-        self.states = None
-        self.state_seqs = None
+        # Plain attributes, set through __dict__: nn.Module.__setattr__
+        # (its parameter/buffer/module bookkeeping) costs microseconds per
+        # call, and these are set on every call.
+        self.__dict__["states"] = None
+        self.__dict__["state_seqs"] = None
 
     def forward(self, *inputs):
         if len(inputs) != self.num_inputs:
@@ -323,10 +326,10 @@ class FlexSN(nn.Module):
             static_inputs=self.static_inputs, out_dtypes=out_dtypes)
         if out_dtypes and inputs[0].shape[0] == 0:
             outs = [o.to(d) for o, d in zip(outs, out_dtypes)]
-        self.states = list(finals)
+        self.__dict__["states"] = list(finals)
         if single:
             outs = [o[0] for o in outs]
-        self.state_seqs = list(seqs) if seqs is not None else None
+        self.__dict__["state_seqs"] = list(seqs) if seqs is not None else None
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def extra_repr(self) -> str:
