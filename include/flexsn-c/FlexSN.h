@@ -54,7 +54,8 @@ typedef struct flexsn_program flexsn_program;
 /* Compiles flexsn IR (text) for `target`. `options`: space-separated
  * key=value words, all optional; the same options flexsn-translate's
  * --options and the flexsn-gpu-pipeline take (one PipelineOptions type):
- *   chip=sm_90  O=3  neurons-per-thread=4  block-size=256  cuda-home=PATH
+ *   chip=sm_90  O=3  neurons-per-thread=4  block-size=256  prefetch=0
+ *   cuda-home=PATH
  *   differentiate=1  (or `differentiate`: also the training kernels)
  *   save-ops=OP,OP   (with differentiate: saved intermediates)
  * A malformed or unknown word is an error naming it. Errors carry MLIR's
