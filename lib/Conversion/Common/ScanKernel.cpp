@@ -85,9 +85,12 @@ public:
   }
 
   /// Loads `width` values of storage type `elt` from base[rowOffset + lane
-  /// neuron] and converts them to the compute type.
-  SmallVector<Value> load(Value base, Type elt, Value rowOffset,
-                          Value given = Value()) {
+  /// neuron], as they are in memory: one `width`-wide vector when the
+  /// access is vectorized, else `width` scalars. Nothing uses the loaded
+  /// registers until widen(): a load carried ahead by the pipelined loop
+  /// does not stall the thread at a conversion right after it.
+  SmallVector<Value> loadRaw(Value base, Type elt, Value rowOffset,
+                             Value given = Value()) {
     // An optional pointer (given: whether it is non-null) reads a constant
     // block of zeros instead when null: a select of the address on a
     // loop-invariant flag, no branch in the loop.
@@ -97,34 +100,55 @@ public:
                          .getResult()
                    : addr;
     };
-    SmallVector<Value> out;
     if (vectorized) {
       auto vecType = VectorType::get({width}, elt);
       Value offset = offsetOf(rowOffset, neuron);
-      Value vec = LLVM::LoadOp::create(b, loc, vecType, at(offset),
-                                       bytes(elt) * width);
-      Value wide = convert(vec, VectorType::get({width}, computeType));
+      return {LLVM::LoadOp::create(b, loc, vecType, at(offset),
+                                   bytes(elt) * width)};
+    }
+    SmallVector<Value> out;
+    for (unsigned l = 0; l < width; ++l) {
+      Value offset = offsetOf(rowOffset, laneIndex[l]);
+      out.push_back(LLVM::LoadOp::create(b, loc, elt, at(offset), bytes(elt)));
+    }
+    return out;
+  }
+
+  /// How many values loadRaw() returns per operand.
+  unsigned rawValuesPerOperand() const { return vectorized ? 1 : width; }
+
+  /// The `width` lanes of loadRaw()'s values, in the compute type.
+  SmallVector<Value> widen(ArrayRef<Value> raw) {
+    SmallVector<Value> out;
+    if (vectorized) {
+      Value wide = convert(raw.front(), VectorType::get({width}, computeType));
       for (unsigned l = 0; l < width; ++l)
         out.push_back(LLVM::ExtractElementOp::create(
             b, loc, wide,
             arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(l))));
       return out;
     }
-    for (unsigned l = 0; l < width; ++l) {
-      Value offset = offsetOf(rowOffset, laneIndex[l]);
-      Value v = LLVM::LoadOp::create(b, loc, elt, at(offset), bytes(elt));
+    for (Value v : raw)
       out.push_back(convert(v, computeType));
-    }
     return out;
+  }
+
+  /// loadRaw(), widened to the compute type.
+  SmallVector<Value> load(Value base, Type elt, Value rowOffset,
+                          Value given = Value()) {
+    return widen(loadRaw(base, elt, rowOffset, given));
+  }
+
+  /// Whether `base` is non-null (for an optional pointer).
+  Value isGiven(Value base) {
+    Value null = LLVM::ZeroOp::create(b, loc, ptrType);
+    return LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, base, null);
   }
 
   /// load(), or zeros when `base` is null (an optional pointer: a gradient
   /// the caller does not have).
   SmallVector<Value> loadOrZeros(Value base, Type elt, Value rowOffset) {
-    Value null = LLVM::ZeroOp::create(b, loc, ptrType);
-    Value given =
-        LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, base, null);
-    return load(base, elt, rowOffset, given);
+    return load(base, elt, rowOffset, isGiven(base));
   }
 
   /// The address of a 64-byte, 16-byte-aligned constant block of zeros in
@@ -345,10 +369,17 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   bool finalOnly = variant == KernelVariant::FinalState;
 
   // Every sequence read of step `s` (s-th iteration; the time index runs
-  // backwards in a reverse scan), lane-major per operand: inputs, then
-  // lagged operands (row t-1, or their init at t = 0). None depends on the
-  // states, so they can be issued ahead of the step that uses them.
-  unsigned numReads = (numIn + numLa) * width;
+  // backwards in a reverse scan), per operand: inputs, then lagged operands
+  // (row t-1, or their init at t = 0). None depends on the states, so they
+  // can be issued ahead of the step that uses them. They stay in the
+  // storage type (loadRaw) until the step that uses them.
+  unsigned numOperandReads = numIn + numLa;
+  unsigned rawPerOperand = e.rawValuesPerOperand();
+  unsigned numRaw = numOperandReads * rawPerOperand;
+  // Whether each optional input pointer is non-null: loop-invariant.
+  SmallVector<Value> inputGiven;
+  for (auto &[ptr, elt] : inputs)
+    inputGiven.push_back(optional.contains(ptr) ? e.isGiven(ptr) : Value());
   auto rowOf = [&](Value s) -> std::pair<Value, Value> {
     Value t = reverse ? arith::SubIOp::create(b, loc, tLast, s).getResult() : s;
     return {t, arith::MulIOp::create(b, loc, t, ncl)};
@@ -356,10 +387,9 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   auto loadStep = [&](Value s) {
     auto [t, row] = rowOf(s);
     SmallVector<Value> vals;
-    for (auto &[ptr, elt] : inputs)
-      llvm::append_range(vals, optional.contains(ptr)
-                                   ? e.loadOrZeros(ptr, elt, row)
-                                   : e.load(ptr, elt, row));
+    for (auto [k, input] : llvm::enumerate(inputs))
+      llvm::append_range(vals, e.loadRaw(input.first, input.second, row,
+                                         inputGiven[k]));
     if (numLa) {
       Value started =
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, t, zero);
@@ -368,113 +398,161 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
         Value fromSeq = e.gep(seq.first, seq.second, prevRow);
         Value base =
             LLVM::SelectOp::create(b, loc, started, fromSeq, first.first);
-        llvm::append_range(vals, e.load(base, seq.second, Value()));
+        llvm::append_range(vals, e.loadRaw(base, seq.second, Value()));
       }
     }
     return vals;
   };
-  // Software pipelining: with depth P the loop carries the reads of the
-  // next P - 1 steps and issues those of step iv + P - 1 (clamped to the
-  // last step) before computing step iv, so each thread keeps P steps of
-  // loads in flight. The prologue reads nothing when T = 0 (the buffers
-  // may then be empty or null).
-  unsigned depth = numReads ? std::max(prefetch, 1u) : 1;
-  SmallVector<Value> init2(init);
-  if (depth > 1) {
-    Value any =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, tSize, zero);
-    SmallVector<Type> types((depth - 1) * numReads, computeType);
-    auto prologue = scf::IfOp::create(
-        b, loc, any,
-        [&](OpBuilder &tb, Location) {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
-          SmallVector<Value> vals;
-          for (unsigned j = 0; j + 1 < depth; ++j)
-            llvm::append_range(
-                vals, loadStep(arith::MinSIOp::create(b, loc, e.cst(j), tLast)));
-          scf::YieldOp::create(b, loc, vals);
-        },
-        [&](OpBuilder &eb, Location) {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(eb.getInsertionBlock(), eb.getInsertionPoint());
-          Value z = arith::ConstantOp::create(b, loc,
-                                              b.getFloatAttr(computeType, 0.0));
-          scf::YieldOp::create(b, loc,
-                               SmallVector<Value>(types.size(), z));
-        });
-    llvm::append_range(init2, prologue.getResults());
-  }
   unsigned numCarriedStates = init.size();
+  unsigned numYield = numOut + numSt;
+  // One step: the body for each lane on the step's reads (`raw`), the
+  // stores of row `s`; returns the new states (lane-major).
+  auto emitStep = [&](Value s, ArrayRef<Value> raw,
+                      ValueRange stateVals) -> SmallVector<Value> {
+    // Lane-major values in the compute type: value[k * width + lane].
+    SmallVector<Value> current;
+    for (unsigned k = 0; k < numOperandReads; ++k)
+      llvm::append_range(current,
+                         e.widen(raw.slice(k * rawPerOperand, rawPerOperand)));
+    Value row = rowOf(s).second;
+    ArrayRef<Value> inVals = ArrayRef<Value>(current).take_front(numIn * width);
+    ArrayRef<Value> lagVals = ArrayRef<Value>(current).drop_front(numIn * width);
+    // One body copy per lane.
+    SmallVector<Value> yielded(numYield * width);
+    for (unsigned l = 0; l < width; ++l) {
+      SmallVector<Value> laneArgs;
+      for (unsigned k = 0; k < numIn; ++k)
+        laneArgs.push_back(inVals[k * width + l]);
+      for (unsigned k = 0; k < numLa; ++k)
+        laneArgs.push_back(lagVals[k * width + l]);
+      for (unsigned k = 0; k < numSt; ++k)
+        laneArgs.push_back(stateVals[k * width + l]);
+      for (unsigned k = 0; k < numPa; ++k)
+        laneArgs.push_back(paramVals[k * width + l]);
+      SmallVector<Value> res = e.emitBody(laneArgs);
+      for (unsigned k = 0; k < numYield; ++k)
+        yielded[k * width + l] = res[k];
+    }
+    for (auto [k, out] : llvm::enumerate(outputs))
+      if (out.first)
+        e.store(out.first, out.second, row,
+                ArrayRef<Value>(yielded).slice(k * width, width));
+    SmallVector<Value> next(ArrayRef<Value>(yielded).drop_front(numOut * width));
+    if (!finalOnly)
+      for (auto [k, st] : llvm::enumerate(stateOuts))
+        if (st.first)
+          e.store(st.first, st.second, row,
+                  ArrayRef<Value>(next).slice(k * width, width));
+    return next;
+  };
+
+  // After the loop: the final states of a final_state kernel, stored or,
+  // for sums over neurons, this group's partial sums (returned).
+  auto finishScan = [&](ValueRange finals) {
+    SmallVector<Value> partials;
+    if (!finalOnly)
+      return partials;
+    for (auto [k, st] : llvm::enumerate(stateOuts)) {
+      SmallVector<Value> lanes(finals.slice(k * width, width));
+      if (scan.isSumState(k)) {
+        if (st.first)
+          partials.push_back(e.sumValidLanes(lanes));
+        continue;
+      }
+      if (st.first)
+        e.store(st.first, st.second, Value(), lanes);
+    }
+    return partials;
+  };
+
+  unsigned depth = numRaw ? std::max(prefetch, 1u) : 1;
+  if (depth == 1) {
+    auto loop = scf::ForOp::create(
+        b, loc, zero, tSize, one, init,
+        [&](OpBuilder &nb, Location, Value iv, ValueRange carried) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          scf::YieldOp::create(b, loc, emitStep(iv, loadStep(iv), carried));
+        });
+    return finishScan(loop.getResults());
+  }
+
+  // Software pipelining with depth P: P slots each hold one step's reads,
+  // in registers, as loaded. The loop advances P steps per iteration; its
+  // body is unrolled P times, and copy j computes step iv + j from slot j,
+  // then refills slot j with the reads of step iv + j + P (clamped to the
+  // last step). Every slot keeps its registers across the back edge: no
+  // copy between slots, so no instruction waits on a load until the step
+  // that uses it, and each thread keeps P steps of loads in flight. The
+  // copies past T (the last iteration, T not a multiple of P) are skipped
+  // by a branch that is uniform across the launch. The prologue reads
+  // nothing when T = 0 (the buffers may then be empty or null).
+  Value any =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, tSize, zero);
+  SmallVector<Type> rawTypes;
+  auto prologue = scf::IfOp::create(
+      b, loc, any,
+      [&](OpBuilder &tb, Location) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
+        SmallVector<Value> vals;
+        for (unsigned j = 0; j < depth; ++j)
+          llvm::append_range(
+              vals, loadStep(arith::MinSIOp::create(b, loc, e.cst(j), tLast)));
+        for (Value v : vals)
+          rawTypes.push_back(v.getType());
+        scf::YieldOp::create(b, loc, vals);
+      },
+      [&](OpBuilder &eb, Location) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(eb.getInsertionBlock(), eb.getInsertionPoint());
+        SmallVector<Value> zeros;
+        for (Type t : rawTypes)
+          zeros.push_back(LLVM::ZeroOp::create(b, loc, t));
+        scf::YieldOp::create(b, loc, zeros);
+      });
+  SmallVector<Value> init2(init);
+  llvm::append_range(init2, prologue.getResults());
   auto loop = scf::ForOp::create(
-      b, loc, zero, tSize, one, init2,
+      b, loc, zero, tSize, e.cst(depth), init2,
       [&](OpBuilder &nb, Location, Value iv, ValueRange carried) {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-        ValueRange stateVals = carried.take_front(numCarriedStates);
-        ValueRange buffered = carried.drop_front(numCarriedStates);
-        SmallVector<Value> ahead;
-        if (depth > 1) {
-          Value s = arith::MinSIOp::create(
-              b, loc, arith::AddIOp::create(b, loc, iv, e.cst(depth - 1)),
-              tLast);
-          ahead = loadStep(s);
+        SmallVector<Value> stateVals(carried.take_front(numCarriedStates));
+        SmallVector<Value> slots(carried.drop_front(numCarriedStates));
+        SmallVector<Value> refilled;
+        for (unsigned j = 0; j < depth; ++j) {
+          Value s = j == 0 ? iv
+                           : arith::AddIOp::create(b, loc, iv, e.cst(j))
+                                 .getResult();
+          ArrayRef<Value> raw = ArrayRef<Value>(slots).slice(j * numRaw, numRaw);
+          if (j == 0) {
+            stateVals = emitStep(s, raw, stateVals);
+          } else {
+            Value inside =
+                arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, s, tSize);
+            auto step = scf::IfOp::create(
+                b, loc, inside,
+                [&](OpBuilder &tb, Location) {
+                  OpBuilder::InsertionGuard guard(b);
+                  b.setInsertionPoint(tb.getInsertionBlock(),
+                                      tb.getInsertionPoint());
+                  scf::YieldOp::create(b, loc, emitStep(s, raw, stateVals));
+                },
+                [&](OpBuilder &eb, Location) {
+                  scf::YieldOp::create(eb, loc, stateVals);
+                });
+            stateVals = SmallVector<Value>(step.getResults());
+          }
+          Value ahead = arith::MinSIOp::create(
+              b, loc, arith::AddIOp::create(b, loc, s, e.cst(depth)), tLast);
+          llvm::append_range(refilled, loadStep(ahead));
         }
-        SmallVector<Value> current =
-            depth > 1 ? SmallVector<Value>(buffered.take_front(numReads))
-                      : loadStep(iv);
-        Value row = rowOf(iv).second;
-        ArrayRef<Value> inVals = ArrayRef<Value>(current).take_front(numIn * width);
-        ArrayRef<Value> lagVals = ArrayRef<Value>(current).drop_front(numIn * width);
-
-        // One body copy per lane.
-        unsigned numYield = numOut + numSt;
-        SmallVector<Value> yielded(numYield * width);
-        for (unsigned l = 0; l < width; ++l) {
-          SmallVector<Value> laneArgs;
-          for (unsigned k = 0; k < numIn; ++k)
-            laneArgs.push_back(inVals[k * width + l]);
-          for (unsigned k = 0; k < numLa; ++k)
-            laneArgs.push_back(lagVals[k * width + l]);
-          for (unsigned k = 0; k < numSt; ++k)
-            laneArgs.push_back(stateVals[k * width + l]);
-          for (unsigned k = 0; k < numPa; ++k)
-            laneArgs.push_back(paramVals[k * width + l]);
-          SmallVector<Value> res = e.emitBody(laneArgs);
-          for (unsigned k = 0; k < numYield; ++k)
-            yielded[k * width + l] = res[k];
-        }
-        for (auto [k, out] : llvm::enumerate(outputs))
-          if (out.first)
-            e.store(out.first, out.second, row,
-                    ArrayRef<Value>(yielded).slice(k * width, width));
-        SmallVector<Value> next(
-            ArrayRef<Value>(yielded).drop_front(numOut * width));
-        if (!finalOnly)
-          for (auto [k, st] : llvm::enumerate(stateOuts))
-            if (st.first)
-              e.store(st.first, st.second, row,
-                      ArrayRef<Value>(next).slice(k * width, width));
-        if (depth > 1) {
-          llvm::append_range(next, buffered.drop_front(numReads));
-          llvm::append_range(next, ahead);
-        }
+        SmallVector<Value> next(stateVals);
+        llvm::append_range(next, refilled);
         scf::YieldOp::create(b, loc, next);
       });
-  SmallVector<Value> partials;
-  if (!finalOnly)
-    return partials;
-  for (auto [k, st] : llvm::enumerate(stateOuts)) {
-    SmallVector<Value> lanes(loop.getResults().slice(k * width, width));
-    if (scan.isSumState(k)) {
-      if (st.first)
-        partials.push_back(e.sumValidLanes(lanes));
-      continue;
-    }
-    if (st.first)
-      e.store(st.first, st.second, Value(), lanes);
-  }
-  return partials;
+  return finishScan(loop.getResults().take_front(numCarriedStates));
 }
 
 unsigned mlir::flexsn::choosePrefetchDepth(ScanOp scan, unsigned width) {

@@ -125,6 +125,11 @@ struct ConvertFlexSNToGPUPass
     Value base = arith::MulIOp::create(b, loc, g, cst(width));
     unsigned depth = prefetch ? unsigned(prefetch)
                               : choosePrefetchDepth(scan, width);
+    // The scalar lanes of the guarded path (NCL not a multiple of the group,
+    // or a misaligned pointer) need registers for each lane's address and
+    // predicate: at depth 4, lif's inference kernel takes 128 registers
+    // (64 at depth 2), which would halve occupancy on every path.
+    constexpr unsigned kGuardedDepth = 2;
     Value ncl;
     SmallVector<std::pair<Value, unsigned>> vectorPtrs; // (ptr, bytes)
     for (auto [arg, value] : llvm::zip(abi, args)) {
@@ -213,7 +218,8 @@ struct ConvertFlexSNToGPUPass
                       scf::YieldOp::create(
                           eb, loc,
                           emitNeuronScan(eb, loc, scan, variant, args, base, width,
-                                         LaneAccess::ScalarGuarded, depth));
+                                         LaneAccess::ScalarGuarded,
+                                         std::min(depth, kGuardedDepth)));
                     });
                 scf::YieldOp::create(wb, loc, paths.getResults());
               });

@@ -13,21 +13,28 @@
 // CHECK: llvm.ptrtoint
 // CHECK: scf.if
 // CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
-// CHECK: scf.for
-// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
+// By default the time loop keeps the reads of 8 steps in flight: one input
+// at 4 lanes is 4 registers a step, 1 + 32 / 4 = 9, at most 8. A prologue
+// loads 8 steps as vectors, still in the storage type; the loop advances 8
+// steps per iteration, carrying the 4 states and the 8 slots.
+// CHECK: scf.if %{{.*}} -> (vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>)
+// CHECK: scf.for {{.*}} step %c8_i64 iter_args({{.*}}) -> (f32, f32, f32, f32, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>)
+// Copy 0 needs no guard; it refills its slot with step iv + 8, clamped.
 // CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr
+// CHECK: arith.minsi
+// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
+// Copies 1 to 7 run only inside T.
+// CHECK: arith.cmpi slt
+// CHECK: scf.if %{{.*}} -> (f32, f32, f32, f32)
 // CHECK: } else {
-// Scalar lanes with clamped loads and guarded stores.
+// Scalar lanes with clamped loads and guarded stores, 2 steps in flight.
 // CHECK: arith.minsi
 // CHECK: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> f32
+// CHECK: scf.for {{.*}} step %c2_i64
 // CHECK: gpu.func @lif_final_state
 // W1: gpu.func @lif_inference
-// By default the time loop carries the reads of the next steps: one
-// input at 4 lanes is 4 registers a step, so 8 steps (1 + 32 / 4, at most
-// 8) are in flight: a prologue of 7 vector loads, 28 carried lanes.
-// CHECK: scf.for {{.*}} -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
 // prefetch=1: the loop carries the 4 states only.
-// P1: scf.for {{.*}} -> (f32, f32, f32, f32)  : i64
+// P1: scf.for {{.*}} step %c1_i64 iter_args({{.*}}) -> (f32, f32, f32, f32)  : i64
 // W1-NOT: vector<
 // W1: gpu.func @lif_final_state
 func.func @lif(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {

@@ -1,6 +1,6 @@
-// The software-pipelined time loop (prefetch > 1: the reads of the next
-// P - 1 steps carried in registers, those of step t + P - 1 issued before
-// step t) gives the interpreter's results for every variant, with T below,
+// The software-pipelined time loop (prefetch P > 1: P slots hold the reads
+// of P steps; the loop advances P steps, its body unrolled P times, each
+// copy computing one step from its slot and refilling it) gives the interpreter's results for every variant, with T below,
 // at and above the depth (T = 0 runs nothing and reads nothing), a reverse
 // scan with lagged reads (the backward) and bf16 storage. The GPU lowering
 // uses it by default; on the CPU the option exists for this test.
@@ -14,14 +14,23 @@
 // CHECK: check: ok
 // BAD: --prefetch must be 1 to 8, not 9
 
-// The pass: a prologue reads the first P - 1 steps only when T > 0; the
-// loop carries them after the states and reads step iv + P - 1, clamped to
-// the last step.
+// The pass: a prologue reads the first P steps only when T > 0; the loop
+// steps by P and carries the slots after the states; copy 0 runs
+// unguarded, copies 1 to P - 1 only inside T; each refills its slot with
+// step iv + j + P, clamped to the last step.
 // RUN: flexsn-opt %flexsn_src_root/examples/lif.mlir -convert-flexsn-to-cpu-kernels=prefetch=3 | FileCheck %s --check-prefix=IR
 // IR: func.func @lif_inference
 // IR: %[[ANY:.*]] = arith.cmpi sgt, %[[T:.*]], %c0
-// IR: %[[PRO:.*]]:2 = scf.if %[[ANY]] -> (f32, f32)
-// IR: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %[[PRO]]#0, %{{.*}} = %[[PRO]]#1) -> (f32, f32, f32)
+// IR: %[[PRO:.*]]:3 = scf.if %[[ANY]] -> (f32, f32, f32)
+// IR: scf.for %[[IV:[a-z0-9_]+]] = %{{.*}} to %[[T]] step %c3{{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %[[PRO]]#0, %{{.*}} = %[[PRO]]#1, %{{.*}} = %[[PRO]]#2) -> (f32, f32, f32, f32)
 // IR: arith.minsi
+// IR: %[[S1:.*]] = arith.addi %[[IV]], %c1_i64
+// IR: %[[IN1:.*]] = arith.cmpi slt, %[[S1]], %[[T]]
+// IR: scf.if %[[IN1]] -> (f32)
+// IR: arith.minsi
+// IR: arith.cmpi slt
+// IR: scf.if
+// IR: arith.minsi
+// IR: scf.yield
 // RUN: not flexsn-opt %flexsn_src_root/examples/lif.mlir -convert-flexsn-to-cpu-kernels=prefetch=0 2>&1 | FileCheck %s --check-prefix=ZERO
 // ZERO: error: prefetch must be 1 to 8, got 0
