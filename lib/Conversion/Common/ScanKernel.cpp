@@ -557,7 +557,11 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
 
 unsigned mlir::flexsn::choosePrefetchDepth(ScanOp scan, unsigned width) {
   unsigned reads = (scan.getNumInputs() + scan.getNumLagged()) * width;
-  if (reads == 0)
+  // With 32 or more registers of reads a step (two_in_two_state's backward
+  // at 4 lanes: 8 sequences), a second slot took that kernel past 128
+  // registers on sm_90 and halved its occupancy: 103% of copy -> 76% at
+  // T=4 NCL=4M, f32 (H100, bench/NOTES.md run 38).
+  if (reads == 0 || reads >= 32)
     return 1;
   return std::clamp(1 + 32 / reads, 1u, 8u);
 }
