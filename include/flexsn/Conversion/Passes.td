@@ -53,11 +53,13 @@ def ConvertFlexSNToGPU : Pass<"convert-flexsn-to-gpu", "ModuleOp"> {
     uniformly), loads and stores are W-wide vectors (128-bit for f32 and
     W = 4); otherwise each lane loads on its own and stores under a bound
     check. T, NCL and the block size are run-time values: one PTX serves
-    every shape. The time loop is software-pipelined: the reads of the
-    next P - 1 steps (inputs, lagged operands; none depends on the states)
-    are carried in registers and those of step t + P - 1 are issued before
-    step t is computed, so P steps of loads are in flight per thread
-    (`prefetch`). Thread g = blockIdx.x * blockDim.x + threadIdx.x; launch
+    every shape. The time loop is software-pipelined (`prefetch` = P):
+    P slots hold the reads of P steps (inputs, lagged operands; none
+    depends on the states) as loaded, in the storage type; the loop steps
+    by P with its body unrolled P times, copy j computing step t + j from
+    slot j and then refilling it with step t + j + P, so P steps of loads
+    are in flight per thread and no register is copied between slots. The
+    scalar-lane path (unaligned, or NCL not a multiple of W) uses at most 2. Thread g = blockIdx.x * blockDim.x + threadIdx.x; launch
     ceil(NCL / (W * blockDim.x)) blocks (the runtime chooses blockDim.x,
     Device::chooseBlockSize).
   }];
@@ -66,7 +68,8 @@ def ConvertFlexSNToGPU : Pass<"convert-flexsn-to-gpu", "ModuleOp"> {
            "neurons each thread handles (1, 2, 4 or 8)">,
     Option<"prefetch", "prefetch", "unsigned", "0",
            "steps of loads in flight per thread, 1-8 (0: as many as fit "
-           "about 32 registers of carried reads)">
+           "about 32 registers of carried reads; 1 when a step reads 32 "
+           "registers or more)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect",
