@@ -34,7 +34,7 @@ enum class LaneAccess {
 /// state, the sum of its final value over this group's valid lanes (compute
 /// type); the caller reduces these across groups. `prefetch` is the number
 /// of steps whose loads are in flight per thread (1: each step loads its
-/// own; P > 1: the reads of the next P - 1 steps are carried in registers).
+/// own; P > 1: P slots of reads in registers, the loop unrolled P times).
 llvm::SmallVector<Value> emitNeuronScan(OpBuilder &b, Location loc,
                                         ScanOp scan, KernelVariant variant,
                                         ValueRange args, Value neuron,
@@ -42,8 +42,9 @@ llvm::SmallVector<Value> emitNeuronScan(OpBuilder &b, Location loc,
                                         unsigned prefetch = 1);
 
 /// The prefetch depth of a GPU kernel: as many steps as fit about 32
-/// registers of carried reads per thread (at most 8), so that kernels
-/// reading many sequences per step do not spill.
+/// registers of carried reads per thread (at most 8), and 1 when one step
+/// reads 32 registers or more, so that kernels reading many sequences per
+/// step keep their occupancy.
 unsigned choosePrefetchDepth(ScanOp scan, unsigned width);
 
 /// Adds `value` to `*ptr` atomically (llvm.atomicrmw fadd, monotonic).
