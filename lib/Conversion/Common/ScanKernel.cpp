@@ -32,12 +32,15 @@ namespace {
 /// Builds the loads, stores and body copies of one neuron group.
 class NeuronScanEmitter {
 public:
+  /// `kernelArg`: an argument of the kernel function being built (a block
+  /// argument of its entry block), which locates its symbol table.
   NeuronScanEmitter(OpBuilder &b, Location loc, ScanOp scan, unsigned width,
-                    LaneAccess access, Value ncl, Value neuron)
+                    LaneAccess access, Value ncl, Value neuron, Value kernelArg)
       : b(b), loc(loc), scan(scan), width(width),
         vectorized(access == LaneAccess::Vector),
         guarded(access == LaneAccess::ScalarGuarded), ncl(ncl),
-        neuron(neuron), computeType(scan.getComputeType()) {
+        neuron(neuron), kernelArg(kernelArg),
+        computeType(scan.getComputeType()) {
     ptrType = LLVM::LLVMPointerType::get(b.getContext());
     if (vectorized)
       return;
@@ -259,15 +262,8 @@ private:
   ScanOp scan;
   unsigned width;
   bool vectorized, guarded;
-  Value ncl, neuron;
+  Value ncl, neuron, kernelArg;
   Type computeType, ptrType;
-
-public:
-  /// An argument of the kernel function being built (block argument of its
-  /// entry block).
-  Value kernelArg;
-
-private:
   SmallVector<Value> laneIndex, laneValid;
 };
 } // namespace
@@ -331,8 +327,7 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
     }
   }
 
-  NeuronScanEmitter e(b, loc, scan, width, access, ncl, neuron);
-  e.kernelArg = args.front();
+  NeuronScanEmitter e(b, loc, scan, width, access, ncl, neuron, args.front());
   Type computeType = scan.getComputeType();
   auto splat = [&](SmallVectorImpl<Value> &into, Value v) {
     into.append(width, v);
@@ -489,6 +484,8 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   // nothing when T = 0 (the buffers may then be empty or null).
   Value any =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, tSize, zero);
+  // The then-builder runs first and records the slots' types for the
+  // else-builder's zeros.
   SmallVector<Type> rawTypes;
   auto prologue = scf::IfOp::create(
       b, loc, any,

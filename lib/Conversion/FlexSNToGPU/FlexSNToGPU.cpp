@@ -123,8 +123,11 @@ struct ConvertFlexSNToGPUPass
     Value g = arith::AddIOp::create(
         b, loc, arith::MulIOp::create(b, loc, bid, bdim), tid);
     Value base = arith::MulIOp::create(b, loc, g, cst(width));
-    unsigned depth = prefetch ? unsigned(prefetch)
-                              : choosePrefetchDepth(scan, width);
+    // The pipelining depth of a path with `lanes` neurons per thread.
+    auto depthFor = [&](unsigned lanes) {
+      return prefetch ? unsigned(prefetch) : choosePrefetchDepth(scan, lanes);
+    };
+    unsigned depth = depthFor(width);
     // The scalar lanes of the guarded path (NCL not a multiple of the group,
     // or a misaligned pointer) need registers for each lane's address and
     // predicate: at depth 4, lif's inference kernel takes 128 registers
@@ -169,8 +172,7 @@ struct ConvertFlexSNToGPUPass
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, threads, ncl);
       base = arith::SelectOp::create(b, loc, narrow, g, base);
     }
-    unsigned narrowDepth =
-        prefetch ? unsigned(prefetch) : choosePrefetchDepth(scan, 1);
+    unsigned narrowDepth = depthFor(1);
     Value inRange =
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, base, ncl);
     auto guard = scf::IfOp::create(
