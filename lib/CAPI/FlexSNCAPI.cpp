@@ -42,9 +42,9 @@ struct flexsn_kernel {
   };
   llvm::SmallVector<Pointer> pointers;
   CPUKernels::KernelFn cpuFn = nullptr;
-  cuda::Device *device = nullptr;
-  cuda::Function cudaFn = nullptr;
-  LaunchGeometry geometry;
+  /// Its entries, each compiled by the driver on the first launch that
+  /// takes it.
+  std::unique_ptr<cuda::ScanKernel> cuda;
 };
 
 struct flexsn_program {
@@ -148,7 +148,7 @@ extern "C" {
 
 int flexsn_api_version(void) { return FLEXSN_API_VERSION; }
 
-const char *flexsn_version(void) { return "flexsn-mlir 0.4, MLIR 22"; }
+const char *flexsn_version(void) { return "flexsn-mlir 0.5, MLIR 22"; }
 
 void flexsn_free(void *ptr) { std::free(ptr); }
 
@@ -286,15 +286,19 @@ int flexsn_kernel_get(flexsn_program *program, const char *name, int device,
     auto dev = getDevice(device);
     if (!dev)
       return failWith(error, dev.takeError());
-    auto module = (*dev)->loadPTX(program->ptx);
-    if (!module)
-      return failWith(error, module.takeError());
-    auto fn = (*dev)->getFunction(*module, name);
-    if (!fn)
-      return failWith(error, fn.takeError());
-    k->device = *dev;
-    k->cudaFn = *fn;
-    k->geometry = *info->geometry;
+    const LaunchGeometry &geometry = *info->geometry;
+    llvm::SmallVector<cuda::ScanKernel::Pointer> pointers;
+    for (const auto &p : k->pointers)
+      pointers.push_back(
+          {p.shape == ArgShape::Scalar
+               ? 0u
+               : p.elementBytes * geometry.neuronsPerThread});
+    auto scan = cuda::ScanKernel::create(
+        **dev, program->ptx, name, info->scalarEntry, geometry.blockSize,
+        geometry.neuronsPerThread, pointers);
+    if (!scan)
+      return failWith(error, scan.takeError());
+    k->cuda = std::move(*scan);
   }
   slot = std::move(k);
   *kernel = slot.get();
@@ -339,10 +343,9 @@ int flexsn_kernel_launch(const flexsn_kernel *kernel, void *const *ptrs,
                     NCL, threads);
     return 0;
   }
-  if (llvm::Error e = kernel->device->launchScan(
-          kernel->cudaFn, llvm::ArrayRef<void *>(ptrs, num_ptrs), T, NCL,
-          kernel->geometry.blockSize, kernel->geometry.neuronsPerThread,
-          static_cast<cuda::Stream>(stream), name))
+  if (llvm::Error e = kernel->cuda->launch(
+          llvm::ArrayRef<void *>(ptrs, num_ptrs), T, NCL,
+          static_cast<cuda::Stream>(stream)))
     return failWith(error, std::move(e));
   return 0;
 }

@@ -186,9 +186,9 @@ private:
 /// results out.
 class CUDARunner : public KernelRunner {
 public:
-  CUDARunner(std::unique_ptr<cuda::Device> device, cuda::Module module,
+  CUDARunner(std::unique_ptr<cuda::Device> device, std::string ptx,
              LaunchGeometry geometry, const HarnessOptions &options)
-      : device(std::move(device)), module(module), geometry(geometry),
+      : device(std::move(device)), ptx(std::move(ptx)), geometry(geometry),
         options(options) {}
   ~CUDARunner() override { release(); }
   StringRef backend() const override { return "cuda"; }
@@ -199,7 +199,7 @@ public:
     std::vector<cuda::DevicePtr> ptrs;
     if (Error e = upload(buffers, ptrs))
       return e;
-    if (Error e = launch(name, ptrs, T, NCL))
+    if (Error e = launch(name, buffers, ptrs, T, NCL))
       return e;
     if (Error e = device->synchronize())
       return e;
@@ -231,14 +231,26 @@ public:
         time([&] { return device->copyOnDevice(*dst, *src, copyBytes); });
     if (!copyTimes)
       return copyTimes.takeError();
-    auto kernelTimes = time([&] { return launch(name, ptrs, T, NCL); });
+    auto kernel = kernelFor(name, buffers);
+    if (!kernel)
+      return kernel.takeError();
+    auto kernelTimes =
+        time([&] { return launch(name, buffers, ptrs, T, NCL); });
     if (!kernelTimes)
       return kernelTimes.takeError();
     double copyMs = median(*copyTimes), ms = median(*kernelTimes);
     double copyGBs = 2.0 * copyBytes / (copyMs * 1e6);
     int64_t bytes = totalBytes(buffers);
     double gbs = ms > 0 ? bytes / (ms * 1e6) : 0.0;
+    std::vector<void *> values(ptrs.size());
+    for (auto [v, p] : llvm::zip_equal(values, ptrs))
+      v = reinterpret_cast<void *>(p);
+    bool vector = (*kernel)->takesVectorEntry(values, NCL);
     os << "bench: " << device->describe() << "\n"
+       << "bench: entry "
+       << (vector ? name.str() : getScalarEntryName(name)) << " ("
+       << (vector ? geometry.neuronsPerThread : 1u)
+       << " neuron(s) per thread)\n"
        << "bench: copy " << llvm::format("%.0f", copyGBs)
        << " GB/s (device-to-device, 2 x 1 GiB, median of "
        << copyTimes->size() << ")\n"
@@ -272,16 +284,38 @@ private:
     return Error::success();
   }
 
-  Error launch(StringRef name, std::vector<cuda::DevicePtr> &ptrs, int64_t T,
-               int64_t NCL) {
-    auto fn = device->getFunction(module, name);
-    if (!fn)
-      return fn.takeError();
+  /// The scan kernel `name`, made on first use (its entries load lazily).
+  Expected<cuda::ScanKernel *> kernelFor(StringRef name,
+                                         ArrayRef<HostBuffer> buffers) {
+    std::unique_ptr<cuda::ScanKernel> &slot = kernels[name];
+    if (slot)
+      return slot.get();
+    SmallVector<cuda::ScanKernel::Pointer> pointers;
+    for (const HostBuffer &b : buffers)
+      pointers.push_back(
+          {getArgShape(b.arg.role) == ArgShape::Scalar
+               ? 0u
+               : b.arg.type.getIntOrFloatBitWidth() / 8 *
+                     geometry.neuronsPerThread});
+    auto kernel = cuda::ScanKernel::create(
+        *device, ptx, name,
+        geometry.neuronsPerThread > 1 ? getScalarEntryName(name) : "",
+        geometry.blockSize, geometry.neuronsPerThread, pointers);
+    if (!kernel)
+      return kernel.takeError();
+    slot = std::move(*kernel);
+    return slot.get();
+  }
+
+  Error launch(StringRef name, ArrayRef<HostBuffer> buffers,
+               std::vector<cuda::DevicePtr> &ptrs, int64_t T, int64_t NCL) {
+    auto kernel = kernelFor(name, buffers);
+    if (!kernel)
+      return kernel.takeError();
     std::vector<void *> values;
     for (cuda::DevicePtr p : ptrs)
       values.push_back(reinterpret_cast<void *>(p));
-    return device->launchScan(*fn, values, T, NCL, geometry.blockSize,
-                              geometry.neuronsPerThread, nullptr, name);
+    return (*kernel)->launch(values, T, NCL, nullptr);
   }
 
   /// Times `fn` with CUDA events: 5 warm-up runs, then at least 30.
@@ -318,8 +352,9 @@ private:
   }
 
   std::unique_ptr<cuda::Device> device;
-  cuda::Module module;
+  std::string ptx;
   LaunchGeometry geometry;
+  llvm::StringMap<std::unique_ptr<cuda::ScanKernel>> kernels;
   HarnessOptions options;
   std::vector<cuda::DevicePtr> allocations;
 };
@@ -347,10 +382,7 @@ mlir::flexsn::createCUDARunner(ModuleOp module, const HarnessOptions &options) {
   FailureOr<std::string> ptx = translateToPTX(module, gpu);
   if (failed(ptx))
     return makeDiagnosedError();
-  auto loaded = (*device)->loadPTX(*ptx);
-  if (!loaded)
-    return loaded.takeError();
-  return std::make_unique<CUDARunner>(std::move(*device), *loaded,
+  return std::make_unique<CUDARunner>(std::move(*device), std::move(*ptx),
                                       gpu.getLaunchGeometry(),
                                       options);
 }

@@ -94,8 +94,11 @@ FailureOr<Manifest> mlir::flexsn::buildManifest(ModuleOp module,
       k.numOutputs = scan.getNumOutputs();
       k.numParams = scan.getNumParams();
       k.requiresGrad = requiresGradOf(primalScan);
-      if (target == ManifestTarget::CUDA)
+      if (target == ManifestTarget::CUDA) {
         k.geometry = options.getLaunchGeometry();
+        if (k.geometry->neuronsPerThread > 1)
+          k.scalarEntry = getScalarEntryName(k.name);
+      }
       for (const KernelArg &arg :
            getKernelABI(scan, spec.variant, /*cpu=*/false)) {
         ManifestArg &a = k.args.emplace_back();
@@ -124,7 +127,7 @@ void mlir::flexsn::printManifest(const Manifest &manifest,
   llvm::json::OStream j(os, 2);
   j.object([&] {
     j.attribute("format", "flexsn-manifest");
-    j.attribute("version", 3);
+    j.attribute("version", 4);
     j.attribute("target", cuda ? "cuda" : "cpu");
     if (cuda)
       j.attribute("chip", manifest.chip);
@@ -154,9 +157,18 @@ void mlir::flexsn::printManifest(const Manifest &manifest,
             // fewer than two blocks per SM.
             j.attribute("block_size", k.geometry->blockSize);
             j.attribute("neurons_per_thread", k.geometry->neuronsPerThread);
+            if (!k.scalarEntry.empty()) {
+              j.attribute("scalar_entry", k.scalarEntry);
+              j.attribute("entry",
+                          "`name` (neurons_per_thread per thread) when NCL "
+                          "is a multiple of neurons_per_thread, every [T, "
+                          "NCL] or [NCL] pointer is aligned to "
+                          "neurons_per_thread elements and ceil(NCL / "
+                          "neurons_per_thread) is at least 256 per SM; else "
+                          "`scalar_entry` (one neuron per thread)");
+            }
             j.attribute("threads",
-                        "ceil(NCL / neurons_per_thread), or NCL (one neuron "
-                        "per thread) when that is under 256 per SM");
+                        "ceil(NCL / neurons per thread of the entry)");
             j.attribute("block",
                         "block_size halved (not below 32) while the grid has "
                         "fewer than 2 blocks per SM");
@@ -206,8 +218,8 @@ llvm::Expected<Manifest> mlir::flexsn::parseManifest(StringRef json) {
   const llvm::json::Object *root = value->getAsObject();
   if (!root || root->getString("format") != "flexsn-manifest")
     return fail("no \"format\": \"flexsn-manifest\"");
-  if (root->getInteger("version") != 3)
-    return fail("version is not 3");
+  if (root->getInteger("version") != 4)
+    return fail("version is not 4");
   std::optional<StringRef> target = root->getString("target");
   if (!target || (*target != "cpu" && *target != "cuda"))
     return fail("target is neither cpu nor cuda");
@@ -251,6 +263,11 @@ llvm::Expected<Manifest> mlir::flexsn::parseManifest(StringRef json) {
         return fail("kernel '" + k.name + "' without its launch geometry");
       k.geometry = LaunchGeometry{static_cast<unsigned>(*block),
                                   static_cast<unsigned>(*npt)};
+      k.scalarEntry = ko->getString("scalar_entry").value_or("").str();
+      if ((*npt > 1) == k.scalarEntry.empty())
+        return fail("kernel '" + k.name + "' at " + llvm::Twine(*npt) +
+                    " neurons per thread " +
+                    (*npt > 1 ? "without" : "with") + " a scalar_entry");
     }
     for (const llvm::json::Value &av : *args) {
       const llvm::json::Object *ao = av.getAsObject();

@@ -5,6 +5,7 @@
 #include "flexsn/InitAllDialects.h"
 #include "flexsn/Target/Manifest.h"
 #include "flexsn/Target/PTX.h"
+#include "flexsn/Runtime/CUDA/CUDARuntime.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -23,6 +24,11 @@ struct TranslationCLOptions {
                      "'chip=sm_80 neurons-per-thread=2 differentiate "
                      "save-ops=flexsn.spike' (the keys of "
                      "flexsn-gpu-pipeline)"),
+      llvm::cl::init("")};
+  llvm::cl::opt<std::string> ptxEntry{
+      "ptx-entry",
+      llvm::cl::desc("with --flexsn-to-ptx: print the module the runtime "
+                     "loads for this one entry (the other entries left out)"),
       llvm::cl::init("")};
 };
 } // namespace
@@ -77,7 +83,16 @@ void mlir::flexsn::registerFlexSNTranslations() {
             translateToPTX(prepared->first, *prepared->second);
         if (failed(ptx))
           return failure();
-        os << *ptx;
+        if (clOptions->ptxEntry.empty()) {
+          os << *ptx;
+          return success();
+        }
+        std::optional<std::string> only =
+            cuda::extractPTXEntry(*ptx, clOptions->ptxEntry);
+        if (!only)
+          return op->emitError() << "--ptx-entry: the PTX has no entry '"
+                                 << clOptions->ptxEntry << "'";
+        os << *only;
         return success();
       },
       dialects);

@@ -10,7 +10,7 @@ GPU: the names below are loaded on first use.
 
 from ._errors import FallbackWarning, FlexSNError, UnsupportedOpError
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 _LAZY = {
     "FlexSN": "._module",

@@ -24,6 +24,7 @@ TARGET_CUDA = 1
 
 _lock = threading.Lock()
 _lib = None
+_build = ""
 
 
 def _candidates() -> list[Path]:
@@ -84,6 +85,9 @@ def lib() -> ctypes.CDLL:
                 tried.append(f"{path} ({e})")
                 continue
             _declare(handle)
+            global _build
+            stat = path.stat()
+            _build = f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
             version = handle.flexsn_api_version()
             if version != API_VERSION:
                 raise FlexSNError(
@@ -112,6 +116,13 @@ def _check(result: int, error: ctypes.c_void_p, what: str) -> None:
 
 def version() -> str:
     return lib().flexsn_version().decode()
+
+
+def build() -> str:
+    """Which build of the library is loaded (its path, size and mtime): a
+    rebuilt compiler makes different PTX under the same version string."""
+    lib()
+    return _build
 
 
 def program_create(source: str, target: int, options: str) -> int:

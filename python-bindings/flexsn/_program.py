@@ -80,7 +80,8 @@ def _compile(ir: str, target: str, options: str) -> Program:
     # everything they depend on; files are written whole, then renamed, so
     # concurrent processes never read half a file.
     key = hashlib.sha256("\0".join(
-        [_capi.version(), target, options, ir]).encode()).hexdigest()[:32]
+        [_capi.version(), _capi.build(), target, options, ir]).encode()
+    ).hexdigest()[:32]
     directory = cache_dir()
     ptx_path, manifest_path = directory / f"{key}.ptx", directory / f"{key}.json"
     try:

@@ -54,6 +54,30 @@ def test_corrupt_cache_entry_is_recompiled(tmp_path, monkeypatch):
     assert "core_inference" in program.kernels
 
 
+def test_a_rebuilt_library_does_not_reuse_old_ptx(tmp_path, monkeypatch):
+    # The version string stays the same across rebuilds; the key also holds
+    # the loaded library's path, size and mtime.
+    monkeypatch.setenv("FLEXSN_CACHE_DIR", str(tmp_path))
+    ir = _ir()
+    assert str(Path(_capi.build().rsplit(":", 2)[0])).endswith("libFlexSN.so")
+    _program._compile(ir, "cuda", "chip=sm_90")
+    monkeypatch.setattr(_capi, "build", lambda: "/elsewhere/libFlexSN.so:1:2")
+    _program._compile(ir, "cuda", "chip=sm_90")
+    assert len(list(tmp_path.glob("*.ptx"))) == 2
+
+
+def test_every_kernel_has_its_scalar_entry(tmp_path, monkeypatch):
+    # At 4 neurons per thread each kernel also has a one-neuron entry, which
+    # the manifest names and the PTX defines.
+    monkeypatch.setenv("FLEXSN_CACHE_DIR", "off")
+    program = _program._compile(_ir(), "cuda", "chip=sm_90 differentiate=1")
+    ptx = _capi.program_ptx(program.handle)
+    for k in program.manifest["kernels"]:
+        assert k["scalar_entry"] == k["name"] + "_scalar"
+        assert f".entry {k['name']}(" in ptx
+        assert f".entry {k['scalar_entry']}(" in ptx
+
+
 def test_cache_off(monkeypatch, tmp_path):
     monkeypatch.setenv("FLEXSN_CACHE_DIR", "off")
     assert _program.cache_dir() is None

@@ -399,3 +399,36 @@ def test_results_without_gradient_pass_no_buffer(device, monkeypatch):
     assert seen == [[("grad_output", 0)]]
     assert_close(xa.grad, xb.grad, what="x.grad")
     assert_close(ya.grad, yb.grad, what="y.grad")
+
+
+@pytest.mark.parametrize("case", ["aligned", "odd", "misaligned"])
+def test_large_populations_take_each_launch_path(device, case):
+    # On the GPU, NCL = 2^18 is past the one-neuron-per-thread threshold
+    # (256 threads per SM), so an aligned launch takes the kernels' vector
+    # entry (4 neurons per thread); NCL + 1, and views one element into
+    # their storage, take the scalar entry.
+    c, r = pair(tutorial(), 2, 2, device)
+    T, n = 4, (1 << 18) + (case == "odd")
+    torch.manual_seed(7)
+    leaf = (torch.randn(2 * T * n + 1, device=device) * 2).requires_grad_()
+    start = 1 if case == "misaligned" else 0
+    xc = leaf[start:start + T * n].view(T, n)
+    yc = leaf[start + T * n:start + 2 * T * n].view(T, n)
+    assert xc.is_contiguous() and xc.storage_offset() % 4 == start
+    xr, yr = (t.detach().clone().requires_grad_() for t in (xc, yc))
+    oc, orf = c(xc, yc), r(xr, yr)
+    for a, b, what in zip(oc, orf, ("s1", "s2")):
+        assert_close(a, b, what=f"{case} {what}")
+    for a, b, what in zip(c.state_seqs, r.state_seqs, ("v seq", "rho seq")):
+        assert_close(a, b, what=f"{case} {what}")
+    g1, g2 = torch.randn_like(oc[0]), torch.randn_like(oc[1])
+    (oc[0] * g1 + oc[1] * g2).sum().backward()
+    (orf[0] * g1 + orf[1] * g2).sum().backward()
+    grad = leaf.grad[start:start + 2 * T * n].view(2, T, n)
+    assert_close(grad[0], xr.grad, what=f"{case} grad x")
+    assert_close(grad[1], yr.grad, what=f"{case} grad y")
+    with torch.no_grad():
+        c.reset()
+        r.reset()
+        for a, b in zip(c(xc, yc), r(xr, yr)):
+            assert_close(a, b, what=f"{case} inference")

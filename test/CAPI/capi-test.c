@@ -73,13 +73,13 @@ static void testCPU(const char *lif) {
     return;
   }
   const char *manifest = flexsn_program_manifest(program);
-  EXPECT(strstr(manifest, "\"version\": 3") &&
+  EXPECT(strstr(manifest, "\"version\": 4") &&
              strstr(manifest, "\"target\": \"cpu\"") &&
              strstr(manifest, "\"name\": \"lif_backward\"") &&
              strstr(manifest, "\"shape\": \"[T, NCL]\"") &&
              strstr(manifest, "\"bytes\": \"NCL * 4\"") &&
              strstr(manifest, "\"requires_grad\": [\n"),
-         "manifest v3: target, every kernel, shapes, byte sizes, "
+         "manifest v4: target, every kernel, shapes, byte sizes, "
          "requires-grad mask");
   EXPECT(strcmp(flexsn_program_ptx(program), "") == 0 &&
              flexsn_program_target(program) == FLEXSN_TARGET_CPU,
@@ -320,7 +320,7 @@ static void testCUDA(const char *lif, int onGPU) {
                   flexsn_program_ptx(program),
                   "{\"format\": \"flexsn-manifest\", \"version\": 2}", &loaded,
                   &error),
-              &error, "version is not 3", "load_cuda: an old manifest");
+              &error, "version is not 4", "load_cuda: an old manifest");
   expectError(flexsn_program_load_cuda("", flexsn_program_manifest(program),
                                        &loaded, &error),
               &error, "no kernel entry", "load_cuda: empty PTX");
@@ -359,6 +359,37 @@ static void testCUDA(const char *lif, int onGPU) {
     EXPECT(r == 0, "an empty launch (NCL = 0) does nothing");
     EXPECT(flexsn_cuda_synchronize(0, &error) == 0, "synchronize");
   }
+  /* Entries are found when the handle is made, compiled at first launch. */
+  flexsn_program *bad = NULL;
+  r = flexsn_program_load_cuda(
+      "//\n.version 8.0\n.target sm_90\n.address_size 64\n"
+      ".visible .entry other(\n)\n{\n\tret;\n}\n",
+      flexsn_program_manifest(program), &bad, &error);
+  EXPECT(r == 0, "load_cuda of a PTX without lif's entries");
+  if (r == 0)
+    expectError(flexsn_kernel_get(bad, "lif_inference", 0, &k, &error),
+                &error, "no kernel entry 'lif_inference' in the PTX",
+                "a kernel whose entry the PTX lacks is an error");
+  flexsn_program_destroy(bad);
+  r = flexsn_program_load_cuda(
+      "//\n.version 8.0\n.target sm_90\n.address_size 64\n"
+      ".visible .entry lif_inference(\n)\n{\n\tnot ptx;\n}\n"
+      ".visible .entry lif_inference_scalar(\n)\n{\n\tret;\n}\n",
+      flexsn_program_manifest(program), &bad, &error);
+  EXPECT(r == 0, "load_cuda of a PTX the driver will reject");
+  if (r == 0) {
+    r = flexsn_kernel_get(bad, "lif_inference", 0, &k, &error);
+    EXPECT(r == 0, "its handle (nothing compiled yet)");
+    /* Never dereferenced: the entry fails to compile before any launch. */
+    void *four[4] = {(void *)0x100000, (void *)0x200000, (void *)0x300000,
+                     (void *)0x400000};
+    int64_t big = (int64_t)1 << 24;
+    if (r == 0)
+      expectError(flexsn_kernel_launch(k, four, 4, 0, big, NULL, 0, &error),
+                  &error, "the driver rejected the PTX",
+                  "the first launch of a bad entry reports the driver's log");
+  }
+  flexsn_program_destroy(bad);
   expectError(flexsn_cuda_device_info(count, &capability, NULL, &error),
               &error, "no CUDA device", "a device past the last is an error");
   flexsn_program_destroy(program);

@@ -47,21 +47,23 @@ def ConvertFlexSNToGPU : Pass<"convert-flexsn-to-gpu", "ModuleOp"> {
         (ptr inputs..., ptr init_states..., ptr params..., ptr outputs...,
          ptr state results..., i64 T, i64 NCL)
 
-    Thread g handles neurons [g * W, g * W + W) with W = `neurons-per-thread`
-    and loops over time with the states in registers. When NCL is a multiple
-    of W and every pointer is aligned to W elements (checked at run time,
-    uniformly), loads and stores are W-wide vectors (128-bit for f32 and
-    W = 4); otherwise each lane loads on its own and stores under a bound
-    check. T, NCL and the block size are run-time values: one PTX serves
-    every shape. The time loop is software-pipelined (`prefetch` = P):
-    P slots hold the reads of P steps (inputs, lagged operands; none
-    depends on the states) as loaded, in the storage type; the loop steps
-    by P with its body unrolled P times, copy j computing step t + j from
-    slot j and then refilling it with step t + j + P, so P steps of loads
-    are in flight per thread and no register is copied between slots. The
-    scalar-lane path (unaligned, or NCL not a multiple of W) uses at most 2. Thread g = blockIdx.x * blockDim.x + threadIdx.x; launch
-    ceil(NCL / (W * blockDim.x)) blocks (the runtime chooses blockDim.x,
-    Device::chooseBlockSize).
+    Each kernel is two entries when W = `neurons-per-thread` > 1. The vector
+    entry `@<kernel>`: thread g handles neurons [g * W, g * W + W) with W-wide
+    vector loads and stores (128-bit for f32 and W = 4); a launch may take
+    it only when NCL is a multiple of W and every [T, NCL] and [NCL] pointer
+    is aligned to W elements. The scalar entry `@<kernel>_scalar`: thread g
+    handles neuron g, for every other launch and for a small NCL (more warps
+    in flight). The runtime chooses the entry per launch on the host, and
+    the driver compiles an entry the first time a launch takes it. Thread
+    g = blockIdx.x * blockDim.x + threadIdx.x; each thread loops over time
+    with its states in registers. T, NCL and the block size are run-time
+    values: one PTX serves every shape. The time loop is software-pipelined
+    (`prefetch` = P): P slots hold the reads of P steps (inputs, lagged
+    operands; none depends on the states) as loaded, in the storage type;
+    the loop steps by P with its body unrolled P times, copy j computing
+    step t + j from slot j and then refilling it with step t + j + P, so P
+    steps of loads are in flight per thread and no register is copied
+    between slots.
   }];
   let options = [
     Option<"neuronsPerThread", "neurons-per-thread", "unsigned", "4",

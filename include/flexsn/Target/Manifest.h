@@ -5,7 +5,7 @@
 // shape rule, byte size, what it holds in the user's terms) and which
 // gradients its function wants; for CUDA the chip and launch geometry.
 // Built as a typed structure from the module (no PTX and no CUDA needed),
-// then serialized as JSON ("flexsn-manifest" version 3) and read back.
+// then serialized as JSON ("flexsn-manifest" version 4) and read back.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,6 +58,9 @@ struct ManifestKernel {
   llvm::SmallVector<bool> requiresGrad;
   /// CUDA only.
   std::optional<LaunchGeometry> geometry;
+  /// CUDA at more than one neuron per thread: the one-neuron entry
+  /// (getScalarEntryName), for the launches the vector entry cannot take.
+  std::string scalarEntry;
   /// In launch order: pointers, then T and NCL.
   llvm::SmallVector<ManifestArg> args;
   unsigned getNumPointers() const;

@@ -35,29 +35,17 @@ public:
   /// `kernelArg`: an argument of the kernel function being built (a block
   /// argument of its entry block), which locates its symbol table.
   NeuronScanEmitter(OpBuilder &b, Location loc, ScanOp scan, unsigned width,
-                    LaneAccess access, Value ncl, Value neuron, Value kernelArg)
+                    LaneAccess access, Value neuron, Value kernelArg)
       : b(b), loc(loc), scan(scan), width(width),
-        vectorized(access == LaneAccess::Vector),
-        guarded(access == LaneAccess::ScalarGuarded), ncl(ncl),
-        neuron(neuron), kernelArg(kernelArg),
-        computeType(scan.getComputeType()) {
+        vectorized(access == LaneAccess::Vector), neuron(neuron),
+        kernelArg(kernelArg), computeType(scan.getComputeType()) {
     ptrType = LLVM::LLVMPointerType::get(b.getContext());
     if (vectorized)
       return;
-    Value last =
-        guarded ? arith::SubIOp::create(b, loc, ncl, cst(1)).getResult()
-                : Value();
-    for (unsigned l = 0; l < width; ++l) {
-      Value n = l == 0 ? neuron
-                       : arith::AddIOp::create(b, loc, neuron, cst(l)).getResult();
-      if (!guarded) {
-        laneIndex.push_back(n);
-        continue;
-      }
-      laneIndex.push_back(arith::MinSIOp::create(b, loc, n, last));
-      laneValid.push_back(
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, n, ncl));
-    }
+    for (unsigned l = 0; l < width; ++l)
+      laneIndex.push_back(
+          l == 0 ? neuron
+                 : arith::AddIOp::create(b, loc, neuron, cst(l)).getResult());
   }
 
   Value cst(int64_t v) {
@@ -194,33 +182,15 @@ public:
     for (unsigned l = 0; l < width; ++l) {
       Value v = convert(values[l], elt);
       Value offset = offsetOf(rowOffset, laneIndex[l]);
-      auto emitStore = [&](OpBuilder &nb) {
-        LLVM::StoreOp::create(nb, loc, v, gep(base, elt, offset), bytes(elt));
-      };
-      if (!guarded) {
-        emitStore(b);
-        continue;
-      }
-      scf::IfOp::create(b, loc, laneValid[l], [&](OpBuilder &nb, Location) {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-        emitStore(b);
-        scf::YieldOp::create(b, loc);
-      });
+      LLVM::StoreOp::create(b, loc, v, gep(base, elt, offset), bytes(elt));
     }
   }
 
-  /// The sum of `lanes` (compute type) over the lanes inside the tensors.
-  Value sumValidLanes(ArrayRef<Value> lanes) {
+  /// The sum of `lanes` (compute type).
+  Value sumLanes(ArrayRef<Value> lanes) {
     Value sum;
-    for (auto [l, lane] : llvm::enumerate(lanes)) {
-      Value v = lane;
-      if (guarded)
-        v = arith::SelectOp::create(
-            b, loc, laneValid[l], v,
-            arith::ConstantOp::create(b, loc, b.getFloatAttr(computeType, 0.0)));
-      sum = sum ? arith::AddFOp::create(b, loc, sum, v).getResult() : v;
-    }
+    for (Value lane : lanes)
+      sum = sum ? arith::AddFOp::create(b, loc, sum, lane).getResult() : lane;
     return sum;
   }
 
@@ -261,10 +231,10 @@ private:
   Location loc;
   ScanOp scan;
   unsigned width;
-  bool vectorized, guarded;
-  Value ncl, neuron, kernelArg;
+  bool vectorized;
+  Value neuron, kernelArg;
   Type computeType, ptrType;
-  SmallVector<Value> laneIndex, laneValid;
+  SmallVector<Value> laneIndex;
 };
 } // namespace
 
@@ -327,7 +297,7 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
     }
   }
 
-  NeuronScanEmitter e(b, loc, scan, width, access, ncl, neuron, args.front());
+  NeuronScanEmitter e(b, loc, scan, width, access, neuron, args.front());
   Type computeType = scan.getComputeType();
   auto splat = [&](SmallVectorImpl<Value> &into, Value v) {
     into.append(width, v);
@@ -451,7 +421,7 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
       SmallVector<Value> lanes(finals.slice(k * width, width));
       if (scan.isSumState(k)) {
         if (st.first)
-          partials.push_back(e.sumValidLanes(lanes));
+          partials.push_back(e.sumLanes(lanes));
         continue;
       }
       if (st.first)

@@ -13,6 +13,7 @@
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir {
 namespace flexsn {
@@ -57,6 +58,14 @@ struct ConvertFlexSNToGPUPass
                                               "flexsn_kernels");
     Type ptrType = LLVM::LLVMPointerType::get(ctx);
 
+    // Each kernel is one entry at `width` neurons per thread (vector
+    // accesses) and, when width > 1, a second entry at one neuron per thread
+    // (getScalarEntryName). The runtime picks the entry of each launch, and
+    // the driver compiles an entry only when a launch first takes it.
+    llvm::StringSet<> names;
+    for (ScanOp scan : scans)
+      for (const KernelSpec &spec : getKernelSpecs(scan))
+        names.insert(spec.name);
     for (ScanOp scan : scans) {
       auto func = cast<func::FuncOp>(scan->getParentOp());
       Location loc = scan.getLoc();
@@ -67,16 +76,30 @@ struct ConvertFlexSNToGPUPass
         SmallVector<Type> types;
         for (const KernelArg &arg : abi)
           types.push_back(arg.isPointer() ? ptrType : arg.type);
-        b.setInsertionPoint(gpuModule.getBody(),
-                            gpuModule.getBody()->end());
-        auto kernel = gpu::GPUFuncOp::create(
-            b, loc, spec.name, FunctionType::get(ctx, types, {}));
-        kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                        b.getUnitAttr());
-        // The block size is chosen at launch (Device::chooseBlockSize):
-        // `block-size` is its maximum.
-        kernel->setAttr(kVariantAttr, b.getStringAttr(spec.kind));
-        buildKernelBody(b, loc, scan, variant, abi, kernel, width);
+        auto addEntry = [&](StringRef name, unsigned lanes) {
+          b.setInsertionPoint(gpuModule.getBody(),
+                              gpuModule.getBody()->end());
+          auto kernel = gpu::GPUFuncOp::create(
+              b, loc, name, FunctionType::get(ctx, types, {}));
+          kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                          b.getUnitAttr());
+          // The block size is chosen at launch (Device::chooseBlockSize):
+          // `block-size` is its maximum.
+          kernel->setAttr(kVariantAttr, b.getStringAttr(spec.kind));
+          buildKernelBody(b, loc, scan, variant, abi, kernel, lanes);
+        };
+        addEntry(spec.name, width);
+        if (width == 1)
+          continue;
+        std::string scalar = getScalarEntryName(spec.name);
+        if (names.contains(scalar)) {
+          func.emitError() << "kernel '" << spec.name
+                           << "' needs a second GPU entry named '" << scalar
+                           << "', which is the name of another kernel; "
+                              "rename one of the functions";
+          return signalPassFailure();
+        }
+        addEntry(scalar, 1);
       }
       func.erase();
     }
@@ -105,9 +128,13 @@ struct ConvertFlexSNToGPUPass
     });
   }
 
+  /// The body of a kernel entry scanning `lanes` neurons per thread: vector
+  /// accesses when lanes > 1, which the launch allows only when NCL is a
+  /// multiple of `lanes` and every [T, NCL] or [NCL] pointer is aligned to
+  /// `lanes` elements (cuda::ScanKernel::launch).
   void buildKernelBody(OpBuilder &b, Location loc, ScanOp scan,
                        KernelVariant variant, ArrayRef<KernelArg> abi,
-                       gpu::GPUFuncOp kernel, unsigned width) {
+                       gpu::GPUFuncOp kernel, unsigned lanes) {
     Block &entry = kernel.getBody().front();
     b.setInsertionPointToStart(&entry);
     ValueRange args = entry.getArguments();
@@ -122,27 +149,13 @@ struct ConvertFlexSNToGPUPass
     Value bdim = toI64(gpu::BlockDimOp::create(b, loc, gpu::Dimension::x));
     Value g = arith::AddIOp::create(
         b, loc, arith::MulIOp::create(b, loc, bid, bdim), tid);
-    Value base = arith::MulIOp::create(b, loc, g, cst(width));
-    // The pipelining depth of a path with `lanes` neurons per thread.
-    auto depthFor = [&](unsigned lanes) {
-      return prefetch ? unsigned(prefetch) : choosePrefetchDepth(scan, lanes);
-    };
-    unsigned depth = depthFor(width);
-    // The scalar lanes of the guarded path (NCL not a multiple of the group,
-    // or a misaligned pointer) need registers for each lane's address and
-    // predicate: at depth 4, lif's inference kernel takes 128 registers
-    // (64 at depth 2), which would halve occupancy on every path.
-    constexpr unsigned kGuardedDepth = 2;
+    Value base = lanes == 1 ? g : arith::MulIOp::create(b, loc, g, cst(lanes));
+    unsigned depth =
+        prefetch ? unsigned(prefetch) : choosePrefetchDepth(scan, lanes);
     Value ncl;
-    SmallVector<std::pair<Value, unsigned>> vectorPtrs; // (ptr, bytes)
-    for (auto [arg, value] : llvm::zip(abi, args)) {
+    for (auto [arg, value] : llvm::zip(abi, args))
       if (arg.role == KernelArgRole::NCL)
         ncl = value;
-      else if (arg.isPointer() && arg.role != KernelArgRole::ParamScalar &&
-               arg.role != KernelArgRole::SumState)
-        vectorPtrs.push_back(
-            {value, arg.type.getIntOrFloatBitWidth() / 8 * width});
-    }
     // Sums over neurons (sum_states): per thread, then per block, then one
     // atomic add per block.
     SmallVector<Value> sumPtrs;
@@ -155,80 +168,24 @@ struct ConvertFlexSNToGPUPass
     // Each thread's share is in the compute type; the block's sum and the
     // atomic add across blocks are in f64 (the buffer's type).
     Type computeType = scan.getComputeType();
-    auto zerosOf = [&](OpBuilder &zb) {
-      return llvm::map_to_vector(sumTypes, [&](Type) -> Value {
-        return arith::ConstantOp::create(zb, loc,
-                                         zb.getFloatAttr(computeType, 0.0));
-      });
-    };
-    // A launch with at least one thread per neuron (the runtime's choice
-    // for a small NCL, Device::launchScan) takes one neuron per thread:
-    // more warps in flight where the wide groups would leave SMs idle.
-    Value narrow;
-    if (width > 1) {
-      Value grid = toI64(gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
-      Value threads = arith::MulIOp::create(b, loc, grid, bdim);
-      narrow =
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, threads, ncl);
-      base = arith::SelectOp::create(b, loc, narrow, g, base);
-    }
-    unsigned narrowDepth = depthFor(1);
     Value inRange =
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, base, ncl);
     auto guard = scf::IfOp::create(
         b, loc, inRange,
         [&](OpBuilder &nb, Location) {
-          if (width == 1) {
-            scf::YieldOp::create(nb, loc,
-                                 emitNeuronScan(nb, loc, scan, variant, args,
-                                                base, 1, LaneAccess::Scalar,
-                                                depth));
-            return;
-          }
-          auto shapes = scf::IfOp::create(
-              nb, loc, narrow,
-              [&](OpBuilder &sb, Location) {
-                scf::YieldOp::create(
-                    sb, loc,
-                    emitNeuronScan(sb, loc, scan, variant, args, base, 1,
-                                   LaneAccess::Scalar, narrowDepth));
-              },
-              [&](OpBuilder &wb, Location) {
-                // Vector path: NCL a multiple of the group and every pointer
-                // aligned.
-                Value ok = arith::CmpIOp::create(
-                    wb, loc, arith::CmpIPredicate::eq,
-                    arith::RemUIOp::create(wb, loc, ncl, cst(width)), cst(0));
-                for (auto [ptr, bytes] : vectorPtrs) {
-                  Value addr =
-                      LLVM::PtrToIntOp::create(wb, loc, wb.getI64Type(), ptr);
-                  Value low = arith::AndIOp::create(wb, loc, addr, cst(bytes - 1));
-                  ok = arith::AndIOp::create(
-                      wb, loc, ok,
-                      arith::CmpIOp::create(wb, loc, arith::CmpIPredicate::eq, low,
-                                            cst(0)));
-                }
-                auto paths = scf::IfOp::create(
-                    wb, loc, ok,
-                    [&](OpBuilder &tb, Location) {
-                      scf::YieldOp::create(
-                          tb, loc,
-                          emitNeuronScan(tb, loc, scan, variant, args, base, width,
-                                         LaneAccess::Vector, depth));
-                    },
-                    [&](OpBuilder &eb, Location) {
-                      scf::YieldOp::create(
-                          eb, loc,
-                          emitNeuronScan(eb, loc, scan, variant, args, base, width,
-                                         LaneAccess::ScalarGuarded,
-                                         std::min(depth, kGuardedDepth)));
-                    });
-                scf::YieldOp::create(wb, loc, paths.getResults());
-              });
-          scf::YieldOp::create(nb, loc, shapes.getResults());
+          scf::YieldOp::create(
+              nb, loc,
+              emitNeuronScan(nb, loc, scan, variant, args, base, lanes,
+                             lanes == 1 ? LaneAccess::Scalar
+                                        : LaneAccess::Vector,
+                             depth));
         },
         [&](OpBuilder &eb, Location) {
-          scf::YieldOp::create(eb, loc, zerosOf(eb));
+          scf::YieldOp::create(
+              eb, loc, llvm::map_to_vector(sumTypes, [&](Type) -> Value {
+                return arith::ConstantOp::create(
+                    eb, loc, eb.getFloatAttr(computeType, 0.0));
+              }));
         });
     if (!sumPtrs.empty()) {
       Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,

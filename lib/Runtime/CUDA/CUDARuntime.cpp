@@ -8,7 +8,7 @@
 
 #include "flexsn/Runtime/CUDA/CUDARuntime.h"
 
-#include "llvm/ADT/Hashing.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <dlfcn.h>
@@ -28,6 +28,7 @@ constexpr int kAttrCapabilityMinor = 76;
 constexpr int kAttrMultiprocessorCount = 16;
 constexpr int kJitErrorLogBuffer = 5;
 constexpr int kJitErrorLogBufferSize = 6;
+constexpr int kStreamCaptureModeRelaxed = 2;
 /// cuModuleLoadDataEx and cuLaunchKernel as used here exist since CUDA 12.0.
 constexpr int kMinDriverVersion = 12000;
 
@@ -72,6 +73,7 @@ public:
   Result (*cuEventRecord)(Event, Stream);
   Result (*cuEventSynchronize)(Event);
   Result (*cuEventElapsedTime)(float *, Event, Event);
+  Result (*cuThreadExchangeStreamCaptureMode)(int *);
 
   /// The process-wide driver, or why there is none.
   static Expected<const Driver &> get() {
@@ -135,6 +137,8 @@ private:
     bind(cuEventRecord, "cuEventRecord");
     bind(cuEventSynchronize, "cuEventSynchronize");
     bind(cuEventElapsedTime, "cuEventElapsedTime");
+    bind(cuThreadExchangeStreamCaptureMode,
+         "cuThreadExchangeStreamCaptureMode");
     if (!missing.empty())
       return "CUDA driver too old: libcuda.so.1 lacks " + missing;
     int version = 0;
@@ -248,27 +252,32 @@ private:
 } // namespace
 
 Expected<Module> Device::loadPTX(StringRef ptx) {
-  uint64_t key = llvm::hash_value(ptx);
   std::lock_guard<std::mutex> lock(cacheMutex);
-  auto it = modules.find(key);
+  auto it = modules.find(ptx);
   if (it != modules.end())
     return it->second;
   ScopedContext scope(drv, context);
   if (!scope.ok())
     return driverError("cannot make the context of CUDA device " +
                        llvm::Twine(ordinal) + " current");
+  // A launch may be the first to need its entry while PyTorch captures the
+  // stream into a CUDA graph: loading a module is not a stream operation,
+  // and relaxed mode lets the driver do it during the capture.
+  int mode = kStreamCaptureModeRelaxed;
+  drv.cuThreadExchangeStreamCaptureMode(&mode);
   std::string text = ptx.str(); // NUL-terminated for the driver
   std::string log(8192, '\0');
   int options[] = {kJitErrorLogBuffer, kJitErrorLogBufferSize};
   void *values[] = {log.data(), reinterpret_cast<void *>(log.size())};
   Module module = nullptr;
   int r = drv.cuModuleLoadDataEx(&module, text.c_str(), 2, options, values);
+  drv.cuThreadExchangeStreamCaptureMode(&mode);
   if (r != kSuccess) {
     log.resize(strnlen(log.data(), log.size()));
     return driverError("the driver rejected the PTX: " + drv.describe(r) +
                        (log.empty() ? "" : "\n" + log));
   }
-  modules[key] = module;
+  modules[ptx] = module;
   return module;
 }
 
@@ -302,24 +311,17 @@ unsigned Device::chooseBlockSize(int64_t NCL, unsigned maxBlockSize,
 }
 
 Error Device::launchScan(Function fn, ArrayRef<void *> pointers, int64_t T,
-                         int64_t NCL, unsigned maxBlockSize,
-                         unsigned neuronsPerThread, Stream stream,
-                         StringRef what) {
+                         int64_t NCL, unsigned maxBlockSize, unsigned lanes,
+                         Stream stream, StringRef what) {
   if (T < 0 || NCL < 0)
     return driverError("kernel '" + what + "': T and NCL must be >= 0 (got T=" +
                      Twine(T) + ", NCL=" + Twine(NCL) + ")");
   if (maxBlockSize < 32 || maxBlockSize > 1024 || maxBlockSize % 32 ||
-      neuronsPerThread == 0)
+      lanes == 0)
     return driverError("kernel '" + what +
                        "': the block size must be a multiple of 32 in [32, "
                        "1024] and neurons per thread >= 1");
-  // A small NCL: one neuron per thread (the kernels take their one-neuron
-  // path when the launch has a thread per neuron), 4x the warps in flight
-  // (H100, T=256 NCL=64K: lif inference 42% -> 78% of copy, NOTES run 35).
-  if (neuronsPerThread > 1 &&
-      (uint64_t(NCL) + neuronsPerThread - 1) / neuronsPerThread <
-          256 * uint64_t(multiprocessors))
-    neuronsPerThread = 1;
+  unsigned neuronsPerThread = lanes;
   unsigned blockSize = chooseBlockSize(NCL, maxBlockSize, neuronsPerThread);
   uint64_t perBlock = uint64_t(blockSize) * neuronsPerThread;
   uint64_t grid = (uint64_t(NCL) + perBlock - 1) / perBlock;
@@ -401,4 +403,171 @@ Expected<float> Device::elapsedMs(Event start, Event end) {
                       "cuEventElapsedTime"))
     return std::move(e);
   return ms;
+}
+
+//===----------------------------------------------------------------------===//
+// Scan kernels
+//===----------------------------------------------------------------------===//
+
+std::optional<std::string>
+mlir::flexsn::cuda::extractPTXEntry(StringRef ptx, StringRef entry) {
+  // Line by line, counting braces outside comments. A top-level line
+  // `[.visible|.weak] .entry NAME(` opens an entry definition, which ends
+  // where its body's braces close (or at a `;` before any body).
+  std::string out;
+  out.reserve(ptx.size());
+  bool found = false, inComment = false, inEntry = false, skipping = false,
+       sawBody = false;
+  int depth = 0;
+  while (!ptx.empty()) {
+    auto [line, rest] = ptx.split('\n');
+    ptx = rest;
+    if (!inEntry && depth == 0 && !inComment) {
+      StringRef words = line.ltrim();
+      words.consume_front(".visible") || words.consume_front(".weak");
+      words = words.ltrim();
+      if (words.consume_front(".entry")) {
+        StringRef name = words.ltrim();
+        name = name.take_until([](char c) {
+          return c == '(' || c == ' ' || c == '\t' || c == ';';
+        });
+        inEntry = true;
+        sawBody = false;
+        skipping = name != entry;
+        found |= !skipping;
+      }
+    }
+    bool endsStatement = false;
+    for (size_t i = 0; i < line.size(); ++i) {
+      if (inComment) {
+        if (line.substr(i).starts_with("*/")) {
+          inComment = false;
+          ++i;
+        }
+        continue;
+      }
+      if (line.substr(i).starts_with("//"))
+        break;
+      if (line.substr(i).starts_with("/*")) {
+        inComment = true;
+        ++i;
+        continue;
+      }
+      char c = line[i];
+      if (c == '{') {
+        ++depth;
+        sawBody = true;
+      } else if (c == '}') {
+        if (--depth < 0)
+          return std::nullopt;
+      } else if (c == ';' && depth == 0) {
+        endsStatement = true;
+      }
+    }
+    if (!skipping) {
+      out.append(line.begin(), line.end());
+      out.push_back('\n');
+    }
+    if (inEntry && depth == 0 && (sawBody || endsStatement)) {
+      inEntry = false;
+      skipping = false;
+    }
+  }
+  if (!found || depth != 0 || inEntry)
+    return std::nullopt;
+  return out;
+}
+
+Expected<std::unique_ptr<ScanKernel>>
+ScanKernel::create(Device &device, StringRef ptx, StringRef name,
+                   StringRef scalarName, unsigned maxBlockSize,
+                   unsigned neuronsPerThread,
+                   ArrayRef<ScanKernel::Pointer> pointers) {
+  if (neuronsPerThread == 0 || (neuronsPerThread > 1) == scalarName.empty())
+    return driverError("kernel '" + name + "': a kernel of " +
+                       Twine(neuronsPerThread) +
+                       " neurons per thread has " +
+                       (neuronsPerThread > 1 ? "a" : "no") + " scalar entry");
+  std::unique_ptr<ScanKernel> k(new ScanKernel(device));
+  k->name = name.str();
+  k->scalarName = scalarName.str();
+  k->maxBlockSize = maxBlockSize;
+  k->neuronsPerThread = neuronsPerThread;
+  k->pointers.assign(pointers.begin(), pointers.end());
+  auto textOf = [&](StringRef entry, std::string &text) -> Error {
+    std::optional<std::string> only = extractPTXEntry(ptx, entry);
+    if (!only)
+      return driverError("no kernel entry '" + entry +
+                         "' in the PTX (or its braces do not balance)");
+    text = std::move(*only);
+    return Error::success();
+  };
+  if (Error e = textOf(k->name, k->vectorPTX))
+    return std::move(e);
+  if (neuronsPerThread > 1)
+    if (Error e = textOf(k->scalarName, k->scalarPTX))
+      return std::move(e);
+  return std::move(k);
+}
+
+bool ScanKernel::takesVectorEntry(ArrayRef<void *> ptrs, int64_t NCL) const {
+  if (neuronsPerThread == 1)
+    return true;
+  uint64_t width = neuronsPerThread;
+  // A small NCL: one neuron per thread, 4x the warps in flight (H100,
+  // T=256 NCL=64K: lif inference 42% -> 78% of copy, NOTES run 35).
+  if ((uint64_t(NCL) + width - 1) / width <
+      256 * uint64_t(device.multiprocessorCount()))
+    return false;
+  if (uint64_t(NCL) % width)
+    return false;
+  for (auto [p, info] : llvm::zip(ptrs, pointers))
+    if (info.vectorBytes &&
+        reinterpret_cast<uintptr_t>(p) % info.vectorBytes != 0)
+      return false;
+  return true;
+}
+
+Expected<Function> ScanKernel::get(bool vector) const {
+  std::atomic<Function> &slot = vector ? vectorFn : scalarFn;
+  if (Function fn = slot.load(std::memory_order_acquire))
+    return fn;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (Function fn = slot.load(std::memory_order_relaxed))
+    return fn;
+  auto module = device.loadPTX(vector ? vectorPTX : scalarPTX);
+  if (!module)
+    return module.takeError();
+  auto fn = device.getFunction(*module, vector ? name : scalarName);
+  if (!fn)
+    return fn.takeError();
+  slot.store(*fn, std::memory_order_release);
+  return *fn;
+}
+
+Error ScanKernel::load(bool vector) const {
+  if (!vector && neuronsPerThread == 1)
+    vector = true;
+  auto fn = get(vector);
+  return fn ? Error::success() : fn.takeError();
+}
+
+Error ScanKernel::launch(ArrayRef<void *> ptrs, int64_t T, int64_t NCL,
+                         Stream stream) const {
+  if (ptrs.size() != pointers.size())
+    return driverError("kernel '" + name + "' takes " +
+                       Twine(pointers.size()) + " pointers, got " +
+                       Twine(ptrs.size()));
+  if (T < 0 || NCL < 0)
+    return driverError("kernel '" + name + "': T and NCL must be >= 0 (got T=" +
+                       Twine(T) + ", NCL=" + Twine(NCL) + ")");
+  if (NCL == 0)
+    return Error::success();
+  bool vector = takesVectorEntry(ptrs, NCL);
+  auto fn = get(vector);
+  if (!fn)
+    return fn.takeError();
+  return device.launchScan(*fn, ptrs, T, NCL, maxBlockSize,
+                           vector ? neuronsPerThread : 1, stream,
+                           vector ? name : scalarName);
 }

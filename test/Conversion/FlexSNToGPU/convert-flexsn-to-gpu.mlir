@@ -9,9 +9,9 @@
 // CHECK: gpu.block_id x
 // CHECK: gpu.thread_id x
 // CHECK: gpu.block_dim x
-// Alignment and divisibility pick the vector path at run time.
-// CHECK: llvm.ptrtoint
-// CHECK: scf.if
+// The vector entry: the runtime launches it only when NCL is a multiple of
+// 4 and the pointers are aligned, so it holds no run-time path choice.
+// CHECK-NOT: llvm.ptrtoint
 // CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
 // By default the time loop keeps the reads of 8 steps in flight: one input
 // at 4 lanes is 4 registers a step, 1 + 32 / 4 = 9, at most 8. A prologue
@@ -26,17 +26,23 @@
 // Copies 1 to 7 run only inside T.
 // CHECK: arith.cmpi slt
 // CHECK: scf.if %{{.*}} -> (f32, f32, f32, f32)
-// CHECK: } else {
-// Scalar lanes with clamped loads and guarded stores, 2 steps in flight.
-// CHECK: arith.minsi
+// CHECK: gpu.return
+// The scalar entry: thread g scans neuron g with scalar accesses (small
+// NCL, odd NCL, unaligned pointers), 8 steps in flight (1 + 32 / 1).
+// CHECK: gpu.func @lif_inference_scalar(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64) kernel attributes {flexsn.variant = "inference"}
+// CHECK-NOT: vector<
 // CHECK: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> f32
-// CHECK: scf.for {{.*}} step %c2_i64
-// CHECK: gpu.func @lif_final_state
-// W1: gpu.func @lif_inference
+// CHECK: scf.for {{.*}} step %c8_i64 iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32)
+// CHECK: gpu.return
+// CHECK: gpu.func @lif_final_state(
+// CHECK: gpu.func @lif_final_state_scalar(
+// W1: gpu.func @lif_inference(
 // prefetch=1: the loop carries the 4 states only.
 // P1: scf.for {{.*}} step %c1_i64 iter_args({{.*}}) -> (f32, f32, f32, f32)  : i64
 // W1-NOT: vector<
-// W1: gpu.func @lif_final_state
+// W1-NOT: _scalar
+// W1: gpu.func @lif_final_state(
+// W1-NOT: _scalar
 func.func @lif(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
   %s, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
   ^bb0(%xt: f32, %vt: f32):
@@ -62,3 +68,4 @@ func.func @no_lowering(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
   }
   return %y : tensor<?x?xf32>
 }
+

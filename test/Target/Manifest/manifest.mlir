@@ -1,6 +1,6 @@
 // RUN: flexsn-translate --flexsn-to-manifest %flexsn_src_root/examples/plif.mlir | FileCheck %s
 // CHECK: "format": "flexsn-manifest"
-// CHECK-NEXT: "version": 3
+// CHECK-NEXT: "version": 4
 // CHECK-NEXT: "target": "cuda"
 // CHECK-NEXT: "chip": "sm_90"
 // CHECK: "name": "plif_inference"
@@ -20,6 +20,9 @@
 // CHECK-NEXT: ],
 // CHECK-NEXT: "block_size": 256
 // CHECK-NEXT: "neurons_per_thread": 4
+// The one-neuron-per-thread entry, and the rule for which entry a launch takes.
+// CHECK-NEXT: "scalar_entry": "plif_inference_scalar"
+// CHECK-NEXT: "entry": "`name` (neurons_per_thread per thread) when NCL is a multiple of neurons_per_thread, every [T, NCL] or [NCL] pointer is aligned to neurons_per_thread elements
 // CHECK: "args": [
 // Each pointer's shape rule and byte size.
 // CHECK: "role": "input"
@@ -47,7 +50,7 @@
 // backward holds, in launch order. The scalar parameter's gradient is
 // accumulated (the caller zeroes it).
 // RUN: flexsn-translate --flexsn-to-manifest --options='differentiate' %flexsn_src_root/examples/plif.mlir | FileCheck %s --check-prefix=TRAIN
-// TRAIN: "version": 3
+// TRAIN: "version": 4
 // TRAIN: "name": "plif_forward"
 // TRAIN-NEXT: "source": "plif_forward"
 // TRAIN-NEXT: "primal": "plif"
@@ -113,3 +116,8 @@ func.func @unused(%x: tensor<?x?xf32>, %y: tensor<?x?xf32>, %p: tensor<?xf32>, %
   }
   return %o : tensor<?x?xf32>
 }
+
+// At one neuron per thread a kernel is one entry.
+// RUN: flexsn-translate --flexsn-to-manifest --options='neurons-per-thread=1' %flexsn_src_root/examples/plif.mlir | FileCheck %s --check-prefix=W1
+// W1: "neurons_per_thread": 1
+// W1-NOT: scalar_entry

@@ -3,7 +3,8 @@
 // Loads libcuda.so.1 with dlopen at run time (no link dependency: the
 // library builds and its tests run on machines without a GPU, where every
 // entry point reports "no CUDA driver"), loads PTX into modules cached by
-// the PTX's hash per context, and launches kernels on a stream. Every
+// their text per context, compiles each scan entry when a launch first
+// needs it, and launches kernels on a stream. Every
 // CUresult becomes an llvm::Error carrying the driver's name and message and
 // what was being done (the kernel's name for launches).
 //
@@ -13,14 +14,17 @@
 #define FLEXSN_RUNTIME_CUDA_CUDARUNTIME_H
 
 #include "llvm/ADT/ArrayRef.h"
-#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 namespace mlir {
@@ -66,7 +70,8 @@ public:
                            unsigned neuronsPerThread) const;
 
   /// Loads `ptx` (once per context: later calls with the same text return
-  /// the cached module). A PTX the driver rejects gives its JIT log.
+  /// the cached module). A PTX the driver rejects gives its JIT log. Safe
+  /// while a stream of the thread is being captured into a CUDA graph.
   llvm::Expected<Module> loadPTX(llvm::StringRef ptx);
   llvm::Expected<Function> getFunction(Module module, llvm::StringRef name);
 
@@ -77,18 +82,14 @@ public:
                      llvm::ArrayRef<void *> args, Stream stream,
                      llvm::StringRef what);
 
-  /// Launches the scan kernel `fn` over T steps and NCL neurons: the one
-  /// place where a launch's geometry is decided. Below 256 threads per SM
-  /// at `neuronsPerThread`, the launch has one thread per neuron instead
-  /// (the kernels then scan one neuron per thread). The block size is
-  /// chooseBlockSize(NCL, maxBlockSize, neuronsPerThread), the grid
-  /// ceil(NCL / (block * neurons per thread)); nothing is launched when NCL
+  /// Launches the scan entry `fn`, which scans `lanes` neurons per thread,
+  /// over T steps and NCL neurons: block chooseBlockSize(NCL, maxBlockSize,
+  /// lanes), grid ceil(NCL / (block * lanes)); nothing is launched when NCL
   /// is 0. `pointers` are the kernel's pointer arguments in ABI order
-  /// (device addresses).
+  /// (device addresses). ScanKernel::launch picks the entry and `lanes`.
   llvm::Error launchScan(Function fn, llvm::ArrayRef<void *> pointers,
                          int64_t T, int64_t NCL, unsigned maxBlockSize,
-                         unsigned neuronsPerThread, Stream stream,
-                         llvm::StringRef what);
+                         unsigned lanes, Stream stream, llvm::StringRef what);
 
   llvm::Expected<DevicePtr> alloc(size_t bytes);
   void free(DevicePtr ptr);
@@ -123,7 +124,62 @@ private:
   std::string name;
   int driverVersion = 0;
   std::mutex cacheMutex;
-  llvm::DenseMap<uint64_t, Module> modules;
+  llvm::StringMap<Module> modules; // by PTX text
+};
+
+/// `ptx` with the definitions of every `.entry` but `entry` left out: a
+/// module the driver compiles in a fraction of the time of the whole when
+/// the program has several kernels (module-scope declarations stay). None
+/// when `ptx` defines no entry `entry` or its braces do not balance.
+std::optional<std::string> extractPTXEntry(llvm::StringRef ptx,
+                                           llvm::StringRef entry);
+
+/// One scan kernel of a PTX program on one device. With
+/// `neuronsPerThread` W > 1 the kernel has two entries (the
+/// convert-flexsn-to-gpu contract): the vector entry `name` (W neurons per
+/// thread, W-wide accesses) and the scalar entry `scalarName` (one neuron
+/// per thread). Each launch takes the vector entry when NCL is a multiple
+/// of W, every vector-accessed pointer is aligned to its `vectorBytes`, and
+/// there are at least 256 threads of W neurons per SM; else the scalar
+/// entry. An entry is compiled by the driver on the first launch that
+/// takes it (or by load()), from a module holding only that entry.
+class ScanKernel {
+public:
+  struct Pointer {
+    /// The alignment in bytes the vector entry needs (W x element bytes);
+    /// 0 for a pointer it reads one element of (params, sums).
+    unsigned vectorBytes = 0;
+  };
+  /// `ptx` must outlive the kernel. `scalarName` is empty when W is 1.
+  /// Fails when `ptx` does not define the entries.
+  static llvm::Expected<std::unique_ptr<ScanKernel>>
+  create(Device &device, llvm::StringRef ptx, llvm::StringRef name,
+         llvm::StringRef scalarName, unsigned maxBlockSize,
+         unsigned neuronsPerThread, llvm::ArrayRef<Pointer> pointers);
+
+  /// Whether a launch at NCL with `pointers` takes the vector entry.
+  bool takesVectorEntry(llvm::ArrayRef<void *> pointers, int64_t NCL) const;
+  /// Compiles and loads an entry now (a launch does it when needed).
+  llvm::Error load(bool vector) const;
+  /// Launches over T steps and NCL neurons on `stream`; `pointers` are the
+  /// kernel's pointer arguments in ABI order (device addresses).
+  llvm::Error launch(llvm::ArrayRef<void *> pointers, int64_t T, int64_t NCL,
+                     Stream stream) const;
+  Device &getDevice() const { return device; }
+  llvm::StringRef getName() const { return name; }
+
+private:
+  ScanKernel(Device &device) : device(device) {}
+  llvm::Expected<Function> get(bool vector) const;
+
+  Device &device;
+  std::string name, scalarName;
+  /// The module text of each entry: only that entry, or all of the PTX.
+  std::string vectorPTX, scalarPTX;
+  unsigned maxBlockSize = 256, neuronsPerThread = 1;
+  llvm::SmallVector<Pointer> pointers;
+  mutable std::mutex mutex; // guards the loads
+  mutable std::atomic<Function> vectorFn{nullptr}, scalarFn{nullptr};
 };
 
 } // namespace cuda

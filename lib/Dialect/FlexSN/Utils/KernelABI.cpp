@@ -196,6 +196,10 @@ SmallVector<KernelSpec> mlir::flexsn::getKernelSpecs(ScanOp scan) {
   return specs;
 }
 
+std::string mlir::flexsn::getScalarEntryName(StringRef kernel) {
+  return (kernel + "_scalar").str();
+}
+
 LogicalResult mlir::flexsn::verifyKernelForm(ScanOp scan) {
   auto func = scan->getParentOfType<func::FuncOp>();
   if (!func || scan->getParentOp() != func.getOperation())

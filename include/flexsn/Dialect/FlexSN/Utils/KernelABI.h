@@ -66,6 +66,12 @@ struct KernelSpec {
 /// the function) of a function made by flexsn-differentiate.
 llvm::SmallVector<KernelSpec> getKernelSpecs(ScanOp scan);
 
+/// The second entry point of GPU kernel `kernel` when it scans several
+/// neurons per thread: `<kernel>_scalar`, one neuron per thread with scalar
+/// accesses, for the launches the vector entry cannot take (a small NCL, NCL
+/// not a multiple of the group, a pointer not aligned to the group).
+std::string getScalarEntryName(llvm::StringRef kernel);
+
 /// The scan operand (or result) number a pointer argument carries.
 struct ArgSource {
   bool isResult;

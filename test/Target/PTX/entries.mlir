@@ -1,0 +1,29 @@
+// The runtime loads each kernel entry as its own module (the driver then
+// compiles only the entries a program launches): every such module of the
+// training kernels assembles alone and defines exactly its entry.
+// REQUIRES: ptxas
+// RUN: flexsn-translate --flexsn-to-ptx --options='differentiate' %flexsn_src_root/examples/two_in_two_state.mlir -o %t.all.ptx
+// RUN: FileCheck %s --input-file=%t.all.ptx --check-prefix=ALL
+// ALL-COUNT-8: .visible .entry
+// ALL-NOT: .visible .entry
+// RUN: flexsn-translate --flexsn-to-ptx --options='differentiate' --ptx-entry=two_in_two_state_forward %flexsn_src_root/examples/two_in_two_state.mlir -o %t.fwd.ptx
+// RUN: %ptxas -arch=sm_90 %t.fwd.ptx -o %t.cubin
+// RUN: FileCheck %s --input-file=%t.fwd.ptx --check-prefix=FWD
+// FWD: .target sm_90
+// FWD-NOT: .entry
+// FWD: .visible .entry two_in_two_state_forward(
+// FWD-NOT: .entry
+// RUN: flexsn-translate --flexsn-to-ptx --options='differentiate' --ptx-entry=two_in_two_state_backward_scalar %flexsn_src_root/examples/two_in_two_state.mlir -o %t.bwd.ptx
+// RUN: %ptxas -arch=sm_90 %t.bwd.ptx -o %t.cubin
+// RUN: FileCheck %s --input-file=%t.bwd.ptx --check-prefix=BWD
+// BWD-NOT: .entry
+// BWD: .visible .entry two_in_two_state_backward_scalar(
+// BWD-NOT: .entry
+// A backward with a sum over neurons (workgroup memory, atomics) too.
+// RUN: flexsn-translate --flexsn-to-ptx --options='differentiate' --ptx-entry=plif_backward %flexsn_src_root/examples/plif.mlir -o %t.plif.ptx
+// RUN: %ptxas -arch=sm_90 %t.plif.ptx -o %t.cubin
+// RUN: FileCheck %s --input-file=%t.plif.ptx --check-prefix=PLIF
+// PLIF: .visible .entry plif_backward(
+// PLIF: atom.global.add.f64
+// RUN: not flexsn-translate --flexsn-to-ptx --ptx-entry=nope %flexsn_src_root/examples/lif.mlir 2>&1 | FileCheck %s --check-prefix=NONE
+// NONE: --ptx-entry: the PTX has no entry 'nope'
