@@ -2,8 +2,14 @@
 its first training call (compile or cache load, forward, backward), in a
 fresh process each. Run twice against one cache directory: the first
 process compiles (cold), the second finds CUDA programs on disk (warm).
+The first call's time is split into our compiler's (MLIR to PTX or the CPU
+JIT) and our launches' (on CUDA the first launch of each kernel entry holds
+the driver's PTX-to-SASS compile); the rest is tracing and PyTorch.
 
-    python3 bench/first_call.py [cpu|cuda]
+    python3 bench/first_call.py [cpu|cuda] [--ops=N]
+
+--ops=N times a generated core of N ops (two inputs, two states) instead of
+the tutorial's neuron.
 
 Prints one line per process; the process's own torch import and CUDA
 initialisation are reported separately, since no library can avoid them."""
@@ -23,11 +29,43 @@ if dev.type == "cuda":
     torch.zeros(1, device=dev); torch.cuda.synchronize()
 t1 = time.perf_counter()
 import flexsn
+from flexsn import _capi
 from cores import tutorial
+# Where the first call's time goes: our compiler (MLIR -> PTX, or the CPU
+# JIT), and our launches (on CUDA, the first launch of each kernel entry
+# includes the driver's PTX -> SASS compile); the rest is tracing, PyTorch's
+# own first use of its ops and autograd.
+spent = {{"compile": 0.0, "launch": 0.0}}
+def timed(what, fn):
+    def wrapper(*args):
+        t = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            spent[what] += time.perf_counter() - t
+    return wrapper
+_capi.program_create = timed("compile", _capi.program_create)
+_capi.kernel_launch = timed("launch", _capi.kernel_launch)
+from flexsn import surrogate
 x = torch.randn(16, 4096, device=dev, requires_grad=True)
 y = torch.randn(16, 4096, device=dev)
+OPS = {ops}
+
+
+def chain(x, y, v, w):
+    # OPS ops on the step's values (add, mul, sub, a tanh every 7th), then
+    # a spike and two state updates: a core far larger than a neuron model's.
+    vals = [v, w, x, y]
+    for i in range(OPS):
+        a, b = vals[-1], vals[-1 - (i % 3 + 1)]
+        vals.append(torch.tanh(a) if i % 7 == 3 else (a + b, a * b, a - b)[i % 3])
+    s = surrogate.ATan()(vals[-1] - 1.0)
+    return s, vals[-1] * 0.5, torch.tanh(vals[-2]), torch.tanh(vals[-3])
+
+
 t2 = time.perf_counter()
-m = flexsn.FlexSN(tutorial(), num_inputs=2, num_states=2, backend=dev.type)
+m = flexsn.FlexSN(chain if OPS else tutorial(), num_inputs=2, num_states=2,
+                  backend=dev.type)
 t3 = time.perf_counter()
 s1, s2 = m(x, y)
 (s1 + s2).sum().backward()
@@ -35,15 +73,18 @@ if dev.type == "cuda":
     torch.cuda.synchronize()
 t4 = time.perf_counter()
 print(f"torch import + device init {{t1 - t0:.2f}} s | build FlexSN {{t3 - t2:.3f}} s | "
-      f"first training call {{t4 - t3:.3f}} s | flexsn total {{t4 - t2:.3f}} s")
+      f"first training call {{t4 - t3:.3f}} s (compile {{spent['compile']:.3f}}, "
+      f"launches {{spent['launch']:.3f}}) | flexsn total {{t4 - t2:.3f}} s")
 """
 
 
 def main():
-    device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+    args = [a for a in sys.argv[1:] if not a.startswith("--ops=")]
+    ops = [int(a[6:]) for a in sys.argv[1:] if a.startswith("--ops=")]
+    device = args[0] if args else "cpu"
     here = os.path.dirname(os.path.abspath(__file__))
     tests = os.path.join(here, "..", "python-bindings", "tests")
-    code = CHILD.format(tests=tests, device=device)
+    code = CHILD.format(tests=tests, device=device, ops=ops[-1] if ops else 0)
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "FLEXSN_CACHE_DIR": cache}
         for label in ("cold (compiles)", "warm (disk cache)"):

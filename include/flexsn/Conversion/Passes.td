@@ -70,8 +70,8 @@ def ConvertFlexSNToGPU : Pass<"convert-flexsn-to-gpu", "ModuleOp"> {
            "neurons each thread handles (1, 2, 4 or 8)">,
     Option<"prefetch", "prefetch", "unsigned", "0",
            "steps of loads in flight per thread, 1-8 (0: as many as fit "
-           "about 32 registers of carried reads; 1 when a step reads 32 "
-           "registers or more)">
+           "about 32 registers of carried reads, 1 when a step reads 32 "
+           "registers or more, and at most 1024 / (lanes x body ops))">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect",

@@ -522,6 +522,10 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   return finishScan(loop.getResults().take_front(numCarriedStates));
 }
 
+/// The most op copies (body ops x lanes x slots) a kernel entry's loop
+/// body is unrolled to by the prefetch depth.
+static constexpr unsigned kMaxUnrolledOps = 1024;
+
 unsigned mlir::flexsn::choosePrefetchDepth(ScanOp scan, unsigned width) {
   unsigned reads = (scan.getNumInputs() + scan.getNumLagged()) * width;
   // With 32 or more registers of reads a step (two_in_two_state's backward
@@ -530,5 +534,15 @@ unsigned mlir::flexsn::choosePrefetchDepth(ScanOp scan, unsigned width) {
   // T=4 NCL=4M, f32 (H100, bench/NOTES.md run 38).
   if (reads == 0 || reads >= 32)
     return 1;
-  return std::clamp(1 + 32 / reads, 1u, 8u);
+  unsigned byReads = std::clamp(1 + 32 / reads, 1u, 8u);
+  // Each slot is one more copy of the body per lane. A large body is
+  // mostly arithmetic, which covers its own loads' latency, while its
+  // copies cost compile time in MLIR -> PTX and in the driver's PTX -> SASS
+  // (here, a generated 300-op core's training program: MLIR -> PTX 3.6 s
+  // -> 1.0 s, ptxas of its forward and backward entries 2.3 s -> 0.8 s;
+  // every example core and the tutorial's stay as they were).
+  unsigned ops = 0;
+  scan.getBodyBlock().walk([&](Operation *) { ++ops; });
+  unsigned bySize = std::max(1u, kMaxUnrolledOps / (std::max(ops, 1u) * width));
+  return std::min(byReads, bySize);
 }

@@ -37,10 +37,12 @@ llvm::SmallVector<Value> emitNeuronScan(OpBuilder &b, Location loc,
                                         unsigned width, LaneAccess access,
                                         unsigned prefetch = 1);
 
-/// The prefetch depth of a GPU kernel: as many steps as fit about 32
+/// The prefetch depth of a GPU kernel entry: as many steps as fit about 32
 /// registers of carried reads per thread (at most 8), and 1 when one step
 /// reads 32 registers or more, so that kernels reading many sequences per
-/// step keep their occupancy.
+/// step keep their occupancy; and no more than keeps the unrolled loop body
+/// (slots x lanes x body ops) within 1024 op copies, so that a large core's
+/// compile time stays bounded.
 unsigned choosePrefetchDepth(ScanOp scan, unsigned width);
 
 /// Adds `value` to `*ptr` atomically (llvm.atomicrmw fadd, monotonic).
