@@ -139,24 +139,29 @@ void mlir::flexsn::buildCPUPipeline(OpPassManager &pm, unsigned prefetch) {
 }
 
 void mlir::flexsn::buildGPUPipeline(OpPassManager &pm,
-                                    const PipelineOptions &options) {
+                                    const PipelineOptions &options,
+                                    bool serialize) {
   pm.addPass(createCanonicalizerPass());
   ConvertFlexSNToGPUOptions toGPU;
   toGPU.neuronsPerThread = options.neuronsPerThread;
   toGPU.prefetch = options.prefetch;
   pm.addPass(createConvertFlexSNToGPU(toGPU));
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chip;
   target.optLevel = options.optLevel;
   pm.addPass(createGpuNVVMAttachTarget(target));
+  // One gpu.module per kernel entry: the pass manager runs this nested
+  // pipeline on them in parallel.
   OpPassManager &gpuPm = pm.nest<gpu::GPUModuleOp>();
+  gpuPm.addPass(createCanonicalizerPass());
+  gpuPm.addPass(createCSEPass());
   gpuPm.addPass(createSCFToControlFlowPass());
   gpuPm.addPass(createConvertGpuOpsToNVVMOps());
   gpuPm.addPass(createCanonicalizerPass());
   gpuPm.addPass(createCSEPass());
   gpuPm.addPass(createReconcileUnrealizedCastsPass());
+  if (!serialize)
+    return;
   GpuModuleToBinaryPassOptions binary;
   binary.compilationTarget = "isa";
   binary.toolkitPath = options.getCUDAHome();

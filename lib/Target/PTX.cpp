@@ -2,7 +2,13 @@
 
 #include "flexsn/Target/PTX.h"
 
+#include "flexsn/Runtime/CUDA/PTXText.h"
+
+#include "mlir/Dialect/GPU/IR/CompilationInterfaces.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/Threading.h"
 #include "mlir/Pass/PassManager.h"
 
 using namespace mlir;
@@ -22,20 +28,52 @@ mlir::flexsn::translateToPTX(ModuleOp module, const PipelineOptions &options) {
     return module.emitError(error);
   OwningOpRef<ModuleOp> clone = module.clone();
   PassManager pm(module.getContext());
-  buildGPUPipeline(pm, options);
+  buildGPUPipeline(pm, options, /*serialize=*/false);
   if (failed(pm.run(*clone)))
     return failure();
-  std::string ptx;
-  clone->walk([&](gpu::BinaryOp binary) {
-    for (Attribute attr : binary.getObjects()) {
-      auto object = cast<gpu::ObjectAttr>(attr);
-      ptx += object.getObject().getValue().str();
-    }
-  });
-  if (ptx.empty())
+  // Each kernel entry is a gpu.module of its own: LLVM's optimizer and the
+  // NVPTX back end (most of the time) run on them in parallel, then the
+  // modules' PTX is merged into the program's one module.
+  SmallVector<gpu::GPUModuleOp> gpuModules(clone->getOps<gpu::GPUModuleOp>());
+  if (gpuModules.empty())
     return module.emitError("no GPU kernel was produced: the module holds no "
                             "flexsn.scan kernel function"),
            failure();
+  SymbolTable symbols(*clone);
+  gpu::TargetOptions targetOptions(
+      options.getCUDAHome(), /*librariesToLink=*/{}, /*cmdOptions=*/"",
+      /*elfSection=*/"", gpu::CompilationTarget::Assembly,
+      [&]() -> SymbolTable * { return &symbols; });
+  SmallVector<std::string> parts(gpuModules.size());
+  MLIRContext *ctx = module.getContext();
+  ParallelDiagnosticHandler diagnostics(ctx);
+  LogicalResult serialized = failableParallelForEachN(
+      ctx, 0, gpuModules.size(), [&](size_t i) -> LogicalResult {
+        diagnostics.setOrderIDForThread(i);
+        gpu::GPUModuleOp m = gpuModules[i];
+        auto target = dyn_cast_or_null<gpu::TargetAttrInterface>(
+            m.getTargetsAttr() ? m.getTargetsAttr()[0] : Attribute());
+        std::optional<SmallVector<char, 0>> object =
+            target ? target.serializeToObject(m, targetOptions)
+                   : std::nullopt;
+        if (object) // PTX text, possibly NUL-terminated
+          parts[i] = StringRef(object->data(), object->size())
+                         .rtrim(StringRef("\0", 1))
+                         .str();
+        else
+          m.emitError("cannot compile kernel entry '")
+              << m.getName() << "' to PTX";
+        diagnostics.eraseOrderIDForThread();
+        return success(object.has_value());
+      });
+  if (failed(serialized))
+    return failure();
+  std::optional<std::string> merged = cuda::mergePTXModules(parts);
+  if (!merged)
+    return module.emitError("internal error: the PTX of the kernel entries "
+                            "does not merge into one module"),
+           failure();
+  std::string ptx = std::move(*merged);
   // An unresolved external function cannot be loaded by the driver.
   SmallVector<StringRef> missing;
   StringRef rest = ptx;

@@ -37,7 +37,7 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       llvm::cl::init("sm_90")};
   Option<unsigned> optLevel{*this, "O",
                             llvm::cl::desc("PTX optimization level, 0-3"),
-                            llvm::cl::init(3)};
+                            llvm::cl::init(2)};
   Option<unsigned> neuronsPerThread{
       *this, "neurons-per-thread",
       llvm::cl::desc("neurons each GPU thread scans: 1, 2, 4 or 8"),
@@ -88,9 +88,12 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
 /// `prefetch` > 1 pipelines the time loop as on the GPU (for testing).
 void buildCPUPipeline(OpPassManager &pm, unsigned prefetch = 1);
 
-/// flexsn kernel module -> gpu.binary holding PTX, for `options`' chip,
-/// optimization level and launch geometry.
-void buildGPUPipeline(OpPassManager &pm, const PipelineOptions &options);
+/// flexsn kernel module -> one gpu.binary holding PTX per kernel entry, for
+/// `options`' chip, optimization level and launch geometry. Without
+/// `serialize`, it stops at the gpu.modules in the NVVM dialect
+/// (translateToPTX serializes them in parallel).
+void buildGPUPipeline(OpPassManager &pm, const PipelineOptions &options,
+                      bool serialize = true);
 
 /// Adds canonicalization and flexsn-differentiate (with `saveOps`).
 void buildDifferentiatePipeline(OpPassManager &pm,

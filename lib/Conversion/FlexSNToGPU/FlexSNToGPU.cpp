@@ -53,15 +53,15 @@ struct ConvertFlexSNToGPUPass
     OpBuilder b(ctx);
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                     b.getUnitAttr());
-    b.setInsertionPointToEnd(module.getBody());
-    auto gpuModule = gpu::GPUModuleOp::create(b, module.getLoc(),
-                                              "flexsn_kernels");
     Type ptrType = LLVM::LLVMPointerType::get(ctx);
 
     // Each kernel is one entry at `width` neurons per thread (vector
     // accesses) and, when width > 1, a second entry at one neuron per thread
     // (getScalarEntryName). The runtime picks the entry of each launch, and
-    // the driver compiles an entry only when a launch first takes it.
+    // the driver compiles an entry only when a launch first takes it. Each
+    // entry is in a gpu.module of its own name, so that the lowering to
+    // NVVM and PTX handles the entries in parallel.
+    SmallVector<gpu::GPUModuleOp> gpuModules;
     llvm::StringSet<> names;
     for (ScanOp scan : scans)
       for (const KernelSpec &spec : getKernelSpecs(scan))
@@ -77,8 +77,10 @@ struct ConvertFlexSNToGPUPass
         for (const KernelArg &arg : abi)
           types.push_back(arg.isPointer() ? ptrType : arg.type);
         auto addEntry = [&](StringRef name, unsigned lanes) {
-          b.setInsertionPoint(gpuModule.getBody(),
-                              gpuModule.getBody()->end());
+          b.setInsertionPointToEnd(module.getBody());
+          auto gpuModule = gpu::GPUModuleOp::create(b, loc, name);
+          gpuModules.push_back(gpuModule);
+          b.setInsertionPointToEnd(gpuModule.getBody());
           auto kernel = gpu::GPUFuncOp::create(
               b, loc, name, FunctionType::get(ctx, types, {}));
           kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
@@ -103,12 +105,18 @@ struct ConvertFlexSNToGPUPass
       }
       func.erase();
     }
+    for (gpu::GPUModuleOp gpuModule : gpuModules)
+      if (failed(finishModule(gpuModule)))
+        return signalPassFailure();
+  }
+
+  LogicalResult finishModule(gpu::GPUModuleOp gpuModule) {
     // Block-wide sums become shuffles and workgroup memory here, while
     // the kernels are still in the gpu dialect.
-    RewritePatternSet patterns(ctx);
+    RewritePatternSet patterns(&getContext());
     populateGpuAllReducePatterns(patterns);
     if (failed(applyPatternsGreedily(gpuModule, std::move(patterns))))
-      return signalPassFailure();
+      return failure();
     // convert-gpu-to-nvvm (MLIR 22) has no lowering for math.trunc (the
     // round-toward-zero of torch.trunc/frac and of fmod's adjoint): write
     // it as x < 0 ? ceil(x) : floor(x) (NaN takes floor: NaN).
@@ -126,6 +134,7 @@ struct ConvertFlexSNToGPUPass
           arith::SelectOp::create(b, loc, negative, up, down).getResult());
       op.erase();
     });
+    return success();
   }
 
   /// The body of a kernel entry scanning `lanes` neurons per thread: vector

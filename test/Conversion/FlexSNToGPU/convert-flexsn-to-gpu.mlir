@@ -3,7 +3,8 @@
 // RUN: flexsn-opt %s -convert-flexsn-to-gpu="neurons-per-thread=1" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=W1 --implicit-check-not=flexsn.scan
 
 // CHECK: module attributes {gpu.container_module}
-// CHECK: gpu.module @flexsn_kernels
+// Each entry is a gpu.module of its own (lowered and compiled in parallel).
+// CHECK: gpu.module @lif_inference
 // CHECK: gpu.func @lif_inference(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[T:.*]]: i64, %[[NCL:.*]]: i64) kernel attributes {flexsn.variant = "inference"}
 // The block size is a run-time value (the runtime chooses it).
 // CHECK: gpu.block_id x
@@ -29,6 +30,7 @@
 // CHECK: gpu.return
 // The scalar entry: thread g scans neuron g with scalar accesses (small
 // NCL, odd NCL, unaligned pointers), 8 steps in flight (1 + 32 / 1).
+// CHECK: gpu.module @lif_inference_scalar
 // CHECK: gpu.func @lif_inference_scalar(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64) kernel attributes {flexsn.variant = "inference"}
 // CHECK-NOT: vector<
 // CHECK: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> f32

@@ -4,8 +4,17 @@
 // REQUIRES: ptxas
 // RUN: flexsn-translate --flexsn-to-ptx --options='differentiate' %flexsn_src_root/examples/two_in_two_state.mlir -o %t.all.ptx
 // RUN: FileCheck %s --input-file=%t.all.ptx --check-prefix=ALL
+// RUN: %ptxas -arch=sm_90 %t.all.ptx -o %t.cubin
+// RUN: FileCheck %s --input-file=%t.all.ptx --check-prefix=ONCE
 // ALL-COUNT-8: .visible .entry
 // ALL-NOT: .visible .entry
+// The entries are compiled as modules of their own and merged: one header,
+// one definition of the zeros global the backward reads for absent
+// gradients.
+// ONCE: .version
+// ONCE-NOT: .version
+// ONCE: .global .align 16 .b8 __flexsn_zeros[64];
+// ONCE-NOT: __flexsn_zeros[64]
 // RUN: flexsn-translate --flexsn-to-ptx --options='differentiate' --ptx-entry=two_in_two_state_forward %flexsn_src_root/examples/two_in_two_state.mlir -o %t.fwd.ptx
 // RUN: %ptxas -arch=sm_90 %t.fwd.ptx -o %t.cubin
 // RUN: FileCheck %s --input-file=%t.fwd.ptx --check-prefix=FWD

@@ -13,6 +13,8 @@
 #ifndef FLEXSN_RUNTIME_CUDA_CUDARUNTIME_H
 #define FLEXSN_RUNTIME_CUDA_CUDARUNTIME_H
 
+#include "flexsn/Runtime/CUDA/PTXText.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
@@ -126,13 +128,6 @@ private:
   std::mutex cacheMutex;
   llvm::StringMap<Module> modules; // by PTX text
 };
-
-/// `ptx` with the definitions of every `.entry` but `entry` left out: a
-/// module the driver compiles in a fraction of the time of the whole when
-/// the program has several kernels (module-scope declarations stay). None
-/// when `ptx` defines no entry `entry` or its braces do not balance.
-std::optional<std::string> extractPTXEntry(llvm::StringRef ptx,
-                                           llvm::StringRef entry);
 
 /// One scan kernel of a PTX program on one device. With
 /// `neuronsPerThread` W > 1 the kernel has two entries (the

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Kernel-only speed of each launch path (flexsn-run --bench, % of a device
+# copy of the same bytes): the vector entry at T=4 NCL=4M, the scalar entry
+# at NCL=4M+1 (not a multiple of 4 neurons per thread) and at T=256 NCL=64K
+# (too few threads of 4 neurons), for lif and two_in_two_state, f32 and
+# bf16, inference and backward. Each line names the entry the launch took.
+# Usage: bench/entry_paths.sh [dir-with-flexsn-run]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BIN=${1:-build/bin}
+for core in lif two_in_two_state; do
+  for dt in f32 bf16; do
+    for v in inference backward; do
+      for s in "4 4194304" "4 4194305" "256 65536"; do
+        read -r T N <<<"$s"
+        out=$("$BIN/flexsn-run" examples/$core.mlir --backend=cuda --variant=$v \
+          --T=$T --ncl=$N --dtype=$dt --bench --reps=30 2>&1)
+        entry=$(sed -n 's/^bench: entry \([^ ]*\).*/\1/p' <<<"$out")
+        pct=$(sed -n 's/.*, \([0-9]*\)% of copy.*/\1/p' <<<"$out")
+        ms=$(sed -n 's/.*kernel median \([0-9.]*\) ms.*/\1/p' <<<"$out")
+        printf "%-17s %-4s %-9s T=%-3s NCL=%-8s %4s%% %8s ms  %s\n" \
+          $core $dt $v $T $N "${pct:-?}" "${ms:-?}" "${entry:-$(tail -2 <<<"$out")}"
+      done
+    done
+  done
+done
