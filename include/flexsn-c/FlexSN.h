@@ -54,7 +54,7 @@ typedef struct flexsn_program flexsn_program;
 /* Compiles flexsn IR (text) for `target`. `options`: space-separated
  * key=value words, all optional; the same options flexsn-translate's
  * --options and the flexsn-gpu-pipeline take (one PipelineOptions type):
- *   chip=sm_90  O=3  neurons-per-thread=4  block-size=256  prefetch=0
+ *   chip=sm_90  O=2  neurons-per-thread=4  block-size=256  prefetch=0
  *   cuda-home=PATH
  *   differentiate=1  (or `differentiate`: also the training kernels)
  *   save-ops=OP,OP   (with differentiate: saved intermediates)
@@ -65,14 +65,15 @@ int flexsn_program_create(const char *mlir_source, flexsn_target target,
                           char **error);
 /* Rebuilds a CUDA program from the PTX and manifest of one made by
  * flexsn_program_create (a compilation cache keeps both): no compilation.
- * Fails on a manifest that is not a CUDA manifest of version 3 or on PTX
- * that lacks one of its kernels (checked when the kernel is loaded). */
+ * Fails on a manifest that is not a CUDA manifest of version 4 or on PTX
+ * that lacks one of its kernels' entries (checked by flexsn_kernel_get). */
 int flexsn_program_load_cuda(const char *ptx, const char *manifest,
                              flexsn_program **program, char **error);
-/* The kernel manifest (JSON, "flexsn-manifest" version 3): every kernel's
- * name, variant, launch geometry and arguments in launch order (role,
- * meaning in the source function's terms, dtype, shape). Valid until the
- * program is destroyed. */
+/* The kernel manifest (JSON, "flexsn-manifest" version 4): every kernel's
+ * name, variant, launch geometry (for CUDA with more than one neuron per
+ * thread, also its scalar entry and which entry a launch takes) and
+ * arguments in launch order (role, meaning in the source function's terms,
+ * dtype, shape). Valid until the program is destroyed. */
 const char *flexsn_program_manifest(const flexsn_program *program);
 /* PTX of every kernel (CUDA programs); "" for CPU programs. */
 const char *flexsn_program_ptx(const flexsn_program *program);
@@ -85,14 +86,24 @@ void flexsn_program_destroy(flexsn_program *program);
 typedef struct flexsn_kernel flexsn_kernel;
 
 /* The kernel `name` of `program`, ready to launch: on the CPU (`device`
- * must be 0) or on CUDA device `device` (its primary context; the PTX is
- * loaded there on the first request). The handle belongs to the program
- * and stays valid until it is destroyed; asking again returns the same
- * handle. */
+ * must be 0) or on CUDA device `device` (its primary context). A CUDA
+ * kernel's entries (a vector and a scalar entry, see the manifest) are each
+ * compiled by the driver and loaded on the first launch that takes it, from
+ * a module holding that entry only: a PTX the driver rejects is reported by
+ * that launch. The handle belongs to the program and stays valid until it
+ * is destroyed; asking again returns the same handle. */
 int flexsn_kernel_get(flexsn_program *program, const char *name, int device,
                       flexsn_kernel **kernel, char **error);
 /* How many pointers a launch takes (the manifest's pointer arguments). */
 size_t flexsn_kernel_num_pointers(const flexsn_kernel *kernel);
+/* CUDA: starts compiling, on a thread of the library, the entry a launch
+ * at NCL neurons with aligned pointers would take, and returns at once; a
+ * launch that needs it meanwhile waits for it. For a caller that knows a
+ * launch is coming (a training step's backward while its forward runs).
+ * Does nothing for a CPU kernel, an entry already loaded or NCL <= 0.
+ * Compile errors are reported by the launch. */
+int flexsn_kernel_preload(const flexsn_kernel *kernel, int64_t NCL,
+                          char **error);
 
 /* Runs the kernel over T steps and NCL neurons. `ptrs`: one pointer per
  * pointer argument in manifest order (host pointers on the CPU, device

@@ -309,6 +309,15 @@ size_t flexsn_kernel_num_pointers(const flexsn_kernel *kernel) {
   return kernel ? kernel->pointers.size() : 0;
 }
 
+int flexsn_kernel_preload(const flexsn_kernel *kernel, int64_t NCL,
+                          char **error) {
+  if (!kernel)
+    return failWith(error, "kernel must not be NULL");
+  if (kernel->cuda)
+    kernel->cuda->preload(NCL);
+  return 0;
+}
+
 int flexsn_kernel_launch(const flexsn_kernel *kernel, void *const *ptrs,
                          size_t num_ptrs, int64_t T, int64_t NCL,
                          void *stream, unsigned threads, char **error) {

@@ -52,6 +52,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "flexsn_kernel_get": (
             c_int, [c_void_p, c_char_p, c_int, ctypes.POINTER(c_void_p), err]),
         "flexsn_kernel_num_pointers": (ctypes.c_size_t, [c_void_p]),
+        "flexsn_kernel_preload": (c_int, [c_void_p, ctypes.c_int64, err]),
         "flexsn_kernel_launch": (
             c_int, [c_void_p, c_void_p, ctypes.c_size_t, ctypes.c_int64,
                     ctypes.c_int64, c_void_p, ctypes.c_uint, err]),
@@ -163,6 +164,13 @@ def kernel_get(program: int, name: str, device: int) -> int:
 
 def kernel_num_pointers(kernel: int) -> int:
     return lib().flexsn_kernel_num_pointers(kernel)
+
+
+def kernel_preload(kernel: int, NCL: int) -> None:
+    """CUDA: compile, in the background, the entry a launch at NCL takes."""
+    error = ctypes.c_void_p()
+    _check(lib().flexsn_kernel_preload(kernel, NCL, ctypes.byref(error)), error,
+           "kernel preload failed")
 
 
 def kernel_launch(kernel: int, ptrs, num_ptrs: int, T: int, NCL: int,

@@ -162,6 +162,12 @@ class Launcher:
         self._array_type = ctypes.c_void_p * max(1, self.num_pointers)
         self.cuda = program.target == "cuda"
 
+    def preload(self, NCL: int) -> None:
+        """CUDA: start the driver's compile of the entry a launch at NCL
+        takes, in the background (no-op once it is loaded)."""
+        if self.cuda:
+            _capi.kernel_preload(self.handle, NCL)
+
     def __call__(self, tensors: dict, T: int, NCL: int, device: torch.device):
         """Runs the kernel reading `tensors[(meaning, index)]` and returns
         the results it writes as {(meaning, index): tensor} ([T, NCL], [NCL]

@@ -282,6 +282,9 @@ class Call:
         plan = _Plan()
         plan.forward = program.launcher("core_forward", self.dev_index)
         plan.backward = program.launcher("core_backward", self.dev_index)
+        # The backward follows: on its first use its driver compile runs
+        # while the forward's does (a no-op once loaded).
+        plan.backward.preload(self.NCL)
         plan.T, plan.NCL, plan.device = self.T, self.NCL, self.device
         plan.counts = (cc.num_inputs, cc.num_states, len(self.ps), cc.num_outputs)
         plan.param_shapes = [(1,) if sc else (self.NCL,) for sc in self.p_scalar]

@@ -432,3 +432,21 @@ def test_large_populations_take_each_launch_path(device, case):
         r.reset()
         for a, b in zip(c(xc, yc), r(xr, yr)):
             assert_close(a, b, what=f"{case} inference")
+
+
+def test_training_preloads_the_backward_entry(device, monkeypatch):
+    # On CUDA a training call asks the library to compile the backward's
+    # entry in the background while the forward's compiles; the step is
+    # unchanged by it. The cpu backend has nothing to preload.
+    from flexsn import _capi
+    calls = []
+    real = _capi.kernel_preload
+    monkeypatch.setattr(_capi, "kernel_preload", lambda k, n: calls.append(n) or real(k, n))
+    c, r = pair(lif(), 1, 1, device)
+    x = torch.randn(5, 3000, device=device, requires_grad=True)
+    xr = x.detach().clone().requires_grad_()
+    c(x).sum().backward()
+    r(xr).sum().backward()
+    assert_close(x.grad, xr.grad, what="grad x")
+    assert calls == ([3000] * len(calls) if device.type == "cuda" else [])
+    assert (len(calls) >= 1) == (device.type == "cuda")

@@ -7,6 +7,8 @@
  * Usage: flexsn-capi-test FILE.mlir [cpu|cuda] */
 #include "flexsn-c/FlexSN.h"
 
+#include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,41 @@ static char *readFile(const char *path) {
   text[n] = '\0';
   fclose(f);
   return text;
+}
+
+/* Device memory for the CUDA launches, from the driver (dlopen: the test
+ * builds and runs without CUDA), in device 0's primary context, the one
+ * the library launches in. NULL when anything fails. */
+static int (*memAlloc)(uint64_t *, size_t);
+static int (*memFree)(uint64_t);
+
+static void *cudaAlloc(size_t bytes) {
+  if (!memAlloc) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+      return NULL;
+    int (*init)(unsigned) = (int (*)(unsigned))dlsym(lib, "cuInit");
+    int (*get)(int *, int) = (int (*)(int *, int))dlsym(lib, "cuDeviceGet");
+    int (*retain)(void **, int) =
+        (int (*)(void **, int))dlsym(lib, "cuDevicePrimaryCtxRetain");
+    int (*setCurrent)(void *) = (int (*)(void *))dlsym(lib, "cuCtxSetCurrent");
+    int device = 0;
+    void *context = NULL;
+    if (!init || !get || !retain || !setCurrent || init(0) ||
+        get(&device, 0) || retain(&context, device) || setCurrent(context))
+      return NULL;
+    memFree = (int (*)(uint64_t))dlsym(lib, "cuMemFree_v2");
+    memAlloc = (int (*)(uint64_t *, size_t))dlsym(lib, "cuMemAlloc_v2");
+    if (!memAlloc || !memFree)
+      return NULL;
+  }
+  uint64_t ptr = 0;
+  return memAlloc(&ptr, bytes) == 0 ? (void *)(uintptr_t)ptr : NULL;
+}
+
+static void cudaFree(void *ptr) {
+  if (ptr && memFree)
+    memFree((uint64_t)(uintptr_t)ptr);
 }
 
 static int failures = 0;
@@ -91,6 +128,10 @@ static void testCPU(const char *lif) {
          "kernel handle for lif_inference takes 4 pointers");
   flexsn_kernel_get(program, "lif_inference", 0, &again, &error);
   EXPECT(again == k, "asking again returns the same handle");
+  EXPECT(flexsn_kernel_preload(k, 1 << 20, &error) == 0,
+         "preloading a CPU kernel does nothing");
+  expectError(flexsn_kernel_preload(NULL, 1, &error), &error,
+              "kernel must not be NULL", "preload of a NULL kernel");
   expectError(flexsn_kernel_get(program, "nope", 0, &again, &error), &error,
               "no kernel named 'nope' in the program (it has: lif_inference",
               "unknown kernel is an error listing the kernels");
@@ -358,6 +399,25 @@ static void testCUDA(const char *lif, int onGPU) {
     r = flexsn_kernel_launch(k, none, 4, 0, 0, NULL, 0, &error);
     EXPECT(r == 0, "an empty launch (NCL = 0) does nothing");
     EXPECT(flexsn_cuda_synchronize(0, &error) == 0, "synchronize");
+    /* A preload compiles the vector entry in the background; the launch
+       that follows waits for it and runs. */
+    int64_t n = (int64_t)1 << 22;
+    void *bufs[4] = {0};
+    int allocated = 1;
+    for (int i = 0; i < 4; ++i) {
+      bufs[i] = cudaAlloc((size_t)n * 4);
+      allocated &= bufs[i] != NULL;
+    }
+    EXPECT(flexsn_kernel_preload(k, n, &error) == 0 &&
+               flexsn_kernel_preload(k, n, &error) == 0,
+           "preload the vector entry (twice: the second finds it on its way)");
+    if (allocated) {
+      r = flexsn_kernel_launch(k, bufs, 4, 1, n, NULL, 0, &error);
+      EXPECT(r == 0 && flexsn_cuda_synchronize(0, &error) == 0,
+             "a launch after the preload runs");
+    }
+    for (int i = 0; i < 4; ++i)
+      cudaFree(bufs[i]);
   }
   /* Entries are found when the handle is made, compiled at first launch. */
   flexsn_program *bad = NULL;

@@ -483,6 +483,29 @@ Error ScanKernel::load(bool vector) const {
   return fn ? Error::success() : fn.takeError();
 }
 
+void ScanKernel::preload(int64_t NCL) const {
+  if (NCL <= 0)
+    return;
+  bool vector = takesVectorEntry({}, NCL); // aligned pointers
+  if ((vector ? vectorFn : scalarFn).load(std::memory_order_acquire))
+    return;
+  std::lock_guard<std::mutex> lock(preloadMutex);
+  std::future<void> &pending = preloads[vector ? 0 : 1];
+  if (pending.valid() &&
+      pending.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    return; // on its way
+  pending = std::async(std::launch::async, [this, vector] {
+    llvm::consumeError(load(vector)); // the launch reports a failure
+  });
+}
+
+ScanKernel::~ScanKernel() {
+  std::lock_guard<std::mutex> lock(preloadMutex);
+  for (std::future<void> &f : preloads)
+    if (f.valid())
+      f.wait();
+}
+
 Error ScanKernel::launch(ArrayRef<void *> ptrs, int64_t T, int64_t NCL,
                          Stream stream) const {
   if (ptrs.size() != pointers.size())

@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -156,6 +157,12 @@ public:
   bool takesVectorEntry(llvm::ArrayRef<void *> pointers, int64_t NCL) const;
   /// Compiles and loads an entry now (a launch does it when needed).
   llvm::Error load(bool vector) const;
+  /// Starts compiling and loading, on a thread of its own, the entry a
+  /// launch at NCL with aligned pointers takes, unless it is loaded or
+  /// already on its way; returns at once. Errors are left to the launch.
+  void preload(int64_t NCL) const;
+  /// Waits for the preloads under way.
+  ~ScanKernel();
   /// Launches over T steps and NCL neurons on `stream`; `pointers` are the
   /// kernel's pointer arguments in ABI order (device addresses).
   llvm::Error launch(llvm::ArrayRef<void *> pointers, int64_t T, int64_t NCL,
@@ -175,6 +182,8 @@ private:
   llvm::SmallVector<Pointer> pointers;
   mutable std::mutex mutex; // guards the loads
   mutable std::atomic<Function> vectorFn{nullptr}, scalarFn{nullptr};
+  mutable std::mutex preloadMutex; // guards `preloads`
+  mutable std::future<void> preloads[2]; // vector, scalar entry
 };
 
 } // namespace cuda
