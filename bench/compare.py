@@ -318,7 +318,9 @@ torch.cuda.synchronize() if {dev!r} == "cuda" else None; t3 = time.perf_counter(
 print(t2 - t1, t3 - t2)
 """
     with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, FLEXSN_CACHE_DIR=cache)
+        # Cold for the driver too: its own PTX cache would serve a program
+        # an earlier process of this run compiled.
+        env = dict(os.environ, FLEXSN_CACHE_DIR=cache, CUDA_CACHE_DISABLE="1")
         r = subprocess.run([sys.executable, "-c", code], env=env,
                            capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
@@ -480,7 +482,7 @@ def report(out):
     lines.append("")
     fc = [r for r in data if r["kind"] == "first_call"]
     if fc:
-        lines.append("### first call of our package (fresh process, empty cache; s)")
+        lines.append("### first call of our package (fresh process, empty caches: ours and the CUDA driver's; s)")
         lines.append("")
         lines.append("| core | T | inference | training step |")
         lines.append("|---|---|---|---|")
