@@ -41,8 +41,9 @@ def ConvertFlexSNToGPU : Pass<"convert-flexsn-to-gpu", "ModuleOp"> {
   let summary = "Lower each scan kernel function to GPU kernels";
   let description = [{
     Replaces every kernel-form `func.func` holding a `flexsn.scan` by
-    `gpu.func` kernels `@<func>_inference` and `@<func>_final_state` in a
-    `gpu.module @flexsn_kernels`, with the flat ABI
+    `gpu.func` kernels `@<func>_inference` and `@<func>_final_state`, each
+    entry in a `gpu.module` of its own name (the rest of the pipeline
+    handles the entries in parallel), with the flat ABI
 
         (ptr inputs..., ptr init_states..., ptr params..., ptr outputs...,
          ptr state results..., i64 T, i64 NCL)
