@@ -122,16 +122,19 @@ int withDiagnostics(MLIRContext &context, char **error, Fn fn) {
 /// and module caches live as long as the process).
 llvm::Expected<cuda::Device *> getDevice(int ordinal) {
   static std::mutex mutex;
-  static std::map<int, std::unique_ptr<cuda::Device>> devices;
+  // Never destroyed: a kernel's preload may still be compiling on its own
+  // thread when the process exits, and the driver releases contexts at
+  // exit anyway.
+  static auto *devices = new std::map<int, std::unique_ptr<cuda::Device>>;
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = devices.find(ordinal);
-  if (it != devices.end())
+  auto it = devices->find(ordinal);
+  if (it != devices->end())
     return it->second.get();
   auto opened = cuda::Device::open(ordinal);
   if (!opened)
     return opened.takeError();
   cuda::Device *device = opened->get();
-  devices.emplace(ordinal, std::move(*opened));
+  devices->emplace(ordinal, std::move(*opened));
   return device;
 }
 

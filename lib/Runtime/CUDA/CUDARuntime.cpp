@@ -321,9 +321,8 @@ Error Device::launchScan(Function fn, ArrayRef<void *> pointers, int64_t T,
     return driverError("kernel '" + what +
                        "': the block size must be a multiple of 32 in [32, "
                        "1024] and neurons per thread >= 1");
-  unsigned neuronsPerThread = lanes;
-  unsigned blockSize = chooseBlockSize(NCL, maxBlockSize, neuronsPerThread);
-  uint64_t perBlock = uint64_t(blockSize) * neuronsPerThread;
+  unsigned blockSize = chooseBlockSize(NCL, maxBlockSize, lanes);
+  uint64_t perBlock = uint64_t(blockSize) * lanes;
   uint64_t grid = (uint64_t(NCL) + perBlock - 1) / perBlock;
   if (grid == 0)
     return Error::success();
