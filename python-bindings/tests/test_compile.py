@@ -209,3 +209,24 @@ def test_errors_under_compile_match_eager(bad, error, match):
         step(x, y)
     with pytest.raises(error, match=match):
         torch.compile(step, backend="eager")(x, y)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_an_entry_first_needed_during_graph_capture():
+    """A kernel's vector entry is compiled on the first launch that takes
+    it; when that launch is being captured into a CUDA graph, the module
+    load must not break the capture (it runs in relaxed capture mode)."""
+    torch.manual_seed(5)
+    m = flexsn.FlexSN(lif(), num_inputs=1, num_states=1, backend="cuda")
+    ref = flexsn.FlexSN(lif(), num_inputs=1, num_states=1, backend="torch")
+    with torch.no_grad():
+        m(torch.randn(4, 1000, device="cuda"))  # compiles; the scalar entry
+        m.reset()
+        big = torch.randn(4, 1 << 20, device="cuda")  # the vector entry
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = m(big)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_close(out, ref(big), what="captured on the entry's first launch")
