@@ -250,7 +250,8 @@ public:
        << "bench: entry "
        << (vector ? name.str() : getScalarEntryName(name)) << " ("
        << (vector ? geometry.neuronsPerThread : 1u)
-       << " neuron(s) per thread)\n"
+       << " neuron(s) per thread, blocks of "
+       << (*kernel)->blockSize(values, NCL) << " threads)\n"
        << "bench: copy " << llvm::format("%.0f", copyGBs)
        << " GB/s (device-to-device, 2 x 1 GiB, median of "
        << copyTimes->size() << ")\n"

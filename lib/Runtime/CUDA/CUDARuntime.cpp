@@ -74,6 +74,8 @@ public:
   Result (*cuEventSynchronize)(Event);
   Result (*cuEventElapsedTime)(float *, Event, Event);
   Result (*cuThreadExchangeStreamCaptureMode)(int *);
+  Result (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *, Function, int,
+                                                        size_t);
 
   /// The process-wide driver, or why there is none.
   static Expected<const Driver &> get() {
@@ -139,6 +141,8 @@ private:
     bind(cuEventElapsedTime, "cuEventElapsedTime");
     bind(cuThreadExchangeStreamCaptureMode,
          "cuThreadExchangeStreamCaptureMode");
+    bind(cuOccupancyMaxActiveBlocksPerMultiprocessor,
+         "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     if (!missing.empty())
       return "CUDA driver too old: libcuda.so.1 lacks " + missing;
     int version = 0;
@@ -301,18 +305,61 @@ Error Device::launch(Function fn, unsigned grid, unsigned block,
 }
 
 unsigned Device::chooseBlockSize(int64_t NCL, unsigned maxBlockSize,
-                                 unsigned neuronsPerThread) const {
+                                 unsigned neuronsPerThread,
+                                 ArrayRef<unsigned> resident) const {
   uint64_t threads = (uint64_t(NCL) + neuronsPerThread - 1) / neuronsPerThread;
   uint64_t wanted = 2 * uint64_t(multiprocessors);
-  unsigned block = maxBlockSize;
-  while (block > 32 && (threads + block - 1) / block < wanted)
-    block /= 2;
-  return std::max(block, 32u);
+  auto blocksOf = [&](unsigned block) { return (threads + block - 1) / block; };
+  // Candidates: maxBlockSize, halved down to 32; resident[i] blocks of
+  // candidate i fit on one SM at a time (0: unknown).
+  llvm::SmallVector<unsigned, 6> candidates;
+  for (unsigned block = maxBlockSize; block >= 32; block /= 2)
+    candidates.push_back(block);
+  // Every block does the same T steps, so a launch lasts about as many
+  // "waves" as it takes the SMs to run all blocks; the fewest waves first
+  // (at T=256 NCL=69632, two_in_two_state's scalar backward, 84 registers:
+  // 272 blocks of 256 need 2 waves where 544 blocks of 128 need 1).
+  auto wavesOf = [&](size_t i) -> uint64_t {
+    if (i >= resident.size() || resident[i] == 0)
+      return 0;
+    uint64_t slots = uint64_t(resident[i]) * multiprocessors;
+    return (blocksOf(candidates[i]) + slots - 1) / slots;
+  };
+  uint64_t fewest = 0;
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if (uint64_t w = wavesOf(i); w && (!fewest || w < fewest))
+      fewest = w;
+  // Among those (all, without occupancy figures): the largest block that
+  // still gives two blocks per SM, else the smallest, so that a small NCL
+  // reaches every SM.
+  unsigned chosen = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (fewest && wavesOf(i) != fewest)
+      continue;
+    chosen = candidates[i];
+    if (blocksOf(candidates[i]) >= wanted)
+      break;
+  }
+  return std::max(chosen, 32u);
+}
+
+Expected<unsigned> Device::residentBlocks(Function fn, unsigned block) {
+  ScopedContext scope(drv, context);
+  if (!scope.ok())
+    return driverError("cannot make the context of CUDA device " +
+                       llvm::Twine(ordinal) + " current");
+  int blocks = 0;
+  if (Error e = check(drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                          &blocks, fn, int(block), 0),
+                      "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+    return std::move(e);
+  return unsigned(std::max(blocks, 0));
 }
 
 Error Device::launchScan(Function fn, ArrayRef<void *> pointers, int64_t T,
                          int64_t NCL, unsigned maxBlockSize, unsigned lanes,
-                         Stream stream, StringRef what) {
+                         Stream stream, StringRef what,
+                         ArrayRef<unsigned> resident) {
   if (T < 0 || NCL < 0)
     return driverError("kernel '" + what + "': T and NCL must be >= 0 (got T=" +
                      Twine(T) + ", NCL=" + Twine(NCL) + ")");
@@ -321,7 +368,7 @@ Error Device::launchScan(Function fn, ArrayRef<void *> pointers, int64_t T,
     return driverError("kernel '" + what +
                        "': the block size must be a multiple of 32 in [32, "
                        "1024] and neurons per thread >= 1");
-  unsigned blockSize = chooseBlockSize(NCL, maxBlockSize, lanes);
+  unsigned blockSize = chooseBlockSize(NCL, maxBlockSize, lanes, resident);
   uint64_t perBlock = uint64_t(blockSize) * lanes;
   uint64_t grid = (uint64_t(NCL) + perBlock - 1) / perBlock;
   if (grid == 0)
@@ -471,8 +518,31 @@ Expected<Function> ScanKernel::get(bool vector) const {
   auto fn = device.getFunction(*module, vector ? name : scalarName);
   if (!fn)
     return fn.takeError();
+  // How many blocks of each candidate size fit on an SM (registers,
+  // threads): the launch's block size follows from it. Published with the
+  // function (release), so a launch that sees one sees the other.
+  auto &resident = vector ? vectorResident : scalarResident;
+  resident.clear();
+  for (unsigned block = maxBlockSize; block >= 32; block /= 2) {
+    auto blocks = device.residentBlocks(*fn, block);
+    if (!blocks) {
+      llvm::consumeError(blocks.takeError());
+      resident.clear(); // unknown: the launch falls back to its rule
+      break;
+    }
+    resident.push_back(*blocks);
+  }
   slot.store(*fn, std::memory_order_release);
   return *fn;
+}
+
+unsigned ScanKernel::blockSize(ArrayRef<void *> ptrs, int64_t NCL) const {
+  bool vector = takesVectorEntry(ptrs, NCL);
+  bool loaded = (vector ? vectorFn : scalarFn).load(std::memory_order_acquire);
+  return device.chooseBlockSize(
+      NCL, maxBlockSize, vector ? neuronsPerThread : 1,
+      loaded ? ArrayRef<unsigned>(vector ? vectorResident : scalarResident)
+             : ArrayRef<unsigned>());
 }
 
 Error ScanKernel::load(bool vector) const {
@@ -522,5 +592,6 @@ Error ScanKernel::launch(ArrayRef<void *> ptrs, int64_t T, int64_t NCL,
     return fn.takeError();
   return device.launchScan(*fn, ptrs, T, NCL, maxBlockSize,
                            vector ? neuronsPerThread : 1, stream,
-                           vector ? name : scalarName);
+                           vector ? name : scalarName,
+                           vector ? vectorResident : scalarResident);
 }

@@ -65,12 +65,17 @@ public:
   /// Streaming multiprocessors.
   int multiprocessorCount() const { return multiprocessors; }
 
-  /// The threads per block of a scan launch: `maxBlockSize`, halved (not
-  /// below 32) while the grid would have fewer than two blocks per
-  /// multiprocessor, so that a small NCL still reaches every SM. The
-  /// kernels read their block size at run time (blockDim.x).
+  /// The threads per block of a scan launch, among `maxBlockSize` halved
+  /// down to 32. With `resident` (for each candidate, largest first, how
+  /// many blocks fit on one SM at a time), only the candidates whose grid
+  /// runs in the fewest waves; among those, the largest that still gives
+  /// two blocks per SM, else the smallest, so that a small NCL reaches
+  /// every SM. The kernels read their block size at run time (blockDim.x).
   unsigned chooseBlockSize(int64_t NCL, unsigned maxBlockSize,
-                           unsigned neuronsPerThread) const;
+                           unsigned neuronsPerThread,
+                           llvm::ArrayRef<unsigned> resident = {}) const;
+  /// How many blocks of `block` threads of `fn` fit on one SM at a time.
+  llvm::Expected<unsigned> residentBlocks(Function fn, unsigned block);
 
   /// Loads `ptx` (once per context: later calls with the same text return
   /// the cached module). A PTX the driver rejects gives its JIT log. Safe
@@ -87,12 +92,13 @@ public:
 
   /// Launches the scan entry `fn`, which scans `lanes` neurons per thread,
   /// over T steps and NCL neurons: block chooseBlockSize(NCL, maxBlockSize,
-  /// lanes), grid ceil(NCL / (block * lanes)); nothing is launched when NCL
+  /// lanes, resident), grid ceil(NCL / (block * lanes)); nothing is launched when NCL
   /// is 0. `pointers` are the kernel's pointer arguments in ABI order
   /// (device addresses). ScanKernel::launch picks the entry and `lanes`.
   llvm::Error launchScan(Function fn, llvm::ArrayRef<void *> pointers,
                          int64_t T, int64_t NCL, unsigned maxBlockSize,
-                         unsigned lanes, Stream stream, llvm::StringRef what);
+                         unsigned lanes, Stream stream, llvm::StringRef what,
+                         llvm::ArrayRef<unsigned> resident = {});
 
   llvm::Expected<DevicePtr> alloc(size_t bytes);
   void free(DevicePtr ptr);
@@ -155,6 +161,9 @@ public:
 
   /// Whether a launch at NCL with `pointers` takes the vector entry.
   bool takesVectorEntry(llvm::ArrayRef<void *> pointers, int64_t NCL) const;
+  /// The block size a launch at NCL with `pointers` takes (its entry's
+  /// occupancy once that entry is loaded, the rule without it before).
+  unsigned blockSize(llvm::ArrayRef<void *> pointers, int64_t NCL) const;
   /// Compiles and loads an entry now (a launch does it when needed).
   llvm::Error load(bool vector) const;
   /// Starts compiling and loading, on a thread of its own, the entry a
@@ -182,6 +191,10 @@ private:
   llvm::SmallVector<Pointer> pointers;
   mutable std::mutex mutex; // guards the loads
   mutable std::atomic<Function> vectorFn{nullptr}, scalarFn{nullptr};
+  /// Per entry, for each block size from maxBlockSize halved to 32: how
+  /// many blocks fit on an SM (empty: unknown). Written before the entry's
+  /// function is published.
+  mutable llvm::SmallVector<unsigned, 6> vectorResident, scalarResident;
   mutable std::mutex preloadMutex; // guards `preloads`
   mutable std::future<void> preloads[2]; // vector, scalar entry
 };
