@@ -153,8 +153,7 @@ void mlir::flexsn::printManifest(const Manifest &manifest,
           });
           if (k.geometry) {
             // block_size is the largest block; the launch (libFlexSN's
-            // Device::chooseBlockSize) halves it while the grid would have
-            // fewer than two blocks per SM.
+            // Device::chooseBlockSize) may take a smaller one.
             j.attribute("block_size", k.geometry->blockSize);
             j.attribute("neurons_per_thread", k.geometry->neuronsPerThread);
             if (!k.scalarEntry.empty()) {
@@ -170,8 +169,10 @@ void mlir::flexsn::printManifest(const Manifest &manifest,
             j.attribute("threads",
                         "ceil(NCL / neurons per thread of the entry)");
             j.attribute("block",
-                        "block_size halved (not below 32) while the grid has "
-                        "fewer than 2 blocks per SM");
+                        "one of block_size halved down to 32: of those whose "
+                        "grid runs in the fewest waves (the entry's blocks "
+                        "per SM, from the driver's occupancy), the largest "
+                        "giving 2 blocks per SM, else the smallest");
             j.attribute("grid", "ceil(threads / block)");
           }
           // In launch order; `meaning` says what each pointer holds (for a

@@ -20,9 +20,10 @@
 namespace mlir {
 namespace flexsn {
 
-/// How a CUDA kernel is launched: each thread scans `neuronsPerThread`
-/// neurons, blocks have at most `blockSize` threads (the runtime halves it
-/// for a small NCL: cuda::Device::chooseBlockSize); the grid covers NCL.
+/// How a CUDA kernel is launched: each thread of its vector entry scans
+/// `neuronsPerThread` neurons (its scalar entry one), blocks have at most
+/// `blockSize` threads (the runtime may take a smaller power of two:
+/// cuda::Device::chooseBlockSize); the grid covers NCL.
 struct LaunchGeometry {
   unsigned blockSize = 256;
   unsigned neuronsPerThread = 4;
