@@ -35,7 +35,7 @@ llvm_config.with_environment("PATH", config.flexsn_tools_dir, append_path=True)
 
 tool_dirs = [config.flexsn_tools_dir, config.llvm_tools_dir]
 tools = ["flexsn-opt", "flexsn-translate", "flexsn-run", "flexsn-capi-test",
-         "flexsn-ptx-text-test"]
+         "flexsn-runtime-test"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # ptxas (CUDA toolkit) assembles the PTX we emit.

@@ -1,7 +1,7 @@
 // What the PTX text edits return assembles (hand-written inputs).
 // REQUIRES: ptxas
 // RUN: %ptxas -arch=sm_90 %S/Inputs/a.ptx -o %t.cubin
-// RUN: flexsn-ptx-text-test extract %S/Inputs/a.ptx first > %t.first.ptx
+// RUN: flexsn-runtime-test extract %S/Inputs/a.ptx first > %t.first.ptx
 // RUN: %ptxas -arch=sm_90 %t.first.ptx -o %t.cubin
-// RUN: flexsn-ptx-text-test merge %S/Inputs/a.ptx %S/Inputs/b.ptx > %t.merged.ptx
+// RUN: flexsn-runtime-test merge %S/Inputs/a.ptx %S/Inputs/b.ptx > %t.merged.ptx
 // RUN: %ptxas -arch=sm_90 %t.merged.ptx -o %t.cubin

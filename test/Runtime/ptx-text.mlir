@@ -3,7 +3,7 @@
 //
 // One entry's module keeps every module-scope statement but the other
 // entries.
-// RUN: flexsn-ptx-text-test extract %S/Inputs/a.ptx first | FileCheck %s --check-prefix=FIRST
+// RUN: flexsn-runtime-test extract %S/Inputs/a.ptx first | FileCheck %s --check-prefix=FIRST
 // FIRST: .version 8.0
 // FIRST: .global .align 16 .b8 zeros[64];
 // FIRST: a block comment with { braces }
@@ -12,18 +12,18 @@
 // FIRST: { // a nested scope
 // FIRST: mov.b32 %inner, 1;
 // FIRST-NOT: .entry second
-// RUN: flexsn-ptx-text-test extract %S/Inputs/a.ptx second | FileCheck %s --check-prefix=SECOND
+// RUN: flexsn-runtime-test extract %S/Inputs/a.ptx second | FileCheck %s --check-prefix=SECOND
 // SECOND: helper(
 // SECOND-NOT: .entry first
 // SECOND: .visible .entry second(
 //
 // No such entry, unbalanced braces: no result.
-// RUN: not flexsn-ptx-text-test extract %S/Inputs/a.ptx third 2>&1 | FileCheck %s --check-prefix=NONE
-// RUN: not flexsn-ptx-text-test extract %S/Inputs/unbalanced.ptx open 2>&1 | FileCheck %s --check-prefix=NONE
+// RUN: not flexsn-runtime-test extract %S/Inputs/a.ptx third 2>&1 | FileCheck %s --check-prefix=NONE
+// RUN: not flexsn-runtime-test extract %S/Inputs/unbalanced.ptx open 2>&1 | FileCheck %s --check-prefix=NONE
 // NONE: none
 //
 // Merged: the header once, the shared global once, every entry.
-// RUN: flexsn-ptx-text-test merge %S/Inputs/a.ptx %S/Inputs/b.ptx > %t.ptx
+// RUN: flexsn-runtime-test merge %S/Inputs/a.ptx %S/Inputs/b.ptx > %t.ptx
 // RUN: FileCheck %s --input-file=%t.ptx --check-prefix=MERGE
 // RUN: FileCheck %s --input-file=%t.ptx --check-prefix=ONCE
 // MERGE: .version 8.0
@@ -37,6 +37,6 @@
 //
 // Different headers, a variable declared two ways, an entry twice: no
 // result.
-// RUN: not flexsn-ptx-text-test merge %S/Inputs/a.ptx %S/Inputs/other-target.ptx 2>&1 | FileCheck %s --check-prefix=NONE
-// RUN: not flexsn-ptx-text-test merge %S/Inputs/a.ptx %S/Inputs/other-zeros.ptx 2>&1 | FileCheck %s --check-prefix=NONE
-// RUN: not flexsn-ptx-text-test merge %S/Inputs/a.ptx %S/Inputs/first-again.ptx 2>&1 | FileCheck %s --check-prefix=NONE
+// RUN: not flexsn-runtime-test merge %S/Inputs/a.ptx %S/Inputs/other-target.ptx 2>&1 | FileCheck %s --check-prefix=NONE
+// RUN: not flexsn-runtime-test merge %S/Inputs/a.ptx %S/Inputs/other-zeros.ptx 2>&1 | FileCheck %s --check-prefix=NONE
+// RUN: not flexsn-runtime-test merge %S/Inputs/a.ptx %S/Inputs/first-again.ptx 2>&1 | FileCheck %s --check-prefix=NONE

@@ -304,10 +304,10 @@ Error Device::launch(Function fn, unsigned grid, unsigned block,
                "launching kernel '" + what + "'");
 }
 
-unsigned Device::chooseBlockSize(int64_t NCL, unsigned maxBlockSize,
-                                 unsigned neuronsPerThread,
-                                 ArrayRef<unsigned> resident) const {
-  uint64_t threads = (uint64_t(NCL) + neuronsPerThread - 1) / neuronsPerThread;
+unsigned mlir::flexsn::cuda::chooseScanBlockSize(uint64_t threads,
+                                                 unsigned maxBlockSize,
+                                                 unsigned multiprocessors,
+                                                 ArrayRef<unsigned> resident) {
   uint64_t wanted = 2 * uint64_t(multiprocessors);
   auto blocksOf = [&](unsigned block) { return (threads + block - 1) / block; };
   // Candidates: maxBlockSize, halved down to 32; resident[i] blocks of
@@ -341,6 +341,14 @@ unsigned Device::chooseBlockSize(int64_t NCL, unsigned maxBlockSize,
       break;
   }
   return std::max(chosen, 32u);
+}
+
+unsigned Device::chooseBlockSize(int64_t NCL, unsigned maxBlockSize,
+                                 unsigned neuronsPerThread,
+                                 ArrayRef<unsigned> resident) const {
+  uint64_t threads = (uint64_t(NCL) + neuronsPerThread - 1) / neuronsPerThread;
+  return chooseScanBlockSize(threads, maxBlockSize, unsigned(multiprocessors),
+                             resident);
 }
 
 Expected<unsigned> Device::residentBlocks(Function fn, unsigned block) {

@@ -45,6 +45,16 @@ using DevicePtr = uint64_t;
 
 class Driver;
 
+/// The threads per block of a scan launch of `threads` threads on
+/// `multiprocessors` SMs, among `maxBlockSize` halved down to 32. With
+/// `resident` (for each candidate, largest first, how many blocks fit on
+/// one SM at a time), only the candidates whose grid runs in the fewest
+/// waves; among those, the largest that still gives two blocks per SM,
+/// else the smallest, so that a small NCL reaches every SM.
+unsigned chooseScanBlockSize(uint64_t threads, unsigned maxBlockSize,
+                             unsigned multiprocessors,
+                             llvm::ArrayRef<unsigned> resident = {});
+
 /// A device's primary context and its module cache. Calls that need the
 /// context push it and pop it again, so a caller (PyTorch) keeps its own
 /// current context.
@@ -65,12 +75,8 @@ public:
   /// Streaming multiprocessors.
   int multiprocessorCount() const { return multiprocessors; }
 
-  /// The threads per block of a scan launch, among `maxBlockSize` halved
-  /// down to 32. With `resident` (for each candidate, largest first, how
-  /// many blocks fit on one SM at a time), only the candidates whose grid
-  /// runs in the fewest waves; among those, the largest that still gives
-  /// two blocks per SM, else the smallest, so that a small NCL reaches
-  /// every SM. The kernels read their block size at run time (blockDim.x).
+  /// chooseScanBlockSize for NCL neurons at `neuronsPerThread` on this
+  /// device. The kernels read their block size at run time (blockDim.x).
   unsigned chooseBlockSize(int64_t NCL, unsigned maxBlockSize,
                            unsigned neuronsPerThread,
                            llvm::ArrayRef<unsigned> resident = {}) const;

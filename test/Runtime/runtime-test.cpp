@@ -1,11 +1,12 @@
-//===- ptx-text-test.cpp - Drives the PTX text edits for lit --------------===//
+//===- runtime-test.cpp - Drives the PTX text edits for lit --------------===//
 //
-// flexsn-ptx-text-test extract FILE ENTRY  prints FILE's module for ENTRY
-// flexsn-ptx-text-test merge FILE...       prints the FILEs merged into one
+// flexsn-runtime-test extract FILE ENTRY  prints FILE's module for ENTRY
+// flexsn-runtime-test merge FILE...       prints the FILEs merged into one
 // Exits 1 with "none" on stderr where the edit gives no result.
 //
 //===----------------------------------------------------------------------===//
 
+#include "flexsn/Runtime/CUDA/CUDARuntime.h"
 #include "flexsn/Runtime/CUDA/PTXText.h"
 
 #include "llvm/Support/MemoryBuffer.h"
@@ -36,6 +37,16 @@ int main(int argc, char **argv) {
     if (!read(argv[2], text))
       return 2;
     out = extractPTXEntry(text, argv[3]);
+  } else if (mode == "block" && argc >= 5) {
+    std::vector<unsigned> resident;
+    for (int i = 5; i < argc; ++i)
+      resident.push_back(unsigned(std::stoul(argv[i])));
+    llvm::outs() << chooseScanBlockSize(std::stoull(argv[2]),
+                                        unsigned(std::stoul(argv[3])),
+                                        unsigned(std::stoul(argv[4])),
+                                        resident)
+                 << "\n";
+    return 0;
   } else if (mode == "merge") {
     std::vector<std::string> modules(argc - 2);
     for (int i = 2; i < argc; ++i)
