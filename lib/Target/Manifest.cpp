@@ -153,7 +153,7 @@ void mlir::flexsn::printManifest(const Manifest &manifest,
           });
           if (k.geometry) {
             // block_size is the largest block; the launch (libFlexSN's
-            // Device::chooseBlockSize) may take a smaller one.
+            // cuda::chooseScanBlockSize) may take a smaller one.
             j.attribute("block_size", k.geometry->blockSize);
             j.attribute("neurons_per_thread", k.geometry->neuronsPerThread);
             if (!k.scalarEntry.empty()) {

@@ -23,7 +23,7 @@ namespace flexsn {
 /// How a CUDA kernel is launched: each thread of its vector entry scans
 /// `neuronsPerThread` neurons (its scalar entry one), blocks have at most
 /// `blockSize` threads (the runtime may take a smaller power of two:
-/// cuda::Device::chooseBlockSize); the grid covers NCL.
+/// cuda::chooseScanBlockSize); the grid covers NCL.
 struct LaunchGeometry {
   unsigned blockSize = 256;
   unsigned neuronsPerThread = 4;

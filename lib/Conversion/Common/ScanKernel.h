@@ -28,7 +28,8 @@ enum class LaneAccess {
 /// Emits the time loop of `scan` for `width` neurons starting at `neuron`
 /// (i64). `args` are the kernel's arguments in ABI order (pointers, then T
 /// and NCL; trailing arguments are ignored). Returns, per `sum_states`
-/// state, the sum of its final value over this group's lanes (compute type); the caller reduces these across groups. `prefetch` is the number
+/// state, the sum of its final value over this group's lanes (compute
+/// type); the caller reduces these across groups. `prefetch` is the number
 /// of steps whose loads are in flight per thread (1: each step loads its
 /// own; P > 1: P slots of reads in registers, the loop unrolled P times).
 llvm::SmallVector<Value> emitNeuronScan(OpBuilder &b, Location loc,

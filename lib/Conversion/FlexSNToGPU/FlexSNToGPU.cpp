@@ -85,7 +85,7 @@ struct ConvertFlexSNToGPUPass
               b, loc, name, FunctionType::get(ctx, types, {}));
           kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                           b.getUnitAttr());
-          // The block size is chosen at launch (Device::chooseBlockSize):
+          // The block size is chosen at launch (cuda::chooseScanBlockSize):
           // `block-size` is its maximum.
           kernel->setAttr(kVariantAttr, b.getStringAttr(spec.kind));
           buildKernelBody(b, loc, scan, variant, abi, kernel, lanes);
