@@ -5,7 +5,7 @@
 #include "flexsn/InitAllDialects.h"
 #include "flexsn/Target/Manifest.h"
 #include "flexsn/Target/PTX.h"
-#include "flexsn/Runtime/CUDA/CUDARuntime.h"
+#include "flexsn/Runtime/CUDA/PTXText.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
