@@ -111,8 +111,13 @@ def _take_string(ptr: ctypes.c_void_p) -> str:
 
 def _check(result: int, error: ctypes.c_void_p, what: str) -> None:
     if result != 0:
-        message = _take_string(error)
-        raise FlexSNError(f"{what}: {message}" if message else what)
+        check_failed(error, what)
+
+
+def check_failed(error: ctypes.c_void_p, what: str) -> None:
+    """Raises the error a failed call left in `error` (freed here)."""
+    message = _take_string(error)
+    raise FlexSNError(f"{what}: {message}" if message else what)
 
 
 def version() -> str:

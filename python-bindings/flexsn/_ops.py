@@ -51,14 +51,27 @@ def _core(handle: int):
     return _CORES[handle]
 
 
+def _geometry(x: Tensor):
+    seq_shape = tuple(x.shape)
+    T = seq_shape[0]
+    return (T, x.numel() // T if T else 0, seq_shape, seq_shape[1:], x.device)
+
+
 @torch.library.custom_op("flexsn::infer", mutates_args=())
 def infer(core: int, inputs: list[Tensor], states: list[Tensor], params: list[Tensor],
           want_seqs: bool) -> list[Tensor]:
     cc = _core(core)
-    call = _runner.Call(cc, inputs, states or None, params, training=False)
-    outs, seqs, finals = call.empty(want_seqs) if call.T == 0 else call.infer(want_seqs)
-    # Outputs must not alias the op's inputs (T == 0 hands states through).
-    return list(outs) + [t.clone() if call.T == 0 else t for t in (seqs if want_seqs else finals)]
+    x = inputs[0]
+    geom = _geometry(x)
+    if geom[0] == 0:
+        outs, seqs, finals = _runner.run_empty(cc, inputs, states or None, False, want_seqs)
+        # Outputs must not alias the op's inputs: the states pass through.
+        return list(outs) + [t.clone() for t in (seqs if want_seqs else finals)]
+    ps, p_dtypes, p_scalar = _runner.flat_params(params, geom[3], x.device)
+    prep = _runner.prepare_infer(cc, x.dtype, x.device, not states, want_seqs, p_dtypes,
+                                 p_scalar)
+    outs, rest = prep(_runner._contiguous(inputs) + _runner._contiguous(states) + ps, *geom)
+    return outs + rest
 
 
 @infer.register_fake
@@ -71,17 +84,27 @@ def _infer_fake(core, inputs, states, params, want_seqs):
     return outs + [x.new_empty(x.shape[1:]) for _ in range(cc.num_states)]
 
 
+def _train_prep(cc, inputs, states, params, mask, geom):
+    """The training kernels of the call, and its leaves as they take them."""
+    x = inputs[0]
+    ps, p_dtypes, p_scalar = _runner.flat_params(params, geom[3], x.device)
+    prep = _runner.prepare_train(cc, x.dtype, x.device, p_dtypes, p_scalar, mask)
+    leaves = _runner._contiguous(inputs) + _runner._contiguous(states) + ps
+    return prep, leaves, p_scalar
+
+
 @torch.library.custom_op("flexsn::train_forward", mutates_args=())
 def train_forward(core: int, inputs: list[Tensor], states: list[Tensor],
                   params: list[Tensor], mask: list[bool]) -> list[Tensor]:
     cc = _core(core)
-    call = _runner.Call(cc, inputs, states, params, training=True, explicit_mask=mask)
-    T, step = call.T, call.step
-    if T == 0:
-        x = inputs[0]
+    x = inputs[0]
+    geom = _geometry(x)
+    if geom[0] == 0:
         return [x.new_empty(x.shape) for _ in range(cc.num_outputs + cc.num_states)]
-    outs, seqs = _runner.launch_forward(call.plan(), call.xs + call.s0 + call.ps)
-    return [t.view(T, *step) for t in outs + seqs]
+    prep, leaves, _ = _train_prep(cc, inputs, states, params, mask, geom)
+    prep.preload(geom[1])
+    outs, seqs = prep.run_forward(leaves, geom)
+    return outs + seqs
 
 
 @train_forward.register_fake
@@ -96,23 +119,21 @@ def train_backward(core: int, inputs: list[Tensor], states: list[Tensor],
                    params: list[Tensor], seqs: list[Tensor], grads: list[Optional[Tensor]],
                    mask: list[bool]) -> list[Tensor]:
     cc = _core(core)
-    call = _runner.Call(cc, inputs, states, params, training=True, explicit_mask=mask)
     leaves = list(inputs) + list(states) + list(params)
-    if call.T == 0:
+    geom = _geometry(inputs[0])
+    if geom[0] == 0:
         return [torch.zeros_like(t) if m else t.new_empty(0) for t, m in zip(leaves, mask)]
-    T, NCL, step = call.T, call.NCL, call.step
-    flat_seqs = [q.reshape(T, NCL) for q in seqs]
-    got = _runner.launch_backward(call.plan(), call.xs + call.s0 + call.ps, flat_seqs,
-                                  list(grads))
+    prep, flat, p_scalar = _train_prep(cc, inputs, states, params, mask, geom)
+    got = prep.run_backward(flat, _runner._contiguous(seqs), list(grads), geom)
     out = []
-    ni, ns = cc.num_inputs, cc.num_states
+    first_param = cc.num_inputs + cc.num_states
     for k, (t, g, m) in enumerate(zip(leaves, got, mask)):
         if not m or g is None:
             out.append(t.new_empty(0) if not m else torch.zeros_like(t))
-        elif k < ni + ns or call.p_scalar[k - ni - ns]:
+        elif k >= first_param and not p_scalar[k - first_param]:
+            out.append(g.sum_to_size(t.shape))  # a broadcast parameter
+        else:
             out.append(g.view(t.shape))
-        else:  # broadcast parameter: reduce its gradient to its shape
-            out.append(g.view(step).sum_to_size(t.shape))
     return out
 
 

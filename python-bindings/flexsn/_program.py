@@ -5,8 +5,10 @@ A :class:`Program` is one module compiled by libFlexSN for one target
 target, options). A :class:`Launcher` is one kernel of it on one device:
 it reads the manifest once to know, for every pointer argument, which
 tensor it takes (by meaning: ``input`` #0, ``grad_output`` #1, ...) or
-which result it writes and how large that is, so that a call only
-allocates the results, fills a pointer array and launches.
+which result it writes and how large that is. A :class:`Bound` is a
+launcher whose arguments are bound to positions in the tensor list a call
+passes, so that a call only allocates the results, fills a pointer array
+and launches.
 """
 
 from __future__ import annotations
@@ -168,39 +170,69 @@ class Launcher:
         if self.cuda:
             _capi.kernel_preload(self.handle, NCL)
 
-    def __call__(self, tensors: dict, T: int, NCL: int, device: torch.device):
-        """Runs the kernel reading `tensors[(meaning, index)]` and returns
-        the results it writes as {(meaning, index): tensor} ([T, NCL], [NCL]
-        or [1] tensors)."""
-        ptrs = self._array_type()
-        results = {}
-        for i, key, optional in self.reads:
-            t = tensors.get(key)
-            if t is None:
+
+class Bound:
+    """A launcher whose pointer arguments are bound once to positions: each
+    read to an index of the tensor list a call passes (None at an optional
+    read: a null pointer, which the kernel reads as zeros), each write to a
+    fresh result of shape [T, *S], [*S] or, for an accumulated scalar, a
+    zeroed [1]. A call then only allocates the results, reads the data
+    pointers and launches: no dictionaries, no views."""
+
+    __slots__ = ("name", "variant", "handle", "num", "array", "reads", "read_keys",
+                 "allocs", "cuda", "device", "fn", "result_keys")
+
+    SEQ, STEP, SCALAR = 0, 1, 2
+
+    def __init__(self, launcher: Launcher, positions: dict):
+        self.name, self.handle, self.num = launcher.name, launcher.handle, \
+            launcher.num_pointers
+        self.array, self.cuda, self.device = launcher._array_type, launcher.cuda, \
+            launcher.device
+        self.variant = launcher.info["variant"]
+        self.reads, self.read_keys = [], []  # (slot, position); (meaning, index)
+        for slot, key, optional in launcher.reads:
+            if key not in positions:
                 if optional:
-                    continue  # stays NULL
-                raise RuntimeError(f"kernel {self.name} needs {key[0]} #{key[1]}")
-            ptrs[i] = t.data_ptr()
-        for i, key, dtype, shape in self.allocs:
-            if shape == "[T, NCL]":
-                t = torch.empty((T, NCL), dtype=dtype, device=device)
-            elif shape == "[NCL]":
-                t = torch.empty((NCL,), dtype=dtype, device=device)
-            else:  # accumulated into: zeroed
+                    continue
+                raise FlexSNError(f"internal error: kernel {self.name} reads "
+                                  f"{key[0]} #{key[1]}, which the call does not pass")
+            self.reads.append((slot, positions[key]))
+            self.read_keys.append(key)
+        kinds = {"[T, NCL]": self.SEQ, "[NCL]": self.STEP}
+        self.allocs = [(slot, dtype, kinds.get(shape, self.SCALAR))
+                       for slot, _, dtype, shape in launcher.allocs]
+        # the key (meaning, index) of each result, in the order a call returns them
+        self.result_keys = [key for _, key, _, _ in launcher.allocs]
+        self.fn = _capi.lib().flexsn_kernel_launch
+
+    def index(self, key) -> int:
+        """Where the result `key` is in a call's returned list."""
+        return self.result_keys.index(key)
+
+    def __call__(self, args: Sequence, T: int, NCL: int, seq_shape: tuple,
+                 step_shape: tuple, device: torch.device) -> list:
+        vals: list = [None] * self.num
+        for slot, j in self.reads:
+            t = args[j]
+            if t is not None:
+                vals[slot] = t.data_ptr()
+        results = []
+        for slot, dtype, kind in self.allocs:
+            if kind == 0:
+                t = torch.empty(seq_shape, dtype=dtype, device=device)
+            elif kind == 1:
+                t = torch.empty(step_shape, dtype=dtype, device=device)
+            else:
                 t = torch.zeros((1,), dtype=dtype, device=device)
-            results[key] = t
-            ptrs[i] = t.data_ptr()
+            vals[slot] = t.data_ptr()
+            results.append(t)
         if self.cuda:
             stream, threads = current_stream(self.device), 0
         else:
             stream, threads = None, torch.get_num_threads()
-        _capi.kernel_launch(self.handle, ptrs, self.num_pointers, T, NCL, stream, threads)
+        error = ctypes.c_void_p()
+        if self.fn(self.handle, self.array(*vals), self.num, T, NCL, stream, threads,
+                   ctypes.byref(error)):
+            _capi.check_failed(error, "kernel launch failed")
         return results
-
-
-def flat(t: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
-    """`t` as a contiguous tensor viewed as `shape` (no copy when already
-    contiguous)."""
-    if not t.is_contiguous():
-        t = t.contiguous()
-    return t.view(shape)

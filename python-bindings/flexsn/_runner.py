@@ -36,6 +36,8 @@ class CompiledCore:
         self.non_differentiable = [k for k, d in enumerate(
             _tracer.differentiable_results(self.traced)) if not d]
         self._ir: dict[tuple, str] = {}
+        # InferPrep / TrainPrep by configuration (see prepare_infer)
+        self.prepared: dict[tuple, object] = {}
         # Emit once now: an op outside the table, or a bool output, is found
         # when the module is built, not at its first call.
         n = num_inputs + num_states + len(self.traced.params)
@@ -74,81 +76,132 @@ def try_compile(core, num_inputs, num_states, static_inputs, example_inputs,
         return None
 
 
-class _Plan:
-    """The training kernels of one call (the forward and the backward)."""
-    __slots__ = ("forward", "backward", "T", "NCL", "device", "counts",
-                 "param_shapes", "param_dtypes", "grad_reads", "non_differentiable")
+def _where(device: torch.device):
+    """(target, chip, device index) of kernels running on `device`."""
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return "cuda", _program.chip_of(device), index
+    return "cpu", None, 0
 
 
-def _feed(xs, s0, ps) -> dict:
-    """The kernel arguments by meaning: inputs, initial states, params."""
-    feed = {("input", i): x for i, x in enumerate(xs)}
-    feed.update({("init_state", s): v for s, v in enumerate(s0)})
-    feed.update({("param", p): v for p, v in enumerate(ps)})
-    return feed
+class InferPrep:
+    """The inference kernel of one configuration (dtype, device, parameter
+    kinds, zero or given initial states, state sequences or final states),
+    its arguments bound: ``xs + s0 + ps`` (inputs, initial states unless
+    zeros, parameters)."""
+
+    def __init__(self, cc: "CompiledCore", dtype, device: torch.device, zero_states: bool,
+                 want_seqs: bool, p_dtypes, p_scalar):
+        ni, ns, npar = cc.num_inputs, cc.num_states, len(p_dtypes)
+        target, chip, index = _where(device)
+        ir = cc.ir([dtype] * (ni + ns), p_dtypes, p_scalar, [False] * (ni + ns + npar),
+                   zero_states)
+        program = _program.get_program(ir, target, chip)
+        launcher = program.launcher("core_inference" if want_seqs else "core_final_state",
+                                    index)
+        nst = 0 if zero_states else ns
+        positions = {("input", i): i for i in range(ni)}
+        positions.update({("init_state", s): ni + s for s in range(nst)})
+        positions.update({("param", p): ni + nst + p for p in range(npar)})
+        self.kernel = _program.Bound(launcher, positions)
+        self.out_ix = [self.kernel.index(("output", k)) for k in range(cc.num_outputs)]
+        rest = "state_seq" if want_seqs else "final_state"
+        self.rest_ix = [self.kernel.index((rest, s)) for s in range(ns)]
+
+    def __call__(self, args, T, NCL, seq_shape, step_shape, device):
+        """(outputs [T, *S], state sequences [T, *S] or final states [*S])."""
+        res = self.kernel(args, T, NCL, seq_shape, step_shape, device)
+        return [res[i] for i in self.out_ix], [res[i] for i in self.rest_ix]
 
 
-def _split(plan: _Plan, tensors):
-    ni, ns, npar, _ = plan.counts
-    return tensors[:ni], tensors[ni:ni + ns], tensors[ni + ns:ni + ns + npar]
+class TrainPrep:
+    """The training kernels (forward, and backward for BPTT) of one
+    configuration, their arguments bound. The forward takes ``leaves``
+    (inputs, initial states, parameters); the backward ``leaves + seqs +
+    grads`` (state sequences, then the gradient or None of each output and
+    state sequence) and gives each leaf's gradient (None where none is
+    wanted) in the leaf's shape and dtype."""
 
+    def __init__(self, cc: "CompiledCore", dtype, device: torch.device, p_dtypes, p_scalar,
+                 mask):
+        ni, ns, no, npar = cc.num_inputs, cc.num_states, cc.num_outputs, len(p_dtypes)
+        target, chip, index = _where(device)
+        ir = cc.ir([dtype] * (ni + ns), p_dtypes, p_scalar, mask)
+        program = _program.get_program(ir, target, chip, differentiate=True)
+        n = ni + ns + npar
+        leaves = {("input", i): i for i in range(ni)}
+        leaves.update({("init_state", s): ni + s for s in range(ns)})
+        leaves.update({("param", p): ni + ns + p for p in range(npar)})
+        self.forward = _program.Bound(program.launcher("core_forward", index), leaves)
+        self.out_ix = [self.forward.index(("output", k)) for k in range(no)]
+        self.seq_ix = [self.forward.index(("state_seq", s)) for s in range(ns)]
+        back = dict(leaves)
+        back.update({("state_seq", s): n + s for s in range(ns)})
+        back.update({("grad_output", k): n + ns + k for k in range(no)})
+        back.update({("grad_state_seq", s): n + ns + no + s for s in range(ns)})
+        self._backward_launcher = program.launcher("core_backward", index)
+        self.backward = _program.Bound(self._backward_launcher, back)
+        keys = self.backward.result_keys
+        wanted = [("grad_input", i) for i in range(ni)] + \
+            [("grad_init_state", s) for s in range(ns)] + \
+            [("grad_param", p) for p in range(npar)]
+        self.grad_ix = [keys.index(k) if k in keys else None for k in wanted]
+        self.num_leaves = n
+        self.non_differentiable = cc.non_differentiable
+        self._preloaded = None
 
-def launch_forward(plan: _Plan, tensors):
-    """Training forward on flat tensors (inputs [T, NCL], initial states
-    [NCL], params): outputs and state sequences, [T, NCL] each."""
-    no, ns = plan.counts[3], plan.counts[1]
-    res = plan.forward(_feed(*_split(plan, tensors)), plan.T, plan.NCL, plan.device)
-    return ([res[("output", k)] for k in range(no)],
-            [res[("state_seq", s)] for s in range(ns)])
+    def preload(self, NCL: int) -> None:
+        """The backward's entry for NCL starts compiling in the background on
+        its first use (the driver's compile then overlaps the forward's)."""
+        if self._preloaded != NCL:
+            self._backward_launcher.preload(NCL)
+            self._preloaded = NCL
 
+    def run_forward(self, leaves, geom):
+        res = self.forward(leaves, *geom)
+        return [res[i] for i in self.out_ix], [res[i] for i in self.seq_ix]
 
-def launch_backward(plan: _Plan, tensors, seqs, grads):
-    """Backward kernel: `grads` holds the gradient (or None) of each output
-    and state sequence; returns the gradient (or None) of each flat input,
-    initial state and parameter."""
-    ni, ns, npar, no = plan.counts
-    T, NCL, device = plan.T, plan.NCL, plan.device
-    feed = _feed(*_split(plan, tensors))
-    feed.update({("state_seq", s): q for s, q in enumerate(seqs)})
-    for meaning, index in plan.grad_reads:
-        g = grads[index] if meaning == "grad_output" else grads[no + index]
-        # No gradient: no buffer (the kernel reads a null gradient as zeros).
-        if g is not None:
-            feed[(meaning, index)] = _program.flat(g, (T, NCL))
-    res = plan.backward(feed, T, NCL, device)
-    out = [res.get(("grad_input", i)) for i in range(ni)]
-    out += [res.get(("grad_init_state", s)) for s in range(ns)]
-    for p in range(npar):
-        g = res.get(("grad_param", p))
-        if g is not None:
-            g = g.to(plan.param_dtypes[p]).view(plan.param_shapes[p])
-        out.append(g)
-    return out
+    def run_backward(self, leaves, seqs, grads, geom) -> list:
+        args = list(leaves) + list(seqs)
+        args += [g if g is None or g.is_contiguous() else g.contiguous() for g in grads]
+        res = self.backward(args, *geom)
+        out = []
+        for leaf, ix in zip(leaves, self.grad_ix):
+            if ix is None:
+                out.append(None)
+                continue
+            g = res[ix]
+            if g.dtype != leaf.dtype:
+                g = g.to(leaf.dtype)
+            if g.shape != leaf.shape:  # a state or scalar shaped otherwise
+                g = g.view(leaf.shape)
+            out.append(g)
+        return out
 
 
 class ScanFunction(torch.autograd.Function):
     """Training forward kernel, and the backward kernel for BPTT."""
 
     @staticmethod
-    def forward(ctx, plan: _Plan, *tensors):
-        outs, seqs = launch_forward(plan, tensors)
+    def forward(ctx, prep: TrainPrep, geom, *leaves):
+        outs, seqs = prep.run_forward(leaves, geom)
         # A result without a gradient reaches backward as None, not as a
         # tensor of zeros that autograd would allocate and fill.
         ctx.set_materialize_grads(False)
-        ctx.plan = plan
-        ctx.save_for_backward(*tensors, *seqs)
+        ctx.prep, ctx.geom = prep, geom
+        ctx.save_for_backward(*leaves, *seqs)
         result = (*outs, *seqs)
-        if plan.non_differentiable:
-            ctx.mark_non_differentiable(*[result[k] for k in plan.non_differentiable])
+        if prep.non_differentiable:
+            ctx.mark_non_differentiable(*[result[k] for k in prep.non_differentiable])
         return result
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, *grads):
-        plan: _Plan = ctx.plan
-        n = sum(plan.counts[:3])
+        prep: TrainPrep = ctx.prep
+        n = prep.num_leaves
         saved = ctx.saved_tensors
-        return (None, *launch_backward(plan, saved[:n], saved[n:], grads))
+        return (None, None, *prep.run_backward(saved[:n], saved[n:], grads, ctx.geom))
 
 
 def validate_sequences(inputs, states, num_inputs, num_states, step_mode="m"):
@@ -208,9 +261,12 @@ def requires_grad_mask(inputs, init_states, num_states, params,
     return mask
 
 
-def _param_views(params, step, device):
+def flat_params(params, step: tuple, device: torch.device):
+    """Parameters as the kernels take them: a one-element tensor as it is
+    (a scalar), any other broadcast to the per-step shape and contiguous (no
+    copy when it already is); moved to `device`. Returns (tensors, dtypes,
+    scalar flags)."""
     flat, dtypes, scalar = [], [], []
-    numel = math.prod(step)
     for p, t in enumerate(params):
         if not isinstance(t, torch.Tensor) or t.dtype not in FLOAT_TYPES:
             raise TypeError(f"parameter #{p} must be a floating-point tensor")
@@ -218,125 +274,93 @@ def _param_views(params, step, device):
             t = t.to(device)
         dtypes.append(t.dtype)
         if t.numel() == 1:
-            flat.append(t.reshape(1))
+            flat.append(t)
             scalar.append(True)
             continue
-        try:
-            full = t.expand(step) if tuple(t.shape) != step else t
-        except RuntimeError:
-            raise ValueError(f"parameter #{p} has shape {tuple(t.shape)}, which does "
-                             f"not broadcast to the per-step shape {step}") from None
-        flat.append(_program.flat(full, (numel,)))
+        if t.shape != step:
+            try:
+                t = t.expand(step)
+            except RuntimeError:
+                raise ValueError(f"parameter #{p} has shape {tuple(t.shape)}, which does "
+                                 f"not broadcast to the per-step shape {step}") from None
+        flat.append(t if t.is_contiguous() else t.contiguous())
         scalar.append(False)
     return flat, dtypes, scalar
 
 
-class Call:
-    """One compiled call, prepared: flat views of the tensors, the kernel
-    configuration (dtypes, parameter kinds, requires-grad mask) and where
-    it runs."""
+def _contiguous(ts) -> list:
+    return [t if t.is_contiguous() else t.contiguous() for t in ts]
 
-    def __init__(self, cc: CompiledCore, inputs, init_states, params,
-                 grad_mask: Optional[Sequence[bool]] = None, training=None,
-                 explicit_mask: Optional[Sequence[bool]] = None):
-        ni, ns = cc.num_inputs, cc.num_states
-        self.cc = cc
-        first = inputs[0]
-        self.first, self.device = first, first.device
-        self.T, self.step = first.shape[0], tuple(first.shape[1:])
-        self.NCL = NCL = math.prod(self.step)
-        self.zero_states = init_states is None
-        if training is None:
-            training = torch.is_grad_enabled() and any(
-                t.requires_grad for t in list(inputs) + list(params) + list(init_states or []))
-        if self.zero_states and (self.T == 0 or training):
-            # The training forward takes its initial states: zeros it is.
-            init_states = [first.new_zeros(self.step) for _ in range(ns)]
-            self.zero_states = False
-        elif self.zero_states:
-            init_states = []
-        self.init_states = list(init_states)
-        self.xs = [_program.flat(x, (self.T, NCL)) for x in inputs]
-        self.s0 = [_program.flat(s, (NCL,)) for s in init_states]
-        self.ps, self.p_dtypes, self.p_scalar = _param_views(params, self.step,
-                                                             self.device)
-        self.in_dtypes = [first.dtype] * (ni + ns)
-        if explicit_mask is not None:  # the custom ops: tensors below autograd
-            self.mask = [bool(m) for m in explicit_mask]
-        else:
-            self.mask = requires_grad_mask(
-                inputs, None if self.zero_states else init_states, ns, params, grad_mask)
-        self.training = bool(training) and any(self.mask)
-        self.target = "cuda" if self.device.type == "cuda" else "cpu"
-        if self.target == "cuda":
-            self.chip = _program.chip_of(self.device)
-            index = self.device.index
-            self.dev_index = index if index is not None else torch.cuda.current_device()
-        else:
-            self.chip, self.dev_index = None, 0
 
-    def plan(self) -> _Plan:
-        cc = self.cc
-        ir = cc.ir(self.in_dtypes, self.p_dtypes, self.p_scalar, self.mask)
-        program = _program.get_program(ir, self.target, self.chip, differentiate=True)
-        plan = _Plan()
-        plan.forward = program.launcher("core_forward", self.dev_index)
-        plan.backward = program.launcher("core_backward", self.dev_index)
-        # The backward follows: on its first use its driver compile runs
-        # while the forward's does (a no-op once loaded).
-        plan.backward.preload(self.NCL)
-        plan.T, plan.NCL, plan.device = self.T, self.NCL, self.device
-        plan.counts = (cc.num_inputs, cc.num_states, len(self.ps), cc.num_outputs)
-        plan.param_shapes = [(1,) if sc else (self.NCL,) for sc in self.p_scalar]
-        plan.param_dtypes = self.p_dtypes
-        plan.non_differentiable = cc.non_differentiable
-        plan.grad_reads = [key for _, key, _ in plan.backward.reads
-                           if key[0] in ("grad_output", "grad_state_seq")]
-        return plan
+def prepare_infer(cc: CompiledCore, dtype, device, zero_states: bool, want_seqs: bool,
+                  p_dtypes, p_scalar) -> InferPrep:
+    key = ("infer", dtype, device, zero_states, want_seqs, tuple(p_dtypes), tuple(p_scalar))
+    prep = cc.prepared.get(key)
+    if prep is None:
+        prep = cc.prepared[key] = InferPrep(cc, dtype, device, zero_states, want_seqs,
+                                            p_dtypes, p_scalar)
+    return prep
 
-    def infer(self, want_seqs: bool):
-        """The inference kernel: (outputs, state sequences or None, final
-        states), shaped [T, *S] / [*S]."""
-        cc, T, step = self.cc, self.T, self.step
-        ir = cc.ir(self.in_dtypes, self.p_dtypes, self.p_scalar, [False] * len(self.mask),
-                   self.zero_states)
-        program = _program.get_program(ir, self.target, self.chip)
-        name = "core_inference" if want_seqs else "core_final_state"
-        launcher = program.launcher(name, self.dev_index)
-        res = launcher(_feed(self.xs, self.s0, self.ps), T, self.NCL, self.device)
-        outs = [res[("output", k)].view(T, *step) for k in range(cc.num_outputs)]
-        if want_seqs:
-            seqs = [res[("state_seq", s)].view(T, *step) for s in range(cc.num_states)]
-            return outs, seqs, [q[-1] for q in seqs]
-        return outs, None, [res[("final_state", s)].view(step) for s in range(cc.num_states)]
 
-    def empty(self, want_seqs: bool):
-        """T == 0: no launch."""
-        first, step, no, ns = self.first, self.step, self.cc.num_outputs, self.cc.num_states
-        outs = [first.new_empty((0, *step)) for _ in range(no)]
-        if self.training:
-            outs = [first * 0 for _ in range(no)]
-        seqs = [first.new_empty((0, *step)) for _ in range(ns)] if want_seqs else None
-        return outs, seqs, list(self.init_states)
+def prepare_train(cc: CompiledCore, dtype, device, p_dtypes, p_scalar, mask) -> TrainPrep:
+    key = ("train", dtype, device, tuple(p_dtypes), tuple(p_scalar), tuple(mask))
+    prep = cc.prepared.get(key)
+    if prep is None:
+        prep = cc.prepared[key] = TrainPrep(cc, dtype, device, p_dtypes, p_scalar, mask)
+    return prep
+
+
+def run_empty(cc: CompiledCore, inputs, init_states, training: bool, want_seqs: bool):
+    """T == 0: no launch. Outputs are empty (in training, tied to the inputs
+    so that a backward through them works); the states pass through."""
+    first = inputs[0]
+    step = tuple(first.shape[1:])
+    no, ns = cc.num_outputs, cc.num_states
+    outs = [first * 0 if training else first.new_empty((0, *step)) for _ in range(no)]
+    seqs = [first.new_empty((0, *step)) for _ in range(ns)] if want_seqs else None
+    finals = list(init_states) if init_states is not None else \
+        [first.new_zeros(step) for _ in range(ns)]
+    return outs, seqs, finals
 
 
 def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bool,
                  grad_mask: Optional[Sequence[bool]] = None):
     """Runs `cc` on `inputs` ([T, *S]) from `init_states` ([*S]; None: zeros)
     with `params`; returns (outputs [T, *S], state sequences [T, *S] or None,
-    final states [*S])."""
-    call = Call(cc, inputs, init_states, params, grad_mask)
-    if call.T == 0:
-        return call.empty(want_seqs)
-    if not call.training:
-        return call.infer(want_seqs)
-    T, step, no = call.T, call.step, cc.num_outputs
-    res = ScanFunction.apply(call.plan(), *call.xs, *call.s0, *call.ps)
+    final states [*S]). The kernels and their bound arguments are looked up
+    by the call's configuration, prepared on its first call."""
+    first = inputs[0]
+    seq_shape = tuple(first.shape)
+    T, step = seq_shape[0], seq_shape[1:]
+    mask = None
+    if torch.is_grad_enabled():
+        mask = requires_grad_mask(inputs, init_states, cc.num_states, params, grad_mask)
+        if not any(mask):
+            mask = None
+    if T == 0:
+        return run_empty(cc, inputs, init_states, mask is not None, want_seqs)
+    device = first.device
+    ps, p_dtypes, p_scalar = flat_params(params, step, device)
+    NCL = first.numel() // T
+    geom = (T, NCL, seq_shape, step, device)
+    xs = _contiguous(inputs)
+    if mask is None:
+        zero = init_states is None
+        prep = prepare_infer(cc, first.dtype, device, zero, want_seqs, p_dtypes, p_scalar)
+        s0 = [] if zero else _contiguous(init_states)
+        outs, rest = prep(xs + s0 + ps, *geom)
+        if want_seqs:
+            return outs, rest, [q[-1] for q in rest]
+        return outs, None, rest
+    prep = prepare_train(cc, first.dtype, device, p_dtypes, p_scalar, mask)
+    prep.preload(NCL)
+    # The training forward takes its initial states: zeros when none are given.
+    s0 = [first.new_zeros(step) for _ in range(cc.num_states)] if init_states is None \
+        else _contiguous(init_states)
+    res = ScanFunction.apply(prep, geom, *xs, *s0, *ps)
+    no = cc.num_outputs
     outs, seqs = list(res[:no]), list(res[no:])
-    finals = [q[-1].view(step) for q in seqs]
-    outs = [o.view(T, *step) for o in outs]
-    seqs = [q.view(T, *step) for q in seqs]
-    return outs, (seqs if want_seqs else None), finals
+    return outs, (seqs if want_seqs else None), [q[-1] for q in seqs]
 
 
 def as_tuple(r, num_outputs_and_states: int):

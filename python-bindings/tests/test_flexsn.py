@@ -378,13 +378,14 @@ def test_results_without_gradient_pass_no_buffer(device, monkeypatch):
     as the torch loop."""
     from flexsn import _program
     seen = []
-    call = _program.Launcher.__call__
+    call = _program.Bound.__call__
 
-    def spy(self, tensors, T, NCL, dev):
-        if self.info["variant"] == "backward":
-            seen.append(sorted(k for k in tensors if k[0].startswith("grad_")))
-        return call(self, tensors, T, NCL, dev)
-    monkeypatch.setattr(_program.Launcher, "__call__", spy)
+    def spy(self, args, *rest):
+        if self.variant == "backward":
+            seen.append(sorted(key for (_, j), key in zip(self.reads, self.read_keys)
+                               if key[0].startswith("grad_") and args[j] is not None))
+        return call(self, args, *rest)
+    monkeypatch.setattr(_program.Bound, "__call__", spy)
     m = flexsn.FlexSN(tutorial(), 2, 2, 2, backend=device.type, store_state_seqs=True)
     r = flexsn.FlexSN(tutorial(), 2, 2, 2, backend="torch", store_state_seqs=True)
     x = torch.randn(6, 40, device=device)
