@@ -108,8 +108,9 @@ int flexsn_kernel_preload(const flexsn_kernel *kernel, int64_t NCL,
 /* Runs the kernel over T steps and NCL neurons. `ptrs`: one pointer per
  * pointer argument in manifest order (host pointers on the CPU, device
  * pointers on CUDA); a pointer may be NULL where its buffer is empty, or
- * where the manifest marks it "optional": a gradient the kernel then reads
- * as zeros (grad_output, grad_state_seq, grad_final_state of a backward).
+ * where the manifest marks it "optional", which the kernel then reads as
+ * zeros: an initial state (init_state: the states start from zeros) or a
+ * gradient (grad_output, grad_state_seq, grad_final_state of a backward).
  * Buffers of role sum_state must be zeroed by the caller. CPU: runs on
  * `threads` threads (0: every core) and returns when done; `stream` is
  * ignored. CUDA: enqueues on `stream` (a CUstream; NULL: the legacy default

@@ -68,9 +68,9 @@ def infer(core: int, inputs: list[Tensor], states: list[Tensor], params: list[Te
         # Outputs must not alias the op's inputs: the states pass through.
         return list(outs) + [t.clone() for t in (seqs if want_seqs else finals)]
     ps, p_dtypes, p_scalar = _runner.flat_params(params, geom[3], x.device)
-    prep = _runner.prepare_infer(cc, x.dtype, x.device, not states, want_seqs, p_dtypes,
-                                 p_scalar)
-    outs, rest = prep(_runner._contiguous(inputs) + _runner._contiguous(states) + ps, *geom)
+    prep = _runner.prepare_infer(cc, x.dtype, x.device, want_seqs, p_dtypes, p_scalar)
+    s0 = _runner._contiguous(states) if states else [None] * cc.num_states
+    outs, rest = prep(_runner._contiguous(inputs) + s0 + ps, *geom)
     return outs + rest
 
 

@@ -218,11 +218,13 @@ class Bound:
             if t is not None:
                 vals[slot] = t.data_ptr()
         results = []
+        # Sizes as separate arguments: PyTorch parses them faster than a tuple.
         for slot, dtype, kind in self.allocs:
             if kind == 0:
-                t = torch.empty(seq_shape, dtype=dtype, device=device)
+                t = torch.empty(*seq_shape, dtype=dtype, device=device)
             elif kind == 1:
-                t = torch.empty(step_shape, dtype=dtype, device=device)
+                t = torch.empty(*step_shape, dtype=dtype, device=device) if step_shape \
+                    else torch.empty((), dtype=dtype, device=device)
             else:
                 t = torch.zeros((1,), dtype=dtype, device=device)
             vals[slot] = t.data_ptr()

@@ -45,13 +45,11 @@ class CompiledCore:
                 [torch.float32] * len(self.traced.params),
                 [False] * len(self.traced.params), [False] * n)
 
-    def ir(self, in_dtypes, param_dtypes, param_scalar, mask, zero_states=False) -> str:
-        key = (tuple(in_dtypes), tuple(param_dtypes), tuple(param_scalar), tuple(mask),
-               zero_states)
+    def ir(self, in_dtypes, param_dtypes, param_scalar, mask) -> str:
+        key = (tuple(in_dtypes), tuple(param_dtypes), tuple(param_scalar), tuple(mask))
         text = self._ir.get(key)
         if text is None:
-            text = _tracer.emit(self.traced, in_dtypes, param_dtypes, param_scalar, mask,
-                                zero_states=zero_states)
+            text = _tracer.emit(self.traced, in_dtypes, param_dtypes, param_scalar, mask)
             self._ir[key] = text
         return text
 
@@ -86,23 +84,21 @@ def _where(device: torch.device):
 
 class InferPrep:
     """The inference kernel of one configuration (dtype, device, parameter
-    kinds, zero or given initial states, state sequences or final states),
-    its arguments bound: ``xs + s0 + ps`` (inputs, initial states unless
-    zeros, parameters)."""
+    kinds, state sequences or final states), its arguments bound: ``xs + s0
+    + ps`` (inputs, initial states, parameters). An initial state may be
+    None: the kernel reads a null pointer as zeros (nothing allocated)."""
 
-    def __init__(self, cc: "CompiledCore", dtype, device: torch.device, zero_states: bool,
-                 want_seqs: bool, p_dtypes, p_scalar):
+    def __init__(self, cc: "CompiledCore", dtype, device: torch.device, want_seqs: bool,
+                 p_dtypes, p_scalar):
         ni, ns, npar = cc.num_inputs, cc.num_states, len(p_dtypes)
         target, chip, index = _where(device)
-        ir = cc.ir([dtype] * (ni + ns), p_dtypes, p_scalar, [False] * (ni + ns + npar),
-                   zero_states)
+        ir = cc.ir([dtype] * (ni + ns), p_dtypes, p_scalar, [False] * (ni + ns + npar))
         program = _program.get_program(ir, target, chip)
         launcher = program.launcher("core_inference" if want_seqs else "core_final_state",
                                     index)
-        nst = 0 if zero_states else ns
         positions = {("input", i): i for i in range(ni)}
-        positions.update({("init_state", s): ni + s for s in range(nst)})
-        positions.update({("param", p): ni + nst + p for p in range(npar)})
+        positions.update({("init_state", s): ni + s for s in range(ns)})
+        positions.update({("param", p): ni + ns + p for p in range(npar)})
         self.kernel = _program.Bound(launcher, positions)
         self.out_ix = [self.kernel.index(("output", k)) for k in range(cc.num_outputs)]
         rest = "state_seq" if want_seqs else "final_state"
@@ -117,10 +113,11 @@ class InferPrep:
 class TrainPrep:
     """The training kernels (forward, and backward for BPTT) of one
     configuration, their arguments bound. The forward takes ``leaves``
-    (inputs, initial states, parameters); the backward ``leaves + seqs +
-    grads`` (state sequences, then the gradient or None of each output and
-    state sequence) and gives each leaf's gradient (None where none is
-    wanted) in the leaf's shape and dtype."""
+    (inputs, initial states, parameters; an initial state None: zeros);
+    the backward ``leaves + seqs + grads`` (state sequences, then the
+    gradient or None of each output and state sequence) and gives each
+    leaf's gradient (None where none is wanted) in the leaf's shape and
+    dtype."""
 
     def __init__(self, cc: "CompiledCore", dtype, device: torch.device, p_dtypes, p_scalar,
                  mask):
@@ -167,7 +164,7 @@ class TrainPrep:
         res = self.backward(args, *geom)
         out = []
         for leaf, ix in zip(leaves, self.grad_ix):
-            if ix is None:
+            if ix is None or leaf is None:
                 out.append(None)
                 continue
             g = res[ix]
@@ -207,6 +204,41 @@ class ScanFunction(torch.autograd.Function):
 def validate_sequences(inputs, states, num_inputs, num_states, step_mode="m"):
     """Checks counts, types, dtypes, devices and per-step sizes; returns
     (T, per-step shape) (T is None in step mode "s")."""
+    if len(inputs) == num_inputs and (states is None or len(states) == num_states) \
+            and _plainly_valid(inputs, states, step_mode):
+        first = inputs[0]
+        return (first.shape[0], tuple(first.shape[1:])) if step_mode == "m" else \
+            (None, tuple(first.shape))
+    return _validate_slowly(inputs, states, num_inputs, num_states, step_mode)
+
+
+def _plainly_valid(inputs, states, step_mode) -> bool:
+    """The common case, checked cheaply: tensors of one float dtype on one
+    device, inputs shaped like input #0, states one step of it. False: the
+    full check decides (and names what is wrong)."""
+    first = inputs[0]
+    if not isinstance(first, torch.Tensor) or first.dtype not in FLOAT_TYPES:
+        return False
+    dtype, device, shape = first.dtype, first.device, first.shape
+    if step_mode == "m" and len(shape) < 1:
+        return False
+    for t in inputs:
+        if not isinstance(t, torch.Tensor) or t.dtype != dtype or t.shape != shape \
+                or t.device != device:
+            return False
+    if states:
+        numel = first.numel()
+        T = shape[0] if step_mode == "m" else 1
+        if T == 0:
+            return False
+        for t in states:
+            if not isinstance(t, torch.Tensor) or t.dtype != dtype \
+                    or t.numel() * T != numel or t.device != device:
+                return False
+    return True
+
+
+def _validate_slowly(inputs, states, num_inputs, num_states, step_mode):
     if len(inputs) != num_inputs:
         raise TypeError(f"expected {num_inputs} input tensor(s), got {len(inputs)}")
     if states is not None and len(states) != num_states:
@@ -292,13 +324,13 @@ def _contiguous(ts) -> list:
     return [t if t.is_contiguous() else t.contiguous() for t in ts]
 
 
-def prepare_infer(cc: CompiledCore, dtype, device, zero_states: bool, want_seqs: bool,
-                  p_dtypes, p_scalar) -> InferPrep:
-    key = ("infer", dtype, device, zero_states, want_seqs, tuple(p_dtypes), tuple(p_scalar))
+def prepare_infer(cc: CompiledCore, dtype, device, want_seqs: bool, p_dtypes,
+                  p_scalar) -> InferPrep:
+    key = ("infer", dtype, device, want_seqs, tuple(p_dtypes), tuple(p_scalar))
     prep = cc.prepared.get(key)
     if prep is None:
-        prep = cc.prepared[key] = InferPrep(cc, dtype, device, zero_states, want_seqs,
-                                            p_dtypes, p_scalar)
+        prep = cc.prepared[key] = InferPrep(cc, dtype, device, want_seqs, p_dtypes,
+                                            p_scalar)
     return prep
 
 
@@ -344,19 +376,16 @@ def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bo
     NCL = first.numel() // T
     geom = (T, NCL, seq_shape, step, device)
     xs = _contiguous(inputs)
+    # No initial states: null pointers, read as zeros by the kernels.
+    s0 = [None] * cc.num_states if init_states is None else _contiguous(init_states)
     if mask is None:
-        zero = init_states is None
-        prep = prepare_infer(cc, first.dtype, device, zero, want_seqs, p_dtypes, p_scalar)
-        s0 = [] if zero else _contiguous(init_states)
+        prep = prepare_infer(cc, first.dtype, device, want_seqs, p_dtypes, p_scalar)
         outs, rest = prep(xs + s0 + ps, *geom)
         if want_seqs:
             return outs, rest, [q[-1] for q in rest]
         return outs, None, rest
     prep = prepare_train(cc, first.dtype, device, p_dtypes, p_scalar, mask)
     prep.preload(NCL)
-    # The training forward takes its initial states: zeros when none are given.
-    s0 = [first.new_zeros(step) for _ in range(cc.num_states)] if init_states is None \
-        else _contiguous(init_states)
     res = ScanFunction.apply(prep, geom, *xs, *s0, *ps)
     no = cc.num_outputs
     outs, seqs = list(res[:no]), list(res[no:])

@@ -668,14 +668,13 @@ _MULTI = {aten.log_sigmoid_forward.default}
 
 def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
          param_dtypes: Sequence[torch.dtype], param_scalar: Sequence[bool],
-         requires_grad: Sequence[bool], name: str = "core",
-         zero_states: bool = False) -> str:
+         requires_grad: Sequence[bool], name: str = "core") -> str:
     """The IR of `traced`: one kernel function `name` whose inputs and
     states are stored as `in_dtypes` (inputs then states; outputs take the
     first input's), whose parameters are scalars or per-neuron, and where
     `requires_grad` (inputs, states, params) marks what takes a gradient.
-    `zero_states`: the initial states are zeros made inside the kernel (no
-    state arguments)."""
+    (Initial states that are zeros need no variant: every kernel reads a
+    null initial-state pointer as zeros.)"""
     ni, ns, no = traced.num_inputs, traced.num_states, traced.num_outputs
     compute = "f64" if all(d == torch.float64 for d in in_dtypes) else "f32"
     B = _Body(compute)
@@ -761,17 +760,9 @@ def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
     for i in range(ni):
         func_args.append(f"%x{i}: {seq(in_dtypes[i])}" + ("" if requires_grad[i] else no_grad))
         ins.append((f"%x{i}", seq(in_dtypes[i])))
-    prologue = []
-    if zero_states and ns:
-        prologue.append("  %c1 = arith.constant 1 : index")
-        prologue.append(f"  %ncl = tensor.dim %x0, %c1 : {seq(in_dtypes[0])}")
     for i in range(ns):
         d = in_dtypes[ni + i]
         sts.append((f"%s{i}", vec(d)))
-        if zero_states:
-            prologue.append(f"  %z{i} = arith.constant 0.0 : {STORAGE[d]}")
-            prologue.append(f"  %s{i} = tensor.splat %z{i}[%ncl] : {vec(d)}")
-            continue
         func_args.append(f"%s{i}: {vec(d)}" + ("" if requires_grad[ni + i] else no_grad))
     for p, (d, scalar) in enumerate(zip(param_dtypes, param_scalar)):
         t = STORAGE[d] if scalar else vec(d)
@@ -788,7 +779,7 @@ def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
     nres = len(result_types)
     res = "%r" if nres == 1 else f"%r:{nres}"
     lines = [f"func.func @{name}(" + ", ".join(func_args) + ") -> ("
-             + ", ".join(result_types) + ") {"] + prologue + [
+             + ", ".join(result_types) + ") {"] + [
              f"  {res} = flexsn.scan" + group("ins", ins) + group("states", sts)
              + group("params", prs) + " -> (" + ", ".join(result_types) + ") {",
              "  ^bb0(" + ", ".join(block_args) + "):"]

@@ -159,6 +159,20 @@ static void testCPU(const char *lif) {
     }
   }
   EXPECT(same, "cpu results equal a hand-written LIF");
+  {
+    /* The initial states are optional: NULL starts from zeros. */
+    float zeroState[N], s1[T * N], v1[T * N], s2[T * N], v2[T * N];
+    for (int n = 0; n < N; ++n)
+      zeroState[n] = 0.0f;
+    void *zeroInit[] = {x, zeroState, s1, v1};
+    void *nullInit[] = {x, NULL, s2, v2};
+    r = flexsn_kernel_launch(k, zeroInit, 4, T, N, NULL, 1, &error);
+    r = r ? r : flexsn_kernel_launch(k, nullInit, 4, T, N, NULL, 1, &error);
+    int equal = r == 0;
+    for (int i = 0; i < T * N; ++i)
+      equal &= s1[i] == s2[i] && v1[i] == v2[i];
+    EXPECT(equal, "a NULL init_state reads as zeros in the inference kernel");
+  }
 
   /* The backward reads a NULL gradient (optional in the manifest) as
    * zeros: the same results as buffers of zeros. Pointers: x, grad_output,
@@ -184,6 +198,22 @@ static void testCPU(const char *lif) {
     for (int n = 0; n < N; ++n)
       equal &= gv1[n] == gv2[n];
     EXPECT(equal, "a NULL grad_state_seq reads as zeros (same gradients)");
+    /* A NULL init_state (optional: the initial states are zeros) read as
+     * the lagged operand's row before t = 0: the same gradients as a
+     * buffer of zeros. */
+    float zeroState[N], gx3[T * N], gv3[N], gx4[T * N], gv4[N];
+    for (int n = 0; n < N; ++n)
+      zeroState[n] = 0.0f;
+    void *zeroInit[] = {x, gs, NULL, v, zeroState, gx3, gv3};
+    void *nullInit[] = {x, gs, NULL, v, NULL, gx4, gv4};
+    r = flexsn_kernel_launch(bk, zeroInit, 7, T, N, NULL, 1, &error);
+    r = r ? r : flexsn_kernel_launch(bk, nullInit, 7, T, N, NULL, 1, &error);
+    equal = r == 0;
+    for (int i = 0; i < T * N; ++i)
+      equal &= gx3[i] == gx4[i];
+    for (int n = 0; n < N; ++n)
+      equal &= gv3[n] == gv4[n];
+    EXPECT(equal, "a NULL init_state reads as zeros in the backward");
     void *noInput[] = {NULL, gs, NULL, v, v0, gx2, gv2};
     expectError(flexsn_kernel_launch(bk, noInput, 7, T, N, NULL, 1, &error),
                 &error, "pointer #0 of kernel 'lif_backward' is NULL",
@@ -200,9 +230,9 @@ static void testCPU(const char *lif) {
               "takes 4 pointers, got 5", "5 pointers for 4 is an error");
   expectError(flexsn_kernel_launch(k, many, 9, T, N, NULL, 1, &error), &error,
               "takes 4 pointers, got 9", "9 pointers for 4 is an error");
-  void *withNull[] = {x, NULL, s, v};
+  void *withNull[] = {x, v0, NULL, v};
   expectError(flexsn_kernel_launch(k, withNull, 4, T, N, NULL, 1, &error),
-              &error, "pointer #1 of kernel 'lif_inference' is NULL",
+              &error, "pointer #2 of kernel 'lif_inference' is NULL",
               "a NULL pointer to a non-empty buffer is an error");
   expectError(flexsn_kernel_launch(k, NULL, 4, T, N, NULL, 1, &error), &error,
               "ptrs must not be NULL", "a NULL pointer array is an error");

@@ -342,9 +342,12 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   unsigned rawPerOperand = e.rawValuesPerOperand();
   unsigned numRaw = numOperandReads * rawPerOperand;
   // Whether each optional input pointer is non-null: loop-invariant.
-  SmallVector<Value> inputGiven;
+  SmallVector<Value> inputGiven, laggedInitGiven;
   for (auto &[ptr, elt] : inputs)
     inputGiven.push_back(optional.contains(ptr) ? e.isGiven(ptr) : Value());
+  for (auto &[ptr, elt] : laggedInit)
+    laggedInitGiven.push_back(optional.contains(ptr) ? e.isGiven(ptr)
+                                                     : Value());
   auto rowOf = [&](Value s) -> std::pair<Value, Value> {
     Value t = reverse ? arith::SubIOp::create(b, loc, tLast, s).getResult() : s;
     return {t, arith::MulIOp::create(b, loc, t, ncl)};
@@ -359,11 +362,16 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
       Value started =
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, t, zero);
       Value prevRow = arith::SubIOp::create(b, loc, row, ncl);
-      for (auto [seq, first] : llvm::zip_equal(lagged, laggedInit)) {
+      for (auto [seq, first, initGiven] :
+           llvm::zip_equal(lagged, laggedInit, laggedInitGiven)) {
         Value fromSeq = e.gep(seq.first, seq.second, prevRow);
         Value base =
             LLVM::SelectOp::create(b, loc, started, fromSeq, first.first);
-        llvm::append_range(vals, e.loadRaw(base, seq.second, Value()));
+        // A null init (zeros) is read from the zeros block at t = 0 only.
+        Value given =
+            initGiven ? LLVM::OrOp::create(b, loc, started, initGiven).getResult()
+                      : Value();
+        llvm::append_range(vals, e.loadRaw(base, seq.second, Value(), given));
       }
     }
     return vals;

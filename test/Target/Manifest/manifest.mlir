@@ -28,9 +28,11 @@
 // CHECK: "role": "input"
 // CHECK: "shape": "[T, NCL]"
 // CHECK-NEXT: "bytes": "T * NCL * 4"
+// An initial state may be null (the states start from zeros).
 // CHECK: "role": "init_state"
 // CHECK: "shape": "[NCL]"
 // CHECK-NEXT: "bytes": "NCL * 4"
+// CHECK-NEXT: "optional": true
 // A scalar param is param #0 in the user's terms; its shape says scalar.
 // CHECK: "role": "param_scalar"
 // CHECK: "meaning": "param"
@@ -73,6 +75,8 @@
 // TRAIN: "meaning": "state_seq"
 // TRAIN: "role": "lagged_init"
 // TRAIN: "meaning": "init_state"
+// TRAIN: "optional": true
+// TRAIN-NEXT: }
 // TRAIN: "role": "param_scalar"
 // TRAIN: "meaning": "param"
 // TRAIN: "role": "output"

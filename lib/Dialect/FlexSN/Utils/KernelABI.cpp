@@ -175,11 +175,15 @@ ArgDescription mlir::flexsn::describeKernelArg(ScanOp scan,
 }
 
 bool mlir::flexsn::isOptionalKernelArg(ScanOp scan, const KernelArg &arg) {
-  if (arg.role != KernelArgRole::Input && arg.role != KernelArgRole::InitState)
+  if (arg.role != KernelArgRole::Input && arg.role != KernelArgRole::InitState &&
+      arg.role != KernelArgRole::LaggedInit)
     return false;
   ArgMeaning m = describeKernelArg(scan, arg).meaning;
+  // A gradient the caller does not have, or initial states that are zeros
+  // (read by an inference or training forward, and as the lagged operand's
+  // row before t = 0 by a backward).
   return m == ArgMeaning::GradOutput || m == ArgMeaning::GradStateSeq ||
-         m == ArgMeaning::GradFinalState;
+         m == ArgMeaning::GradFinalState || m == ArgMeaning::InitState;
 }
 
 SmallVector<KernelSpec> mlir::flexsn::getKernelSpecs(ScanOp scan) {
