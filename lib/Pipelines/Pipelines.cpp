@@ -99,9 +99,9 @@ std::string PipelineOptions::validate() const {
   if (blockSize < 32 || blockSize > 1024 || blockSize % 32 != 0)
     return "block-size=" + std::to_string(blockSize) +
            ": a multiple of 32 from 32 to 1024";
-  if (prefetch > 8)
+  if (prefetch > 16)
     return "prefetch=" + std::to_string(prefetch) +
-           ": 0 (chosen per kernel) to 8 steps";
+           ": 0 (chosen per kernel) to 16 steps";
   if (!saveOps.empty() && !differentiate)
     return "save-ops needs differentiate";
   return "";

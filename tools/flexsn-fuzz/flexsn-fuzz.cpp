@@ -821,8 +821,8 @@ int main(int argc, char **argv) {
                  << "': " << ec.message() << "\n";
     return 2;
   }
-  if (clPrefetch > 8) {
-    llvm::errs() << "flexsn-fuzz: --prefetch must be 1 to 8, not "
+  if (clPrefetch > 16) {
+    llvm::errs() << "flexsn-fuzz: --prefetch must be 1 to 16, not "
                  << clPrefetch << "\n";
     return 2;
   }

@@ -93,7 +93,7 @@ static cl::opt<double> clTieMargin(
 
 static cl::opt<unsigned> clPrefetch(
     "prefetch",
-    cl::desc("steps of loads in flight in the kernels' time loop, 1-8 (default: "
+    cl::desc("steps of loads in flight in the kernels' time loop, 1-16 (default: "
              "chosen per kernel on the GPU, 1 on the CPU)"),
     cl::init(0));
 
@@ -145,8 +145,8 @@ int main(int argc, char **argv) {
       clNeuronsPerThread != 4 && clNeuronsPerThread != 8)
     return fail("--neurons-per-thread must be 1, 2, 4 or 8, not " +
                 std::to_string(clNeuronsPerThread));
-  if (clPrefetch > 8)
-    return fail("--prefetch must be 1 to 8, not " + std::to_string(clPrefetch));
+  if (clPrefetch > 16)
+    return fail("--prefetch must be 1 to 16, not " + std::to_string(clPrefetch));
   if (!(clTieMargin >= 0 && clTieMargin < 1))
     return fail("--tie-margin must be in [0, 1), not " +
                 std::to_string(clTieMargin));

@@ -26,8 +26,8 @@ struct ConvertFlexSNToCPUKernelsPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (prefetch < 1 || prefetch > 8) {
-      module.emitError() << "prefetch must be 1 to 8, got "
+    if (prefetch < 1 || prefetch > 16) {
+      module.emitError() << "prefetch must be 1 to 16, got "
                          << static_cast<unsigned>(prefetch);
       return signalPassFailure();
     }

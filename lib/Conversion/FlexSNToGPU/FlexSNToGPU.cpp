@@ -38,8 +38,8 @@ struct ConvertFlexSNToGPUPass
                          << width;
       return signalPassFailure();
     }
-    if (prefetch > 8) {
-      module.emitError() << "prefetch must be 0 (automatic) to 8, got "
+    if (prefetch > 16) {
+      module.emitError() << "prefetch must be 0 (automatic) to 16, got "
                          << static_cast<unsigned>(prefetch);
       return signalPassFailure();
     }

@@ -52,6 +52,7 @@ public:
   Result (*cuDevicePrimaryCtxRetain)(Context *, int);
   Result (*cuDevicePrimaryCtxRelease)(int);
   Result (*cuCtxSetCurrent)(Context);
+  Result (*cuCtxGetCurrent)(Context *);
   Result (*cuCtxPushCurrent)(Context);
   Result (*cuCtxPopCurrent)(Context *);
   Result (*cuCtxSynchronize)();
@@ -121,6 +122,7 @@ private:
     bind(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     bind(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
     bind(cuCtxSetCurrent, "cuCtxSetCurrent");
+    bind(cuCtxGetCurrent, "cuCtxGetCurrent");
     bind(cuCtxPushCurrent, "cuCtxPushCurrent_v2");
     bind(cuCtxPopCurrent, "cuCtxPopCurrent_v2");
     bind(cuCtxSynchronize, "cuCtxSynchronize");
@@ -236,22 +238,29 @@ Error Device::makeCurrent() {
 namespace {
 /// Makes a context current for the guard's lifetime, then restores the
 /// caller's: a library call never leaves the thread on another device
-/// (PyTorch's runtime keeps its own idea of the current device).
+/// (PyTorch's runtime keeps its own idea of the current device). When the
+/// context is already current (a launch from PyTorch on its current
+/// device: the common case) nothing is pushed or popped.
 class ScopedContext {
 public:
   ScopedContext(const Driver &drv, Context context) : drv(drv) {
-    pushed = drv.cuCtxPushCurrent(context) == kSuccess;
+    Context current = nullptr;
+    if (drv.cuCtxGetCurrent(&current) == kSuccess && current == context) {
+      ready = true;
+      return;
+    }
+    pushed = ready = drv.cuCtxPushCurrent(context) == kSuccess;
   }
   ~ScopedContext() {
     Context ignored;
     if (pushed)
       drv.cuCtxPopCurrent(&ignored);
   }
-  bool ok() const { return pushed; }
+  bool ok() const { return ready; }
 
 private:
   const Driver &drv;
-  bool pushed = false;
+  bool pushed = false, ready = false;
 };
 } // namespace
 

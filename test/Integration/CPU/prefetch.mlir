@@ -10,9 +10,10 @@
 // RUN: flexsn-run %flexsn_src_root/examples/plif.mlir --variant=forward --check --T=11 --ncl=9 --prefetch=3 | FileCheck %s
 // RUN: flexsn-run %flexsn_src_root/examples/plif.mlir --variant=backward --check --T=2 --ncl=9 --prefetch=8 | FileCheck %s
 // RUN: flexsn-run %flexsn_src_root/examples/two_in_two_state.mlir --variant=backward --check --T=13 --ncl=33 --prefetch=3 --dtype=bf16 | FileCheck %s
-// RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --prefetch=9 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: flexsn-run %flexsn_src_root/examples/lif.mlir --variant=backward --check --T=21 --ncl=9 --prefetch=16 | FileCheck %s
+// RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --prefetch=17 2>&1 | FileCheck %s --check-prefix=BAD
 // CHECK: check: ok
-// BAD: --prefetch must be 1 to 8, not 9
+// BAD: --prefetch must be 1 to 16, not 17
 
 // The pass: a prologue reads the first P steps only when T > 0; the loop
 // steps by P and carries the slots after the states; copy 0 runs
@@ -33,4 +34,4 @@
 // IR: arith.minsi
 // IR: scf.yield
 // RUN: not flexsn-opt %flexsn_src_root/examples/lif.mlir -convert-flexsn-to-cpu-kernels=prefetch=0 2>&1 | FileCheck %s --check-prefix=ZERO
-// ZERO: error: prefetch must be 1 to 8, got 0
+// ZERO: error: prefetch must be 1 to 16, got 0
