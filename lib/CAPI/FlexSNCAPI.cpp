@@ -293,9 +293,7 @@ int flexsn_kernel_get(flexsn_program *program, const char *name, int device,
     llvm::SmallVector<cuda::ScanKernel::Pointer> pointers;
     for (const auto &p : k->pointers)
       pointers.push_back(
-          {p.shape == ArgShape::Scalar
-               ? 0u
-               : p.elementBytes * geometry.neuronsPerThread});
+          {p.elementBytes, p.shape != ArgShape::Scalar});
     auto scan = cuda::ScanKernel::create(
         **dev, program->ptx, name, info->scalarEntry, geometry.blockSize,
         geometry.neuronsPerThread, pointers);

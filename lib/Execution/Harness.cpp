@@ -293,11 +293,8 @@ private:
       return slot.get();
     SmallVector<cuda::ScanKernel::Pointer> pointers;
     for (const HostBuffer &b : buffers)
-      pointers.push_back(
-          {getArgShape(b.arg.role) == ArgShape::Scalar
-               ? 0u
-               : b.arg.type.getIntOrFloatBitWidth() / 8 *
-                     geometry.neuronsPerThread});
+      pointers.push_back({b.arg.type.getIntOrFloatBitWidth() / 8,
+                          getArgShape(b.arg.role) != ArgShape::Scalar});
     auto kernel = cuda::ScanKernel::create(
         *device, ptx, name,
         geometry.neuronsPerThread > 1 ? getScalarEntryName(name) : "",

@@ -516,8 +516,8 @@ bool ScanKernel::takesVectorEntry(ArrayRef<void *> ptrs, int64_t NCL) const {
   if (uint64_t(NCL) % width)
     return false;
   for (auto [p, info] : llvm::zip(ptrs, pointers))
-    if (info.vectorBytes &&
-        reinterpret_cast<uintptr_t>(p) % info.vectorBytes != 0)
+    if (info.perNeuron &&
+        reinterpret_cast<uintptr_t>(p) % (info.elementBytes * width) != 0)
       return false;
   return true;
 }

@@ -147,16 +147,20 @@ private:
 /// convert-flexsn-to-gpu contract): the vector entry `name` (W neurons per
 /// thread, W-wide accesses) and the scalar entry `scalarName` (one neuron
 /// per thread). Each launch takes the vector entry when NCL is a multiple
-/// of W, every vector-accessed pointer is aligned to its `vectorBytes`, and
+/// of W, every [T, NCL] or [NCL] pointer is aligned to W elements, and
 /// there are at least 256 threads of W neurons per SM; else the scalar
 /// entry. An entry is compiled by the driver on the first launch that
 /// takes it (or by load()), from a module holding only that entry.
 class ScanKernel {
 public:
+  /// A pointer argument, as the entry choice needs it.
   struct Pointer {
-    /// The alignment in bytes the vector entry needs (W x element bytes);
-    /// 0 for a pointer it reads one element of (params, sums).
-    unsigned vectorBytes = 0;
+    /// Bytes of one element.
+    unsigned elementBytes = 0;
+    /// Whether it holds NCL elements per row ([T, NCL] or [NCL]), which
+    /// the vector entry accesses W at a time; false for one element
+    /// (scalar params, sums).
+    bool perNeuron = false;
   };
   /// `ptx` must outlive the kernel. `scalarName` is empty when W is 1.
   /// Fails when `ptx` does not define the entries.
