@@ -69,8 +69,8 @@ def infer(core: int, inputs: list[Tensor], states: list[Tensor], params: list[Te
         return list(outs) + [t.clone() for t in (seqs if want_seqs else finals)]
     ps, p_dtypes, p_scalar = _runner.flat_params(params, geom[3], x.device)
     prep = _runner.prepare_infer(cc, x.dtype, x.device, want_seqs, p_dtypes, p_scalar)
-    s0 = _runner._contiguous(states) if states else [None] * cc.num_states
-    outs, rest = prep(_runner._contiguous(inputs) + s0 + ps, *geom)
+    s0 = _runner.as_contiguous(states) if states else [None] * cc.num_states
+    outs, rest = prep(_runner.as_contiguous(inputs) + s0 + ps, *geom)
     return outs + rest
 
 
@@ -89,7 +89,7 @@ def _train_prep(cc, inputs, states, params, mask, geom):
     x = inputs[0]
     ps, p_dtypes, p_scalar = _runner.flat_params(params, geom[3], x.device)
     prep = _runner.prepare_train(cc, x.dtype, x.device, p_dtypes, p_scalar, mask)
-    leaves = _runner._contiguous(inputs) + _runner._contiguous(states) + ps
+    leaves = _runner.as_contiguous(inputs) + _runner.as_contiguous(states) + ps
     return prep, leaves, p_scalar
 
 
@@ -124,7 +124,7 @@ def train_backward(core: int, inputs: list[Tensor], states: list[Tensor],
     if geom[0] == 0:
         return [torch.zeros_like(t) if m else t.new_empty(0) for t, m in zip(leaves, mask)]
     prep, flat, p_scalar = _train_prep(cc, inputs, states, params, mask, geom)
-    got = prep.run_backward(flat, _runner._contiguous(seqs), list(grads), geom)
+    got = prep.run_backward(flat, _runner.as_contiguous(seqs), list(grads), geom)
     out = []
     first_param = cc.num_inputs + cc.num_states
     for k, (t, g, m) in enumerate(zip(leaves, got, mask)):

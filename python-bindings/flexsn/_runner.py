@@ -82,6 +82,15 @@ def _where(device: torch.device):
     return "cpu", None, 0
 
 
+def _leaf_positions(ni: int, ns: int, npar: int) -> dict:
+    """Where each input, initial state and parameter is in a call's tensor
+    list (inputs, then initial states, then parameters)."""
+    positions = {("input", i): i for i in range(ni)}
+    positions.update({("init_state", s): ni + s for s in range(ns)})
+    positions.update({("param", p): ni + ns + p for p in range(npar)})
+    return positions
+
+
 class InferPrep:
     """The inference kernel of one configuration (dtype, device, parameter
     kinds, state sequences or final states), its arguments bound: ``xs + s0
@@ -96,10 +105,7 @@ class InferPrep:
         program = _program.get_program(ir, target, chip)
         launcher = program.launcher("core_inference" if want_seqs else "core_final_state",
                                     index)
-        positions = {("input", i): i for i in range(ni)}
-        positions.update({("init_state", s): ni + s for s in range(ns)})
-        positions.update({("param", p): ni + ns + p for p in range(npar)})
-        self.kernel = _program.Bound(launcher, positions)
+        self.kernel = _program.Bound(launcher, _leaf_positions(ni, ns, npar))
         self.out_ix = [self.kernel.index(("output", k)) for k in range(cc.num_outputs)]
         rest = "state_seq" if want_seqs else "final_state"
         self.rest_ix = [self.kernel.index((rest, s)) for s in range(ns)]
@@ -126,9 +132,7 @@ class TrainPrep:
         ir = cc.ir([dtype] * (ni + ns), p_dtypes, p_scalar, mask)
         program = _program.get_program(ir, target, chip, differentiate=True)
         n = ni + ns + npar
-        leaves = {("input", i): i for i in range(ni)}
-        leaves.update({("init_state", s): ni + s for s in range(ns)})
-        leaves.update({("param", p): ni + ns + p for p in range(npar)})
+        leaves = _leaf_positions(ni, ns, npar)
         self.forward = _program.Bound(program.launcher("core_forward", index), leaves)
         self.out_ix = [self.forward.index(("output", k)) for k in range(no)]
         self.seq_ix = [self.forward.index(("state_seq", s)) for s in range(ns)]
@@ -320,7 +324,7 @@ def flat_params(params, step: tuple, device: torch.device):
     return flat, dtypes, scalar
 
 
-def _contiguous(ts) -> list:
+def as_contiguous(ts) -> list:
     return [t if t.is_contiguous() else t.contiguous() for t in ts]
 
 
@@ -375,9 +379,9 @@ def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bo
     ps, p_dtypes, p_scalar = flat_params(params, step, device)
     NCL = first.numel() // T
     geom = (T, NCL, seq_shape, step, device)
-    xs = _contiguous(inputs)
+    xs = as_contiguous(inputs)
     # No initial states: null pointers, read as zeros by the kernels.
-    s0 = [None] * cc.num_states if init_states is None else _contiguous(init_states)
+    s0 = [None] * cc.num_states if init_states is None else as_contiguous(init_states)
     if mask is None:
         prep = prepare_infer(cc, first.dtype, device, want_seqs, p_dtypes, p_scalar)
         outs, rest = prep(xs + s0 + ps, *geom)
