@@ -220,9 +220,9 @@ class Bound:
         results = []
         # Sizes as separate arguments: PyTorch parses them faster than a tuple.
         for slot, dtype, kind in self.allocs:
-            if kind == 0:
+            if kind == 0:  # SEQ (literals: no attribute lookups per result)
                 t = torch.empty(*seq_shape, dtype=dtype, device=device)
-            elif kind == 1:
+            elif kind == 1:  # STEP
                 t = torch.empty(*step_shape, dtype=dtype, device=device) if step_shape \
                     else torch.empty((), dtype=dtype, device=device)
             else:
