@@ -245,13 +245,12 @@ public:
     std::vector<void *> values(ptrs.size());
     for (auto [v, p] : llvm::zip_equal(values, ptrs))
       v = reinterpret_cast<void *>(p);
-    bool vector = (*kernel)->takesVectorEntry(values, NCL);
+    cuda::ScanKernel::LaunchShape shape =
+        (*kernel)->describeLaunch(values, NCL);
     os << "bench: " << device->describe() << "\n"
-       << "bench: entry "
-       << (vector ? name.str() : getScalarEntryName(name)) << " ("
-       << (vector ? geometry.neuronsPerThread : 1u)
-       << " neuron(s) per thread, blocks of "
-       << (*kernel)->blockSize(values, NCL) << " threads)\n"
+       << "bench: entry " << shape.entry << " (" << shape.neuronsPerThread
+       << " neuron(s) per thread, blocks of " << shape.blockSize
+       << " threads)\n"
        << "bench: copy " << llvm::format("%.0f", copyGBs)
        << " GB/s (device-to-device, 2 x 1 GiB, median of "
        << copyTimes->size() << ")\n"

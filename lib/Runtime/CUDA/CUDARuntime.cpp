@@ -553,13 +553,18 @@ Expected<Function> ScanKernel::get(bool vector) const {
   return *fn;
 }
 
-unsigned ScanKernel::blockSize(ArrayRef<void *> ptrs, int64_t NCL) const {
+ScanKernel::LaunchShape
+ScanKernel::describeLaunch(ArrayRef<void *> ptrs, int64_t NCL) const {
   bool vector = takesVectorEntry(ptrs, NCL);
   bool loaded = (vector ? vectorFn : scalarFn).load(std::memory_order_acquire);
-  return device.chooseBlockSize(
-      NCL, maxBlockSize, vector ? neuronsPerThread : 1,
+  LaunchShape shape;
+  shape.entry = vector ? name : scalarName;
+  shape.neuronsPerThread = vector ? neuronsPerThread : 1;
+  shape.blockSize = device.chooseBlockSize(
+      NCL, maxBlockSize, shape.neuronsPerThread,
       loaded ? ArrayRef<unsigned>(vector ? vectorResident : scalarResident)
              : ArrayRef<unsigned>());
+  return shape;
 }
 
 Error ScanKernel::load(bool vector) const {

@@ -171,9 +171,14 @@ public:
 
   /// Whether a launch at NCL with `pointers` takes the vector entry.
   bool takesVectorEntry(llvm::ArrayRef<void *> pointers, int64_t NCL) const;
-  /// The block size a launch at NCL with `pointers` takes (its entry's
-  /// occupancy once that entry is loaded, the rule without it before).
-  unsigned blockSize(llvm::ArrayRef<void *> pointers, int64_t NCL) const;
+  /// What a launch at NCL with `pointers` runs.
+  struct LaunchShape {
+    std::string entry;
+    unsigned neuronsPerThread = 1;
+    /// From the entry's occupancy once it is loaded, the rule before.
+    unsigned blockSize = 0;
+  };
+  LaunchShape describeLaunch(llvm::ArrayRef<void *> pointers, int64_t NCL) const;
   /// Compiles and loads an entry now (a launch does it when needed).
   llvm::Error load(bool vector) const;
   /// Starts compiling and loading, on a thread of its own, the entry a
