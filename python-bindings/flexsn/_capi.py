@@ -111,13 +111,8 @@ def _take_string(ptr: ctypes.c_void_p) -> str:
 
 def _check(result: int, error: ctypes.c_void_p, what: str) -> None:
     if result != 0:
-        check_failed(error, what)
-
-
-def check_failed(error: ctypes.c_void_p, what: str) -> None:
-    """Raises the error a failed call left in `error` (freed here)."""
-    message = _take_string(error)
-    raise FlexSNError(f"{what}: {message}" if message else what)
+        message = _take_string(error)
+        raise FlexSNError(f"{what}: {message}" if message else what)
 
 
 def version() -> str:
@@ -180,7 +175,7 @@ def kernel_preload(kernel: int, NCL: int) -> None:
 
 def kernel_launch(kernel: int, ptrs, num_ptrs: int, T: int, NCL: int,
                   stream: int, threads: int) -> None:
-    """`ptrs` is a ctypes array of void pointers (see _program.Launcher)."""
+    """`ptrs` is a ctypes array of void pointers (see _program.Bound)."""
     error = ctypes.c_void_p()
     r = lib().flexsn_kernel_launch(kernel, ptrs, num_ptrs, T, NCL, stream,
                                    threads, ctypes.byref(error))

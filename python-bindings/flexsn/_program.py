@@ -153,14 +153,13 @@ class Launcher:
         self.name = info["name"]
         ptrs = [a for a in info["args"] if a["kind"] == "ptr"]
         self.num_pointers = len(ptrs)
-        # (meaning, index) per pointer; `reads` and `writes` in launch order.
-        self.slots = [(a["meaning"], a["meaning_index"]) for a in ptrs]
-        self.writes = [(i, a) for i, a in enumerate(ptrs) if a["role"] in WRITTEN]
-        # (position, key, may be absent: the kernel reads a null as zeros)
+        # In launch order: (position, (meaning, index), may be null: the
+        # kernel then reads zeros) per read; (position, (meaning, index),
+        # dtype, shape rule) per result.
         self.reads = [(i, (a["meaning"], a["meaning_index"]), a.get("optional", False))
                       for i, a in enumerate(ptrs) if a["role"] not in WRITTEN]
         self.allocs = [(i, (a["meaning"], a["meaning_index"]), DTYPES[a["dtype"]], a["shape"])
-                       for i, a in self.writes]
+                       for i, a in enumerate(ptrs) if a["role"] in WRITTEN]
         self._array_type = ctypes.c_void_p * max(1, self.num_pointers)
         self.cuda = program.target == "cuda"
 
@@ -180,7 +179,7 @@ class Bound:
     pointers and launches: no dictionaries, no views."""
 
     __slots__ = ("name", "variant", "handle", "num", "array", "reads", "read_keys",
-                 "allocs", "cuda", "device", "fn", "result_keys")
+                 "allocs", "cuda", "device", "result_keys")
 
     SEQ, STEP, SCALAR = 0, 1, 2
 
@@ -204,7 +203,6 @@ class Bound:
                        for slot, _, dtype, shape in launcher.allocs]
         # the key (meaning, index) of each result, in the order a call returns them
         self.result_keys = [key for _, key, _, _ in launcher.allocs]
-        self.fn = _capi.lib().flexsn_kernel_launch
 
     def index(self, key) -> int:
         """Where the result `key` is in a call's returned list."""
@@ -233,8 +231,6 @@ class Bound:
             stream, threads = current_stream(self.device), 0
         else:
             stream, threads = None, torch.get_num_threads()
-        error = ctypes.c_void_p()
-        if self.fn(self.handle, self.array(*vals), self.num, T, NCL, stream, threads,
-                   ctypes.byref(error)):
-            _capi.check_failed(error, "kernel launch failed")
+        _capi.kernel_launch(self.handle, self.array(*vals), self.num, T, NCL, stream,
+                            threads)
         return results
