@@ -51,18 +51,12 @@ def _core(handle: int):
     return _CORES[handle]
 
 
-def _geometry(x: Tensor):
-    seq_shape = tuple(x.shape)
-    T = seq_shape[0]
-    return (T, x.numel() // T if T else 0, seq_shape, seq_shape[1:], x.device)
-
-
 @torch.library.custom_op("flexsn::infer", mutates_args=())
 def infer(core: int, inputs: list[Tensor], states: list[Tensor], params: list[Tensor],
           want_seqs: bool) -> list[Tensor]:
     cc = _core(core)
     x = inputs[0]
-    geom = _geometry(x)
+    geom = _runner.geometry(x)
     if geom[0] == 0:
         outs, seqs, finals = _runner.run_empty(cc, inputs, states or None, False, want_seqs)
         # Outputs must not alias the op's inputs: the states pass through.
@@ -98,7 +92,7 @@ def train_forward(core: int, inputs: list[Tensor], states: list[Tensor],
                   params: list[Tensor], mask: list[bool]) -> list[Tensor]:
     cc = _core(core)
     x = inputs[0]
-    geom = _geometry(x)
+    geom = _runner.geometry(x)
     if geom[0] == 0:
         return [x.new_empty(x.shape) for _ in range(cc.num_outputs + cc.num_states)]
     prep, leaves, _ = _train_prep(cc, inputs, states, params, mask, geom)
@@ -120,7 +114,7 @@ def train_backward(core: int, inputs: list[Tensor], states: list[Tensor],
                    mask: list[bool]) -> list[Tensor]:
     cc = _core(core)
     leaves = list(inputs) + list(states) + list(params)
-    geom = _geometry(inputs[0])
+    geom = _runner.geometry(inputs[0])
     if geom[0] == 0:
         return [torch.zeros_like(t) if m else t.new_empty(0) for t, m in zip(leaves, mask)]
     prep, flat, p_scalar = _train_prep(cc, inputs, states, params, mask, geom)

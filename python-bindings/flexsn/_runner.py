@@ -346,6 +346,14 @@ def prepare_train(cc: CompiledCore, dtype, device, p_dtypes, p_scalar, mask) -> 
     return prep
 
 
+def geometry(first: torch.Tensor) -> tuple:
+    """(T, NCL, [T, *S], [*S], device) of a call whose input #0 is `first`:
+    what a bound kernel call takes besides its tensors."""
+    seq_shape = tuple(first.shape)
+    T = seq_shape[0]
+    return (T, first.numel() // T if T else 0, seq_shape, seq_shape[1:], first.device)
+
+
 def run_empty(cc: CompiledCore, inputs, init_states, training: bool, want_seqs: bool):
     """T == 0: no launch. Outputs are empty (in training, tied to the inputs
     so that a backward through them works); the states pass through."""
@@ -366,8 +374,8 @@ def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bo
     final states [*S]). The kernels and their bound arguments are looked up
     by the call's configuration, prepared on its first call."""
     first = inputs[0]
-    seq_shape = tuple(first.shape)
-    T, step = seq_shape[0], seq_shape[1:]
+    geom = geometry(first)
+    T, NCL, _, step, device = geom
     mask = None
     if torch.is_grad_enabled():
         mask = requires_grad_mask(inputs, init_states, cc.num_states, params, grad_mask)
@@ -375,10 +383,7 @@ def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bo
             mask = None
     if T == 0:
         return run_empty(cc, inputs, init_states, mask is not None, want_seqs)
-    device = first.device
     ps, p_dtypes, p_scalar = flat_params(params, step, device)
-    NCL = first.numel() // T
-    geom = (T, NCL, seq_shape, step, device)
     xs = as_contiguous(inputs)
     # No initial states: null pointers, read as zeros by the kernels.
     s0 = [None] * cc.num_states if init_states is None else as_contiguous(init_states)
