@@ -99,9 +99,10 @@ std::string PipelineOptions::validate() const {
   if (blockSize < 32 || blockSize > 1024 || blockSize % 32 != 0)
     return "block-size=" + std::to_string(blockSize) +
            ": a multiple of 32 from 32 to 1024";
-  if (prefetch > 16)
+  if (prefetch > kMaxPrefetchDepth)
     return "prefetch=" + std::to_string(prefetch) +
-           ": 0 (chosen per kernel) to 16 steps";
+           ": 0 (chosen per kernel) to " + std::to_string(kMaxPrefetchDepth) +
+           " steps";
   if (!saveOps.empty() && !differentiate)
     return "save-ops needs differentiate";
   return "";

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "flexsn/Conversion/Passes.h"
 #include "flexsn/Execution/Harness.h"
 #include "flexsn/InitAllDialects.h"
 
@@ -821,8 +822,9 @@ int main(int argc, char **argv) {
                  << "': " << ec.message() << "\n";
     return 2;
   }
-  if (clPrefetch > 16) {
-    llvm::errs() << "flexsn-fuzz: --prefetch must be 1 to 16, not "
+  if (clPrefetch > kMaxPrefetchDepth) {
+    llvm::errs() << "flexsn-fuzz: --prefetch must be 1 to " << kMaxPrefetchDepth
+                 << ", not "
                  << clPrefetch << "\n";
     return 2;
   }

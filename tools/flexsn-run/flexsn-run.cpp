@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "flexsn/Conversion/Passes.h"
 #include "flexsn/Execution/Harness.h"
 #include "flexsn/InitAllDialects.h"
 
@@ -145,8 +146,9 @@ int main(int argc, char **argv) {
       clNeuronsPerThread != 4 && clNeuronsPerThread != 8)
     return fail("--neurons-per-thread must be 1, 2, 4 or 8, not " +
                 std::to_string(clNeuronsPerThread));
-  if (clPrefetch > 16)
-    return fail("--prefetch must be 1 to 16, not " + std::to_string(clPrefetch));
+  if (clPrefetch > kMaxPrefetchDepth)
+    return fail("--prefetch must be 1 to " + std::to_string(kMaxPrefetchDepth) +
+                ", not " + std::to_string(clPrefetch));
   if (!(clTieMargin >= 0 && clTieMargin < 1))
     return fail("--tie-margin must be in [0, 1), not " +
                 std::to_string(clTieMargin));

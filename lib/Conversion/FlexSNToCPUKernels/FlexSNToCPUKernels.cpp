@@ -26,8 +26,9 @@ struct ConvertFlexSNToCPUKernelsPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (prefetch < 1 || prefetch > 16) {
-      module.emitError() << "prefetch must be 1 to 16, got "
+    if (prefetch < 1 || prefetch > kMaxPrefetchDepth) {
+      module.emitError() << "prefetch must be 1 to " << kMaxPrefetchDepth
+                         << ", got "
                          << static_cast<unsigned>(prefetch);
       return signalPassFailure();
     }

@@ -38,8 +38,9 @@ struct ConvertFlexSNToGPUPass
                          << width;
       return signalPassFailure();
     }
-    if (prefetch > 16) {
-      module.emitError() << "prefetch must be 0 (automatic) to 16, got "
+    if (prefetch > kMaxPrefetchDepth) {
+      module.emitError() << "prefetch must be 0 (automatic) to "
+                         << kMaxPrefetchDepth << ", got "
                          << static_cast<unsigned>(prefetch);
       return signalPassFailure();
     }
