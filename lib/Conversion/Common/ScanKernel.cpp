@@ -40,12 +40,6 @@ public:
         vectorized(access == LaneAccess::Vector), neuron(neuron),
         kernelArg(kernelArg), computeType(scan.getComputeType()) {
     ptrType = LLVM::LLVMPointerType::get(b.getContext());
-    if (vectorized)
-      return;
-    for (unsigned l = 0; l < width; ++l)
-      laneIndex.push_back(
-          l == 0 ? neuron
-                 : arith::AddIOp::create(b, loc, neuron, cst(l)).getResult());
   }
 
   Value cst(int64_t v) {
@@ -63,45 +57,48 @@ public:
     return arith::TruncFOp::create(b, loc, to, v);
   }
 
+  /// base + offset elements of `elt`, in `base`'s address space.
   Value gep(Value base, Type elt, Value offset) {
-    return LLVM::GEPOp::create(b, loc, ptrType, elt, base, ValueRange{offset});
+    return LLVM::GEPOp::create(b, loc, base.getType(), elt, base,
+                               ValueRange{offset});
   }
 
   unsigned bytes(Type elt) { return elt.getIntOrFloatBitWidth() / 8; }
 
-  /// rowOffset + index, or index alone for per-neuron tensors (no row).
-  Value offsetOf(Value rowOffset, Value index) {
-    return rowOffset ? arith::AddIOp::create(b, loc, rowOffset, index).getResult()
-                     : index;
+  /// The address of element [row, neuron] of `base` (storage type `elt`):
+  /// `rowOffset` is the row's first element, or null for a per-neuron
+  /// tensor (no row). Lane l of a scalar group is l elements further.
+  Value addressOf(Value base, Type elt, Value rowOffset) {
+    Value offset =
+        rowOffset ? arith::AddIOp::create(b, loc, rowOffset, neuron).getResult()
+                  : neuron;
+    return gep(base, elt, offset);
   }
 
-  /// Loads `width` values of storage type `elt` from base[rowOffset + lane
-  /// neuron], as they are in memory: one `width`-wide vector when the
-  /// access is vectorized, else `width` scalars. Nothing uses the loaded
-  /// registers until widen(): a load carried ahead by the pipelined loop
-  /// does not stall the thread at a conversion right after it.
-  SmallVector<Value> loadRaw(Value base, Type elt, Value rowOffset,
-                             Value given = Value()) {
-    // An optional pointer (given: whether it is non-null) reads a constant
-    // block of zeros instead when null: a select of the address on a
-    // loop-invariant flag, no branch in the loop.
-    auto at = [&](Value offset) -> Value {
-      Value addr = gep(base, elt, offset);
-      return given ? LLVM::SelectOp::create(b, loc, given, addr, zerosAddress())
-                         .getResult()
-                   : addr;
-    };
+  /// `addr`, or the block of zeros when `given` (an i1) is false: an
+  /// optional pointer that is null reads zeros, through a select on a flag
+  /// that does not change during the scan, no branch.
+  Value orZeros(Value addr, Value given) {
+    return given ? LLVM::SelectOp::create(b, loc, given, addr, zerosAddress())
+                       .getResult()
+                 : addr;
+  }
+
+  /// Loads `width` values of storage type `elt` from the group's lanes at
+  /// `addr` (its first lane's element), as they are in memory: one
+  /// `width`-wide vector when the access is vectorized, else `width`
+  /// scalars. Nothing uses the loaded registers until widen(): a load
+  /// carried ahead by the pipelined loop does not stall the thread at a
+  /// conversion right after it.
+  SmallVector<Value> loadRawAt(Value addr, Type elt) {
     if (vectorized) {
       auto vecType = VectorType::get({width}, elt);
-      Value offset = offsetOf(rowOffset, neuron);
-      return {LLVM::LoadOp::create(b, loc, vecType, at(offset),
-                                   bytes(elt) * width)};
+      return {LLVM::LoadOp::create(b, loc, vecType, addr, bytes(elt) * width)};
     }
     SmallVector<Value> out;
-    for (unsigned l = 0; l < width; ++l) {
-      Value offset = offsetOf(rowOffset, laneIndex[l]);
-      out.push_back(LLVM::LoadOp::create(b, loc, elt, at(offset), bytes(elt)));
-    }
+    for (unsigned l = 0; l < width; ++l)
+      out.push_back(LLVM::LoadOp::create(
+          b, loc, elt, l == 0 ? addr : gep(addr, elt, cst(l)), bytes(elt)));
     return out;
   }
 
@@ -124,22 +121,16 @@ public:
     return out;
   }
 
-  /// loadRaw(), widened to the compute type.
-  SmallVector<Value> load(Value base, Type elt, Value rowOffset,
-                          Value given = Value()) {
-    return widen(loadRaw(base, elt, rowOffset, given));
+  /// The group's lanes of the per-neuron tensor `base`, in the compute
+  /// type; zeros where `given` is false (an optional pointer).
+  SmallVector<Value> load(Value base, Type elt, Value given = Value()) {
+    return widen(loadRawAt(orZeros(addressOf(base, elt, Value()), given), elt));
   }
 
   /// Whether `base` is non-null (for an optional pointer).
   Value isGiven(Value base) {
     Value null = LLVM::ZeroOp::create(b, loc, ptrType);
     return LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, base, null);
-  }
-
-  /// load(), or zeros when `base` is null (an optional pointer: a gradient
-  /// the caller does not have).
-  SmallVector<Value> loadOrZeros(Value base, Type elt, Value rowOffset) {
-    return load(base, elt, rowOffset, isGiven(base));
   }
 
   /// The address of a 64-byte, 16-byte-aligned constant block of zeros in
@@ -165,8 +156,9 @@ public:
     return LLVM::AddressOfOp::create(b, loc, ptrType, name);
   }
 
-  /// Stores `values` (compute type) as `elt` at base[rowOffset + neuron].
-  void store(Value base, Type elt, Value rowOffset, ArrayRef<Value> values) {
+  /// Stores `values` (compute type) as `elt` to the group's lanes at
+  /// `addr` (its first lane's element).
+  void storeAt(Value addr, Type elt, ArrayRef<Value> values) {
     if (vectorized) {
       auto vecType = VectorType::get({width}, elt);
       Value vec = LLVM::PoisonOp::create(b, loc, vecType);
@@ -174,16 +166,13 @@ public:
         vec = LLVM::InsertElementOp::create(
             b, loc, vec, convert(values[l], elt),
             arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(l)));
-      Value offset = offsetOf(rowOffset, neuron);
-      LLVM::StoreOp::create(b, loc, vec, gep(base, elt, offset),
-                            bytes(elt) * width);
+      LLVM::StoreOp::create(b, loc, vec, addr, bytes(elt) * width);
       return;
     }
-    for (unsigned l = 0; l < width; ++l) {
-      Value v = convert(values[l], elt);
-      Value offset = offsetOf(rowOffset, laneIndex[l]);
-      LLVM::StoreOp::create(b, loc, v, gep(base, elt, offset), bytes(elt));
-    }
+    for (unsigned l = 0; l < width; ++l)
+      LLVM::StoreOp::create(b, loc, convert(values[l], elt),
+                            l == 0 ? addr : gep(addr, elt, cst(l)),
+                            bytes(elt));
   }
 
   /// The sum of `lanes` (compute type).
@@ -234,7 +223,6 @@ private:
   bool vectorized;
   Value neuron, kernelArg;
   Type computeType, ptrType;
-  SmallVector<Value> laneIndex;
 };
 } // namespace
 
@@ -244,7 +232,8 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
                                                 ValueRange args, Value neuron,
                                                 unsigned width,
                                                 LaneAccess access,
-                                                unsigned prefetch) {
+                                                unsigned prefetch,
+                                                CursorStep cursorStep) {
   SmallVector<KernelArg> abi = getKernelABI(scan, variant, /*cpu=*/false);
   unsigned numIn = scan.getNumInputs(), numLa = scan.getNumLagged(),
            numSt = scan.getNumStates(), numPa = scan.getNumParams(),
@@ -303,14 +292,17 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
     into.append(width, v);
   };
 
+  // Whether an optional pointer is non-null (loop-invariant), else null.
+  auto givenFlag = [&](Value ptr) -> Value {
+    return optional.contains(ptr) ? e.isGiven(ptr) : Value();
+  };
+
   // Lane-major values: value[k * width + lane].
   SmallVector<Value> init;
   for (auto [k, slot] : llvm::enumerate(states)) {
     if (slot.first) {
-      llvm::append_range(init, optional.contains(slot.first)
-                                   ? e.loadOrZeros(slot.first, slot.second,
-                                                   Value())
-                                   : e.load(slot.first, slot.second, Value()));
+      llvm::append_range(init, e.load(slot.first, slot.second,
+                                      givenFlag(slot.first)));
       continue;
     }
     double c = *getConstantInitState(scan, k);
@@ -320,7 +312,7 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   SmallVector<Value> paramVals;
   for (auto [k, slot] : llvm::enumerate(params)) {
     if (scan.isPerNeuronParam(k)) {
-      llvm::append_range(paramVals, e.load(slot.first, slot.second, Value()));
+      llvm::append_range(paramVals, e.load(slot.first, slot.second));
       continue;
     }
     Value v = LLVM::LoadOp::create(b, loc, slot.second, slot.first,
@@ -333,45 +325,122 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   bool reverse = scan.getReverse();
   bool finalOnly = variant == KernelVariant::FinalState;
 
+  // Sequences are walked by cursors: per [T, NCL] pointer, the address of
+  // the group's element in the row of the step being read or written, and
+  // a loop-invariant stride in elements (+NCL a step, -NCL in a reverse
+  // scan, 0 for an optional pointer that is null, whose cursor stays on
+  // the block of zeros). A step costs one address addition per sequence:
+  // no row index, product or null test in the loop (bench/NOTES.md run 57:
+  // that index arithmetic was 55 of about 90 instructions a step).
+  // Cursors may point outside their tensor before t = 0 or past T - 1;
+  // such an address is never read or written.
+  auto timeOf = [&](Value s) -> Value {
+    return reverse ? arith::SubIOp::create(b, loc, tLast, s).getResult() : s;
+  };
+  Value stride =
+      reverse ? arith::SubIOp::create(b, loc, zero, ncl).getResult() : ncl;
+  Value firstRow = arith::MulIOp::create(b, loc, timeOf(zero), ncl);
+  struct Seq {
+    Type elt;
+    Value stride;
+  };
+  bool opaque = cursorStep == CursorStep::OpaqueGlobal;
+  auto globalPtr = LLVM::LLVMPointerType::get(b.getContext(), 1);
+  // A cursor from a (generic) address.
+  auto toCursor = [&](Value addr) -> Value {
+    return opaque ? LLVM::AddrSpaceCastOp::create(b, loc, globalPtr, addr)
+                        .getResult()
+                  : addr;
+  };
+  // Reads (inputs, then lagged operands at row t - 1) and writes (outputs,
+  // then state sequences): their types and strides, and their cursors at
+  // step 0.
+  SmallVector<Seq> readSeqs, writeSeqs;
+  SmallVector<Value> readStart, writeStart;
+  for (auto &[ptr, elt] : inputs) {
+    Value given = givenFlag(ptr);
+    readSeqs.push_back(
+        {elt, given ? arith::SelectOp::create(b, loc, given, stride, zero)
+                          .getResult()
+                    : stride});
+    readStart.push_back(
+        toCursor(e.orZeros(e.addressOf(ptr, elt, firstRow), given)));
+  }
+  // A lagged operand reads its init at t = 0 (zeros when that optional
+  // pointer is null): a select per step between the cursor and this.
+  SmallVector<Value> laggedInitAddr;
+  if (numLa) {
+    Value rowBefore = arith::SubIOp::create(b, loc, firstRow, ncl);
+    for (auto [seq, first] : llvm::zip_equal(lagged, laggedInit)) {
+      readSeqs.push_back({seq.second, stride});
+      readStart.push_back(
+          toCursor(e.addressOf(seq.first, seq.second, rowBefore)));
+      laggedInitAddr.push_back(
+          toCursor(e.orZeros(e.addressOf(first.first, seq.second, Value()),
+                             givenFlag(first.first))));
+    }
+  }
+  SmallVector<Slot> written;
+  for (Slot out : outputs)
+    if (out.first)
+      written.push_back(out);
+  if (!finalOnly)
+    for (Slot st : stateOuts)
+      if (st.first)
+        written.push_back(st);
+  for (auto &[ptr, elt] : written) {
+    writeSeqs.push_back({elt, stride});
+    writeStart.push_back(toCursor(e.addressOf(ptr, elt, firstRow)));
+  }
+  // The opaque step adds bytes.
+  auto strideBytes = [&](SmallVectorImpl<Seq> &seqs) {
+    for (Seq &seq : seqs)
+      seq.stride = arith::MulIOp::create(b, loc, seq.stride,
+                                         e.cst(seq.elt.getIntOrFloatBitWidth() /
+                                               8));
+  };
+  if (opaque) {
+    strideBytes(readSeqs);
+    strideBytes(writeSeqs);
+  }
+  auto advance = [&](ArrayRef<Value> cursors, ArrayRef<Seq> seqs) {
+    SmallVector<Value> next;
+    for (auto [cursor, seq] : llvm::zip_equal(cursors, seqs)) {
+      if (!opaque) {
+        next.push_back(e.gep(cursor, seq.elt, seq.stride));
+        continue;
+      }
+      next.push_back(
+          LLVM::InlineAsmOp::create(
+              b, loc, TypeRange{globalPtr}, ValueRange{cursor, seq.stride},
+              "add.s64 $0, $1, $2;", "=l,l,l", /*has_side_effects=*/false,
+              /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+              LLVM::AsmDialectAttr(), ArrayAttr())
+              .getResult(0));
+    }
+    return next;
+  };
+
   // Every sequence read of step `s` (s-th iteration; the time index runs
-  // backwards in a reverse scan), per operand: inputs, then lagged operands
-  // (row t-1, or their init at t = 0). None depends on the states, so they
-  // can be issued ahead of the step that uses them. They stay in the
-  // storage type (loadRaw) until the step that uses them.
+  // backwards in a reverse scan), from the read cursors at that step. None
+  // depends on the states, so they can be issued ahead of the step that
+  // uses them. They stay in the storage type (loadRaw) until the step that
+  // uses them.
   unsigned numOperandReads = numIn + numLa;
   unsigned rawPerOperand = e.rawValuesPerOperand();
   unsigned numRaw = numOperandReads * rawPerOperand;
-  // Whether each optional input pointer is non-null: loop-invariant.
-  SmallVector<Value> inputGiven, laggedInitGiven;
-  for (auto &[ptr, elt] : inputs)
-    inputGiven.push_back(optional.contains(ptr) ? e.isGiven(ptr) : Value());
-  for (auto &[ptr, elt] : laggedInit)
-    laggedInitGiven.push_back(optional.contains(ptr) ? e.isGiven(ptr)
-                                                     : Value());
-  auto rowOf = [&](Value s) -> std::pair<Value, Value> {
-    Value t = reverse ? arith::SubIOp::create(b, loc, tLast, s).getResult() : s;
-    return {t, arith::MulIOp::create(b, loc, t, ncl)};
-  };
-  auto loadStep = [&](Value s) {
-    auto [t, row] = rowOf(s);
+  auto loadStep = [&](Value s, ArrayRef<Value> cursors) {
     SmallVector<Value> vals;
-    for (auto [k, input] : llvm::enumerate(inputs))
-      llvm::append_range(vals, e.loadRaw(input.first, input.second, row,
-                                         inputGiven[k]));
+    for (unsigned k = 0; k < numIn; ++k)
+      llvm::append_range(vals, e.loadRawAt(cursors[k], readSeqs[k].elt));
     if (numLa) {
-      Value started =
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, t, zero);
-      Value prevRow = arith::SubIOp::create(b, loc, row, ncl);
-      for (auto [seq, first, initGiven] :
-           llvm::zip_equal(lagged, laggedInit, laggedInitGiven)) {
-        Value fromSeq = e.gep(seq.first, seq.second, prevRow);
-        Value base =
-            LLVM::SelectOp::create(b, loc, started, fromSeq, first.first);
-        // A null init (zeros) is read from the zeros block at t = 0 only.
-        Value given =
-            initGiven ? LLVM::OrOp::create(b, loc, started, initGiven).getResult()
-                      : Value();
-        llvm::append_range(vals, e.loadRaw(base, seq.second, Value(), given));
+      Value started = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt,
+                                            timeOf(s), zero);
+      for (unsigned k = 0; k < numLa; ++k) {
+        Value addr = LLVM::SelectOp::create(b, loc, started, cursors[numIn + k],
+                                            laggedInitAddr[k]);
+        llvm::append_range(vals,
+                           e.loadRawAt(addr, readSeqs[numIn + k].elt));
       }
     }
     return vals;
@@ -379,15 +448,14 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   unsigned numCarriedStates = init.size();
   unsigned numYield = numOut + numSt;
   // One step: the body for each lane on the step's reads (`raw`), the
-  // stores of row `s`; returns the new states (lane-major).
-  auto emitStep = [&](Value s, ArrayRef<Value> raw,
-                      ValueRange stateVals) -> SmallVector<Value> {
+  // stores through the write cursors; returns the new states (lane-major).
+  auto emitStep = [&](ArrayRef<Value> raw, ValueRange stateVals,
+                      ArrayRef<Value> writeCursors) -> SmallVector<Value> {
     // Lane-major values in the compute type: value[k * width + lane].
     SmallVector<Value> current;
     for (unsigned k = 0; k < numOperandReads; ++k)
       llvm::append_range(current,
                          e.widen(raw.slice(k * rawPerOperand, rawPerOperand)));
-    Value row = rowOf(s).second;
     ArrayRef<Value> inVals = ArrayRef<Value>(current).take_front(numIn * width);
     ArrayRef<Value> lagVals = ArrayRef<Value>(current).drop_front(numIn * width);
     // One body copy per lane.
@@ -406,16 +474,17 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
       for (unsigned k = 0; k < numYield; ++k)
         yielded[k * width + l] = res[k];
     }
+    SmallVector<Value> next(ArrayRef<Value>(yielded).drop_front(numOut * width));
+    unsigned w = 0;
     for (auto [k, out] : llvm::enumerate(outputs))
       if (out.first)
-        e.store(out.first, out.second, row,
-                ArrayRef<Value>(yielded).slice(k * width, width));
-    SmallVector<Value> next(ArrayRef<Value>(yielded).drop_front(numOut * width));
+        e.storeAt(writeCursors[w++], out.second,
+                  ArrayRef<Value>(yielded).slice(k * width, width));
     if (!finalOnly)
       for (auto [k, st] : llvm::enumerate(stateOuts))
         if (st.first)
-          e.store(st.first, st.second, row,
-                  ArrayRef<Value>(next).slice(k * width, width));
+          e.storeAt(writeCursors[w++], st.second,
+                    ArrayRef<Value>(next).slice(k * width, width));
     return next;
   };
 
@@ -433,68 +502,103 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
         continue;
       }
       if (st.first)
-        e.store(st.first, st.second, Value(), lanes);
+        e.storeAt(e.addressOf(st.first, st.second, Value()), st.second, lanes);
     }
     return partials;
   };
 
+  unsigned numReadCursors = readStart.size();
+  // Carried values: the states, then (pipelined) the slots, then the read
+  // and the write cursors.
+  auto cursorsOf = [&](ValueRange carried, unsigned skip) {
+    SmallVector<Value> reads(carried.slice(skip, numReadCursors));
+    SmallVector<Value> writes(carried.drop_front(skip + numReadCursors));
+    return std::make_pair(reads, writes);
+  };
+
   unsigned depth = numRaw ? std::max(prefetch, 1u) : 1;
   if (depth == 1) {
+    SmallVector<Value> carriedInit(init);
+    llvm::append_range(carriedInit, readStart);
+    llvm::append_range(carriedInit, writeStart);
     auto loop = scf::ForOp::create(
-        b, loc, zero, tSize, one, init,
+        b, loc, zero, tSize, one, carriedInit,
         [&](OpBuilder &nb, Location, Value iv, ValueRange carried) {
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-          scf::YieldOp::create(b, loc, emitStep(iv, loadStep(iv), carried));
+          auto [reads, writes] = cursorsOf(carried, numCarriedStates);
+          SmallVector<Value> next =
+              emitStep(loadStep(iv, reads),
+                       carried.take_front(numCarriedStates), writes);
+          llvm::append_range(next, advance(reads, readSeqs));
+          llvm::append_range(next, advance(writes, writeSeqs));
+          scf::YieldOp::create(b, loc, next);
         });
-    return finishScan(loop.getResults());
+    return finishScan(loop.getResults().take_front(numCarriedStates));
   }
 
   // Software pipelining with depth P: P slots each hold one step's reads,
   // in registers, as loaded. The loop advances P steps per iteration; its
   // body is unrolled P times, and copy j computes step iv + j from slot j,
-  // then refills slot j with the reads of step iv + j + P (clamped to the
-  // last step). Every slot keeps its registers across the back edge: no
-  // copy between slots, so no instruction waits on a load until the step
-  // that uses it, and each thread keeps P steps of loads in flight. The
-  // copies past T (the last iteration, T not a multiple of P) are skipped
-  // by a branch that is uniform across the launch. The prologue reads
-  // nothing when T = 0 (the buffers may then be empty or null).
-  Value any =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, tSize, zero);
-  // The then-builder runs first and records the slots' types for the
-  // else-builder's zeros.
-  SmallVector<Type> rawTypes;
-  auto prologue = scf::IfOp::create(
-      b, loc, any,
-      [&](OpBuilder &tb, Location) {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
-        SmallVector<Value> vals;
-        for (unsigned j = 0; j < depth; ++j)
-          llvm::append_range(
-              vals, loadStep(arith::MinSIOp::create(b, loc, e.cst(j), tLast)));
-        for (Value v : vals)
-          rawTypes.push_back(v.getType());
-        scf::YieldOp::create(b, loc, vals);
-      },
-      [&](OpBuilder &eb, Location) {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(eb.getInsertionBlock(), eb.getInsertionPoint());
-        SmallVector<Value> zeros;
-        for (Type t : rawTypes)
-          zeros.push_back(LLVM::ZeroOp::create(b, loc, t));
-        scf::YieldOp::create(b, loc, zeros);
-      });
-  SmallVector<Value> init2(init);
-  llvm::append_range(init2, prologue.getResults());
+  // then refills slot j with the reads of step iv + j + P. Every slot
+  // keeps its registers across the back edge: no copy between slots, so no
+  // instruction waits on a load until the step that uses it, and each
+  // thread keeps P steps of loads in flight. Copies past T (the last
+  // iteration, T not a multiple of P) are skipped, and so are refills past
+  // T, by branches that are uniform across the launch: nothing is read or
+  // written outside the tensors (T = 0 reads nothing: the buffers may then
+  // be empty or null).
+  //
+  // refill(a, cursors, old): the reads of step a when a < T, else `old`
+  // (zeros when there is none: the types are the then-branch's).
+  auto refill = [&](Value a, ArrayRef<Value> cursors,
+                    ArrayRef<Value> old) -> SmallVector<Value> {
+    Value inside =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, a, tSize);
+    SmallVector<Type> types;
+    auto ifOp = scf::IfOp::create(
+        b, loc, inside,
+        [&](OpBuilder &tb, Location) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
+          SmallVector<Value> vals = loadStep(a, cursors);
+          for (Value v : vals)
+            types.push_back(v.getType());
+          scf::YieldOp::create(b, loc, vals);
+        },
+        [&](OpBuilder &eb, Location) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(eb.getInsertionBlock(), eb.getInsertionPoint());
+          if (!old.empty()) {
+            scf::YieldOp::create(b, loc, old);
+            return;
+          }
+          SmallVector<Value> zeros;
+          for (Type t : types)
+            zeros.push_back(LLVM::ZeroOp::create(b, loc, t));
+          scf::YieldOp::create(b, loc, zeros);
+        });
+    return SmallVector<Value>(ifOp.getResults());
+  };
+  SmallVector<Value> slots, reads(readStart);
+  for (unsigned j = 0; j < depth; ++j) {
+    llvm::append_range(slots, refill(e.cst(j), reads, {}));
+    reads = advance(reads, readSeqs);
+  }
+  SmallVector<Value> carriedInit(init);
+  llvm::append_range(carriedInit, slots);
+  llvm::append_range(carriedInit, reads);
+  llvm::append_range(carriedInit, writeStart);
   auto loop = scf::ForOp::create(
-      b, loc, zero, tSize, e.cst(depth), init2,
+      b, loc, zero, tSize, e.cst(depth), carriedInit,
       [&](OpBuilder &nb, Location, Value iv, ValueRange carried) {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
         SmallVector<Value> stateVals(carried.take_front(numCarriedStates));
-        SmallVector<Value> slots(carried.drop_front(numCarriedStates));
+        SmallVector<Value> slots(
+            carried.slice(numCarriedStates, depth * numRaw));
+        auto [reads, writes] =
+            cursorsOf(carried, numCarriedStates + depth * numRaw);
         SmallVector<Value> refilled;
         for (unsigned j = 0; j < depth; ++j) {
           Value s = j == 0 ? iv
@@ -502,7 +606,7 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
                                  .getResult();
           ArrayRef<Value> raw = ArrayRef<Value>(slots).slice(j * numRaw, numRaw);
           if (j == 0) {
-            stateVals = emitStep(s, raw, stateVals);
+            stateVals = emitStep(raw, stateVals, writes);
           } else {
             Value inside =
                 arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, s, tSize);
@@ -512,19 +616,23 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
                   OpBuilder::InsertionGuard guard(b);
                   b.setInsertionPoint(tb.getInsertionBlock(),
                                       tb.getInsertionPoint());
-                  scf::YieldOp::create(b, loc, emitStep(s, raw, stateVals));
+                  scf::YieldOp::create(b, loc,
+                                       emitStep(raw, stateVals, writes));
                 },
                 [&](OpBuilder &eb, Location) {
                   scf::YieldOp::create(eb, loc, stateVals);
                 });
             stateVals = SmallVector<Value>(step.getResults());
           }
-          Value ahead = arith::MinSIOp::create(
-              b, loc, arith::AddIOp::create(b, loc, s, e.cst(depth)), tLast);
-          llvm::append_range(refilled, loadStep(ahead));
+          writes = advance(writes, writeSeqs);
+          Value ahead = arith::AddIOp::create(b, loc, s, e.cst(depth));
+          llvm::append_range(refilled, refill(ahead, reads, raw));
+          reads = advance(reads, readSeqs);
         }
         SmallVector<Value> next(stateVals);
         llvm::append_range(next, refilled);
+        llvm::append_range(next, reads);
+        llvm::append_range(next, writes);
         scf::YieldOp::create(b, loc, next);
       });
   return finishScan(loop.getResults().take_front(numCarriedStates));

@@ -25,6 +25,20 @@ enum class LaneAccess {
   Scalar,
 };
 
+/// How the time loop addresses its sequences: each [T, NCL] pointer is a
+/// cursor (the group's element in the current row) advanced by a stride a
+/// step.
+enum class CursorStep {
+  /// Address arithmetic LLVM sees (CPU kernels).
+  Plain,
+  /// NVPTX: cursors in the global address space, advanced by an inline
+  /// `add.s64` that LLVM does not see through. Seen through, its loop
+  /// strength reduction gives every unrolled copy of every cursor a
+  /// precomputed base of its own: lif's bf16 backward entry went from 56 to
+  /// 94 registers.
+  OpaqueGlobal,
+};
+
 /// Emits the time loop of `scan` for `width` neurons starting at `neuron`
 /// (i64). `args` are the kernel's arguments in ABI order (pointers, then T
 /// and NCL; trailing arguments are ignored). Returns, per `sum_states`
@@ -36,7 +50,7 @@ llvm::SmallVector<Value> emitNeuronScan(OpBuilder &b, Location loc,
                                         ScanOp scan, KernelVariant variant,
                                         ValueRange args, Value neuron,
                                         unsigned width, LaneAccess access,
-                                        unsigned prefetch = 1);
+                                        unsigned prefetch, CursorStep cursors);
 
 /// The prefetch depth of a GPU kernel entry: as many steps as fit about 32
 /// registers of carried reads per thread (at most 8), and 1 when one step

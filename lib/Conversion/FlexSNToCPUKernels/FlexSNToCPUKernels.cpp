@@ -81,7 +81,8 @@ struct ConvertFlexSNToCPUKernelsPass
             [&](OpBuilder &nb, Location, Value n, ValueRange acc) {
               SmallVector<Value> partials =
                   emitNeuronScan(nb, loc, scan, variant, args, n, /*width=*/1,
-                                 LaneAccess::Scalar, prefetch);
+                                 LaneAccess::Scalar, prefetch,
+                                 CursorStep::Plain);
               SmallVector<Value> next;
               for (auto [a, p] : llvm::zip_equal(acc, partials))
                 next.push_back(arith::AddFOp::create(nb, loc, a, widen(nb, p)));

@@ -188,7 +188,7 @@ struct ConvertFlexSNToGPUPass
               emitNeuronScan(nb, loc, scan, variant, args, base, lanes,
                              lanes == 1 ? LaneAccess::Scalar
                                         : LaneAccess::Vector,
-                             depth));
+                             depth, CursorStep::OpaqueGlobal));
         },
         [&](OpBuilder &eb, Location) {
           scf::YieldOp::create(

@@ -14,16 +14,26 @@
 // 4 and the pointers are aligned, so it holds no run-time path choice.
 // CHECK-NOT: llvm.ptrtoint
 // CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
+// Each sequence is a cursor in the global address space, advanced a step
+// by an inline add.s64 (LLVM's strength reduction does not see through it).
+// CHECK: llvm.addrspacecast %{{.*}} : !llvm.ptr to !llvm.ptr<1>
 // By default the time loop keeps the reads of 8 steps in flight: one input
 // at 4 lanes is 4 registers a step, 1 + 32 / 4 = 9, at most 8. A prologue
-// loads 8 steps as vectors, still in the storage type; the loop advances 8
-// steps per iteration, carrying the 4 states and the 8 slots.
-// CHECK: scf.if %{{.*}} -> (vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>)
-// CHECK: scf.for {{.*}} step %c8_i64 iter_args({{.*}}) -> (f32, f32, f32, f32, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>)
-// Copy 0 needs no guard; it refills its slot with step iv + 8, clamped.
-// CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr
-// CHECK: arith.minsi
-// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
+// loads steps 0 to 7 as vectors, each only inside T, still in the storage
+// type; the loop advances 8 steps per iteration, carrying the 4 states, the
+// 8 slots, the input's cursor and the two outputs' cursors.
+// CHECK: scf.if %{{.*}} -> (vector<4xf32>)
+// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
+// CHECK: llvm.inline_asm "add.s64 $0, $1, $2;", "=l,l,l" %{{.*}}, %{{.*}} : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>
+// CHECK: scf.for {{.*}} step %c8_i64 iter_args({{.*}}) -> (f32, f32, f32, f32, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>)
+// Copy 0 needs no guard: it stores through the output cursors, advances
+// them, and refills its slot with step iv + 8 only inside T.
+// CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr<1>
+// CHECK: llvm.inline_asm "add.s64
+// CHECK: arith.cmpi slt
+// CHECK: scf.if %{{.*}} -> (vector<4xf32>)
+// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
+// CHECK: llvm.inline_asm "add.s64
 // Copies 1 to 7 run only inside T.
 // CHECK: arith.cmpi slt
 // CHECK: scf.if %{{.*}} -> (f32, f32, f32, f32)
@@ -34,13 +44,13 @@
 // CHECK: gpu.func @lif_inference_scalar(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64) kernel attributes {flexsn.variant = "inference"}
 // CHECK-NOT: vector<
 // CHECK: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> f32
-// CHECK: scf.for {{.*}} step %c8_i64 iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32)
+// CHECK: scf.for {{.*}} step %c8_i64 iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>)
 // CHECK: gpu.return
 // CHECK: gpu.func @lif_final_state(
 // CHECK: gpu.func @lif_final_state_scalar(
 // W1: gpu.func @lif_inference(
-// prefetch=1: the loop carries the 4 states only.
-// P1: scf.for {{.*}} step %c1_i64 iter_args({{.*}}) -> (f32, f32, f32, f32)  : i64
+// prefetch=1: the loop carries the 4 states and the 3 cursors.
+// P1: scf.for {{.*}} step %c1_i64 iter_args({{.*}}) -> (f32, f32, f32, f32, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>)  : i64
 // W1-NOT: vector<
 // W1-NOT: _scalar
 // W1: gpu.func @lif_final_state(

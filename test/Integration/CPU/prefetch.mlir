@@ -15,23 +15,28 @@
 // CHECK: check: ok
 // BAD: --prefetch must be 1 to 16, not 17
 
-// The pass: a prologue reads the first P steps only when T > 0; the loop
-// steps by P and carries the slots after the states; copy 0 runs
-// unguarded, copies 1 to P - 1 only inside T; each refills its slot with
-// step iv + j + P, clamped to the last step.
+// The pass: a prologue reads steps 0 to P - 1, each only inside T; the
+// loop steps by P and carries the slots after the states, then the input's
+// cursor (at step iv + P) and the outputs' cursors; copy 0 runs unguarded,
+// copies 1 to P - 1 only inside T; each refills its slot with step
+// iv + j + P only inside T, else keeps it.
 // RUN: flexsn-opt %flexsn_src_root/examples/lif.mlir -convert-flexsn-to-cpu-kernels=prefetch=3 | FileCheck %s --check-prefix=IR
 // IR: func.func @lif_inference
-// IR: %[[ANY:.*]] = arith.cmpi sgt, %[[T:.*]], %c0
-// IR: %[[PRO:.*]]:3 = scf.if %[[ANY]] -> (f32, f32, f32)
-// IR: scf.for %[[IV:[a-z0-9_]+]] = %{{.*}} to %[[T]] step %c3{{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %[[PRO]]#0, %{{.*}} = %[[PRO]]#1, %{{.*}} = %[[PRO]]#2) -> (f32, f32, f32, f32)
-// IR: arith.minsi
+// IR: %[[P0:.*]] = scf.if %{{.*}} -> (f32)
+// IR: %[[P1:.*]] = scf.if %{{.*}} -> (f32)
+// IR: %[[P2:.*]] = scf.if %{{.*}} -> (f32)
+// IR: %[[C3:.*]] = llvm.getelementptr
+// IR: scf.for %[[IV:[a-z0-9_]+]] = %{{.*}} to %[[T:.*]] step %c3{{.*}} iter_args(%{{.*}} = %{{.*}}, %[[S0:.*]] = %[[P0]], %{{.*}} = %[[P1]], %{{.*}} = %[[P2]], %[[C:.*]] = %[[C3]], %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (f32, f32, f32, f32, !llvm.ptr, !llvm.ptr, !llvm.ptr)
+// IR: %[[A0:.*]] = arith.addi %[[IV]], %c3
+// IR: %[[R0:.*]] = arith.cmpi slt, %[[A0]], %[[T]]
+// IR: scf.if %[[R0]] -> (f32)
+// IR: llvm.load %[[C]]
+// IR: scf.yield %[[S0]]
 // IR: %[[S1:.*]] = arith.addi %[[IV]], %c1_i64
 // IR: %[[IN1:.*]] = arith.cmpi slt, %[[S1]], %[[T]]
 // IR: scf.if %[[IN1]] -> (f32)
-// IR: arith.minsi
 // IR: arith.cmpi slt
 // IR: scf.if
-// IR: arith.minsi
 // IR: scf.yield
 // RUN: not flexsn-opt %flexsn_src_root/examples/lif.mlir -convert-flexsn-to-cpu-kernels=prefetch=0 2>&1 | FileCheck %s --check-prefix=ZERO
 // ZERO: error: prefetch must be 1 to 16, got 0
