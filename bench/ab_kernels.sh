@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Two builds of flexsn-run side by side, kernel only (flexsn-run --bench:
+# CUDA events, median of 30 after warm-up, % of a device copy measured in
+# the same process), alternating A and B per case so that both see the same
+# machine state: lif and two_in_two_state, f32 and bf16, inference, forward
+# and backward, at T=4 NCL=4M, T=4 NCL=4M+1 (scalar entry), T=32 NCL=256K
+# and T=256 NCL=64K. Prints "% of copy" and ms for A, then B.
+# Usage: bench/ab_kernels.sh A/flexsn-run B/flexsn-run [flexsn-run flags...]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+A=$1; B=$2; shift 2
+EXTRA=("$@")
+bench() {
+  local line
+  line=$("$1" examples/$2.mlir --backend=cuda --variant=$3 --T=$4 --ncl=$5 \
+    --dtype=$6 --bench --reps=30 "${EXTRA[@]}" 2>&1 | grep "kernel median")
+  printf "%4s%% %7s" "$(sed -n 's/.*, \([0-9]*\)% of copy.*/\1/p' <<<"$line")" \
+    "$(sed -n 's/.*kernel median \([0-9.]*\) ms.*/\1/p' <<<"$line")"
+}
+printf "%-17s %-4s %-9s %-18s | %-13s | %-13s\n" core dtype variant shape A B
+for core in lif two_in_two_state; do
+  for dt in f32 bf16; do
+    for v in inference forward backward; do
+      for s in "4 4194304" "4 4194305" "32 262144" "256 65536"; do
+        read -r T N <<<"$s"
+        printf "%-17s %-4s %-9s T=%-3s NCL=%-8s | %s | %s\n" $core $dt $v $T $N \
+          "$(bench "$A" $core $v $T $N $dt)" "$(bench "$B" $core $v $T $N $dt)"
+      done
+    done
+  done
+done
