@@ -6,6 +6,7 @@
 # and backward, at T=4 NCL=4M, T=4 NCL=4M+1 (scalar entry), T=32 NCL=256K
 # and T=256 NCL=64K. Prints "% of copy" and ms for A, then B.
 # Usage: bench/ab_kernels.sh A/flexsn-run B/flexsn-run [flexsn-run flags...]
+# CORES, DTYPES and VARIANTS (space-separated) narrow the table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 A=$1; B=$2; shift 2
@@ -18,9 +19,9 @@ bench() {
     "$(sed -n 's/.*kernel median \([0-9.]*\) ms.*/\1/p' <<<"$line")"
 }
 printf "%-17s %-4s %-9s %-18s | %-13s | %-13s\n" core dtype variant shape A B
-for core in lif two_in_two_state; do
-  for dt in f32 bf16; do
-    for v in inference forward backward; do
+for core in ${CORES:-lif two_in_two_state}; do
+  for dt in ${DTYPES:-f32 bf16}; do
+    for v in ${VARIANTS:-inference forward backward}; do
       for s in "4 4194304" "4 4194305" "32 262144" "256 65536"; do
         read -r T N <<<"$s"
         printf "%-17s %-4s %-9s T=%-3s NCL=%-8s | %s | %s\n" $core $dt $v $T $N \
