@@ -325,61 +325,54 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   bool reverse = scan.getReverse();
   bool finalOnly = variant == KernelVariant::FinalState;
 
-  // Sequences are walked by cursors: per [T, NCL] pointer, the address of
-  // the group's element in the row of the step being read or written, and
-  // a loop-invariant stride in elements (+NCL a step, -NCL in a reverse
-  // scan, 0 for an optional pointer that is null, whose cursor stays on
-  // the block of zeros). A step costs one address addition per sequence:
-  // no row index, product or null test in the loop (bench/NOTES.md run 57:
-  // that index arithmetic was 55 of about 90 instructions a step).
-  // Cursors may point outside their tensor before t = 0 or past T - 1;
-  // such an address is never read or written.
+  // How many steps of reads are in flight: see choosePrefetchDepth.
+  unsigned numOperandReads = numIn + numLa;
+  unsigned rawPerOperand = e.rawValuesPerOperand();
+  unsigned numRaw = numOperandReads * rawPerOperand;
+  unsigned depth = numRaw ? std::max(prefetch, 1u) : 1;
+
+  // The pipelined loop (depth > 1) walks sequences by cursors: per [T, NCL]
+  // pointer, the address of the group's element in the row of the step
+  // being read or written, advanced a step by a loop-invariant stride (+NCL
+  // elements, -NCL in a reverse scan, 0 for an optional pointer that is
+  // null, whose cursor stays on the block of zeros). A step costs one
+  // address addition per sequence: no row index, product, clamp or null
+  // test (bench/NOTES.md run 57: that index arithmetic was 55 of about 90
+  // instructions a step of lif's bf16 backward). Cursors may point outside
+  // their tensor before t = 0 or past T - 1; such an address is never read
+  // or written.
+  //
+  // The loop of depth 1 addresses row t * NCL of each pointer instead: its
+  // kernels read many sequences a step (that is why they have depth 1),
+  // and a cursor is a register pair per sequence where a kernel argument
+  // sits in a uniform register: with cursors two_in_two_state's bf16
+  // backward entry went from 86 to 94 registers, 23 to 21 resident warps,
+  // and 88% to 83% of copy at T=4 NCL=4M (H100, bench/NOTES.md run 63).
   auto timeOf = [&](Value s) -> Value {
     return reverse ? arith::SubIOp::create(b, loc, tLast, s).getResult() : s;
   };
-  Value stride =
-      reverse ? arith::SubIOp::create(b, loc, zero, ncl).getResult() : ncl;
-  Value firstRow = arith::MulIOp::create(b, loc, timeOf(zero), ncl);
   struct Seq {
     Type elt;
     Value stride;
   };
   bool opaque = cursorStep == CursorStep::OpaqueGlobal;
   auto globalPtr = LLVM::LLVMPointerType::get(b.getContext(), 1);
-  // A cursor from a (generic) address.
+  // A cursor (or address) from a generic address.
   auto toCursor = [&](Value addr) -> Value {
     return opaque ? LLVM::AddrSpaceCastOp::create(b, loc, globalPtr, addr)
                         .getResult()
                   : addr;
   };
-  // Reads (inputs, then lagged operands at row t - 1) and writes (outputs,
-  // then state sequences): their types and strides, and their cursors at
-  // step 0.
-  SmallVector<Seq> readSeqs, writeSeqs;
-  SmallVector<Value> readStart, writeStart;
-  for (auto &[ptr, elt] : inputs) {
-    Value given = givenFlag(ptr);
-    readSeqs.push_back(
-        {elt, given ? arith::SelectOp::create(b, loc, given, stride, zero)
-                          .getResult()
-                    : stride});
-    readStart.push_back(
-        toCursor(e.orZeros(e.addressOf(ptr, elt, firstRow), given)));
-  }
+  SmallVector<Value> inputGiven;
+  for (auto &[ptr, elt] : inputs)
+    inputGiven.push_back(givenFlag(ptr));
   // A lagged operand reads its init at t = 0 (zeros when that optional
-  // pointer is null): a select per step between the cursor and this.
+  // pointer is null): a select per step between the row t - 1 and this.
   SmallVector<Value> laggedInitAddr;
-  if (numLa) {
-    Value rowBefore = arith::SubIOp::create(b, loc, firstRow, ncl);
-    for (auto [seq, first] : llvm::zip_equal(lagged, laggedInit)) {
-      readSeqs.push_back({seq.second, stride});
-      readStart.push_back(
-          toCursor(e.addressOf(seq.first, seq.second, rowBefore)));
-      laggedInitAddr.push_back(
-          toCursor(e.orZeros(e.addressOf(first.first, seq.second, Value()),
-                             givenFlag(first.first))));
-    }
-  }
+  for (auto [seq, first] : llvm::zip_equal(lagged, laggedInit))
+    laggedInitAddr.push_back(
+        toCursor(e.orZeros(e.addressOf(first.first, seq.second, Value()),
+                           givenFlag(first.first))));
   SmallVector<Slot> written;
   for (Slot out : outputs)
     if (out.first)
@@ -388,20 +381,48 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
     for (Slot st : stateOuts)
       if (st.first)
         written.push_back(st);
-  for (auto &[ptr, elt] : written) {
-    writeSeqs.push_back({elt, stride});
-    writeStart.push_back(toCursor(e.addressOf(ptr, elt, firstRow)));
-  }
-  // The opaque step adds bytes.
-  auto strideBytes = [&](SmallVectorImpl<Seq> &seqs) {
-    for (Seq &seq : seqs)
-      seq.stride = arith::MulIOp::create(b, loc, seq.stride,
-                                         e.cst(seq.elt.getIntOrFloatBitWidth() /
-                                               8));
+  // The addresses of the reads (inputs, then lagged operands at row t - 1)
+  // and of the writes (outputs, then state sequences) in row `row`.
+  auto rowAddresses = [&](Value row) {
+    SmallVector<Value> reads, writes;
+    for (auto [k, input] : llvm::enumerate(inputs))
+      reads.push_back(toCursor(e.orZeros(
+          e.addressOf(input.first, input.second, row), inputGiven[k])));
+    if (numLa) {
+      Value before = arith::SubIOp::create(b, loc, row, ncl);
+      for (auto &[ptr, elt] : lagged)
+        reads.push_back(toCursor(e.addressOf(ptr, elt, before)));
+    }
+    for (auto &[ptr, elt] : written)
+      writes.push_back(toCursor(e.addressOf(ptr, elt, row)));
+    return std::make_pair(reads, writes);
   };
-  if (opaque) {
-    strideBytes(readSeqs);
-    strideBytes(writeSeqs);
+  auto rowOf = [&](Value s) -> Value {
+    return arith::MulIOp::create(b, loc, timeOf(s), ncl);
+  };
+
+  // Cursor strides: in elements for a GEP, in bytes for the opaque add.
+  SmallVector<Seq> readSeqs, writeSeqs;
+  SmallVector<Value> readStart, writeStart;
+  if (depth > 1) {
+    Value stride =
+        reverse ? arith::SubIOp::create(b, loc, zero, ncl).getResult() : ncl;
+    auto strideOf = [&](Type elt, Value given) -> Seq {
+      Value st = given ? arith::SelectOp::create(b, loc, given, stride, zero)
+                             .getResult()
+                       : stride;
+      if (opaque)
+        st = arith::MulIOp::create(b, loc, st,
+                                   e.cst(elt.getIntOrFloatBitWidth() / 8));
+      return {elt, st};
+    };
+    for (auto [k, input] : llvm::enumerate(inputs))
+      readSeqs.push_back(strideOf(input.second, inputGiven[k]));
+    for (auto &[ptr, elt] : lagged)
+      readSeqs.push_back(strideOf(elt, Value()));
+    for (auto &[ptr, elt] : written)
+      writeSeqs.push_back(strideOf(elt, Value()));
+    std::tie(readStart, writeStart) = rowAddresses(rowOf(zero));
   }
   auto advance = [&](ArrayRef<Value> cursors, ArrayRef<Seq> seqs) {
     SmallVector<Value> next;
@@ -422,25 +443,21 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   };
 
   // Every sequence read of step `s` (s-th iteration; the time index runs
-  // backwards in a reverse scan), from the read cursors at that step. None
+  // backwards in a reverse scan), from its read addresses (`at`). None
   // depends on the states, so they can be issued ahead of the step that
   // uses them. They stay in the storage type (loadRaw) until the step that
   // uses them.
-  unsigned numOperandReads = numIn + numLa;
-  unsigned rawPerOperand = e.rawValuesPerOperand();
-  unsigned numRaw = numOperandReads * rawPerOperand;
-  auto loadStep = [&](Value s, ArrayRef<Value> cursors) {
+  auto loadStep = [&](Value s, ArrayRef<Value> at) {
     SmallVector<Value> vals;
     for (unsigned k = 0; k < numIn; ++k)
-      llvm::append_range(vals, e.loadRawAt(cursors[k], readSeqs[k].elt));
+      llvm::append_range(vals, e.loadRawAt(at[k], inputs[k].second));
     if (numLa) {
       Value started = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt,
                                             timeOf(s), zero);
       for (unsigned k = 0; k < numLa; ++k) {
-        Value addr = LLVM::SelectOp::create(b, loc, started, cursors[numIn + k],
+        Value addr = LLVM::SelectOp::create(b, loc, started, at[numIn + k],
                                             laggedInitAddr[k]);
-        llvm::append_range(vals,
-                           e.loadRawAt(addr, readSeqs[numIn + k].elt));
+        llvm::append_range(vals, e.loadRawAt(addr, lagged[k].second));
       }
     }
     return vals;
@@ -516,25 +533,17 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
     return std::make_pair(reads, writes);
   };
 
-  unsigned depth = numRaw ? std::max(prefetch, 1u) : 1;
   if (depth == 1) {
-    SmallVector<Value> carriedInit(init);
-    llvm::append_range(carriedInit, readStart);
-    llvm::append_range(carriedInit, writeStart);
     auto loop = scf::ForOp::create(
-        b, loc, zero, tSize, one, carriedInit,
+        b, loc, zero, tSize, one, init,
         [&](OpBuilder &nb, Location, Value iv, ValueRange carried) {
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-          auto [reads, writes] = cursorsOf(carried, numCarriedStates);
-          SmallVector<Value> next =
-              emitStep(loadStep(iv, reads),
-                       carried.take_front(numCarriedStates), writes);
-          llvm::append_range(next, advance(reads, readSeqs));
-          llvm::append_range(next, advance(writes, writeSeqs));
-          scf::YieldOp::create(b, loc, next);
+          auto [reads, writes] = rowAddresses(rowOf(iv));
+          scf::YieldOp::create(b, loc,
+                               emitStep(loadStep(iv, reads), carried, writes));
         });
-    return finishScan(loop.getResults().take_front(numCarriedStates));
+    return finishScan(loop.getResults());
   }
 
   // Software pipelining with depth P: P slots each hold one step's reads,

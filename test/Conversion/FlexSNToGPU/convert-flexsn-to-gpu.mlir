@@ -49,8 +49,11 @@
 // CHECK: gpu.func @lif_final_state(
 // CHECK: gpu.func @lif_final_state_scalar(
 // W1: gpu.func @lif_inference(
-// prefetch=1: the loop carries the 4 states and the 3 cursors.
-// P1: scf.for {{.*}} step %c1_i64 iter_args({{.*}}) -> (f32, f32, f32, f32, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>)  : i64
+// prefetch=1: the loop carries the 4 states only, and addresses row
+// t * NCL of each sequence (no cursors).
+// P1: scf.for %[[IV:.*]] = {{.*}} step %c1_i64 iter_args({{.*}}) -> (f32, f32, f32, f32)  : i64
+// P1: arith.muli %[[IV]], %{{.*}} : i64
+// P1: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
 // W1-NOT: vector<
 // W1-NOT: _scalar
 // W1: gpu.func @lif_final_state(
