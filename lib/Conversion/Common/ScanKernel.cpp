@@ -347,7 +347,7 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   // and a cursor is a register pair per sequence where a kernel argument
   // sits in a uniform register: with cursors two_in_two_state's bf16
   // backward entry went from 86 to 94 registers, 23 to 21 resident warps,
-  // and 88% to 83% of copy at T=4 NCL=4M (H100, bench/NOTES.md run 63).
+  // and 88% to 83% of copy at T=4 NCL=4M (H100, bench/NOTES.md runs 64-65).
   auto timeOf = [&](Value s) -> Value {
     return reverse ? arith::SubIOp::create(b, loc, tLast, s).getResult() : s;
   };
