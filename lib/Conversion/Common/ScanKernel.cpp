@@ -445,8 +445,8 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   // Every sequence read of step `s` (s-th iteration; the time index runs
   // backwards in a reverse scan), from its read addresses (`at`). None
   // depends on the states, so they can be issued ahead of the step that
-  // uses them. They stay in the storage type (loadRaw) until the step that
-  // uses them.
+  // uses them. They stay in the storage type (loadRawAt) until the step
+  // that uses them.
   auto loadStep = [&](Value s, ArrayRef<Value> at) {
     SmallVector<Value> vals;
     for (unsigned k = 0; k < numIn; ++k)
@@ -465,9 +465,10 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   unsigned numCarriedStates = init.size();
   unsigned numYield = numOut + numSt;
   // One step: the body for each lane on the step's reads (`raw`), the
-  // stores through the write cursors; returns the new states (lane-major).
+  // stores to the step's write addresses (`writeAt`, in the order of
+  // `written`); returns the new states (lane-major).
   auto emitStep = [&](ArrayRef<Value> raw, ValueRange stateVals,
-                      ArrayRef<Value> writeCursors) -> SmallVector<Value> {
+                      ArrayRef<Value> writeAt) -> SmallVector<Value> {
     // Lane-major values in the compute type: value[k * width + lane].
     SmallVector<Value> current;
     for (unsigned k = 0; k < numOperandReads; ++k)
@@ -495,12 +496,12 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
     unsigned w = 0;
     for (auto [k, out] : llvm::enumerate(outputs))
       if (out.first)
-        e.storeAt(writeCursors[w++], out.second,
+        e.storeAt(writeAt[w++], out.second,
                   ArrayRef<Value>(yielded).slice(k * width, width));
     if (!finalOnly)
       for (auto [k, st] : llvm::enumerate(stateOuts))
         if (st.first)
-          e.storeAt(writeCursors[w++], st.second,
+          e.storeAt(writeAt[w++], st.second,
                     ArrayRef<Value>(next).slice(k * width, width));
     return next;
   };
@@ -525,8 +526,8 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   };
 
   unsigned numReadCursors = readStart.size();
-  // Carried values: the states, then (pipelined) the slots, then the read
-  // and the write cursors.
+  // The pipelined loop carries the states, the slots, then the read and
+  // the write cursors.
   auto cursorsOf = [&](ValueRange carried, unsigned skip) {
     SmallVector<Value> reads(carried.slice(skip, numReadCursors));
     SmallVector<Value> writes(carried.drop_front(skip + numReadCursors));

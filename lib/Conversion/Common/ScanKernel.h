@@ -25,9 +25,11 @@ enum class LaneAccess {
   Scalar,
 };
 
-/// How the time loop addresses its sequences: each [T, NCL] pointer is a
-/// cursor (the group's element in the current row) advanced by a stride a
-/// step.
+/// How the pipelined time loop (prefetch > 1) steps its cursors: each
+/// [T, NCL] pointer is a cursor (the group's element in the current row)
+/// advanced by a stride a step. The loop of depth 1 addresses row t * NCL
+/// instead (no cursors); `OpaqueGlobal` still puts its addresses in the
+/// global address space.
 enum class CursorStep {
   /// Address arithmetic LLVM sees (CPU kernels).
   Plain,
