@@ -242,11 +242,8 @@ public:
     double copyGBs = 2.0 * copyBytes / (copyMs * 1e6);
     int64_t bytes = totalBytes(buffers);
     double gbs = ms > 0 ? bytes / (ms * 1e6) : 0.0;
-    std::vector<void *> values(ptrs.size());
-    for (auto [v, p] : llvm::zip_equal(values, ptrs))
-      v = reinterpret_cast<void *>(p);
     cuda::ScanKernel::LaunchShape shape =
-        (*kernel)->describeLaunch(values, NCL);
+        (*kernel)->describeLaunch(asAddresses(ptrs), NCL);
     os << "bench: " << device->describe() << "\n"
        << "bench: entry " << shape.entry << " (" << shape.neuronsPerThread
        << " neuron(s) per thread, blocks of " << shape.blockSize
@@ -309,10 +306,16 @@ private:
     auto kernel = kernelFor(name, buffers);
     if (!kernel)
       return kernel.takeError();
-    std::vector<void *> values;
+    return (*kernel)->launch(asAddresses(ptrs), T, NCL, nullptr);
+  }
+
+  /// Device pointers as the addresses ScanKernel takes.
+  static std::vector<void *> asAddresses(ArrayRef<cuda::DevicePtr> ptrs) {
+    std::vector<void *> out;
+    out.reserve(ptrs.size());
     for (cuda::DevicePtr p : ptrs)
-      values.push_back(reinterpret_cast<void *>(p));
-    return (*kernel)->launch(values, T, NCL, nullptr);
+      out.push_back(reinterpret_cast<void *>(p));
+    return out;
   }
 
   /// Times `fn` with CUDA events: 5 warm-up runs, then at least 30.

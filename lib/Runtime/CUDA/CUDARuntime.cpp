@@ -483,23 +483,23 @@ ScanKernel::create(Device &device, StringRef ptx, StringRef name,
                        " neurons per thread has " +
                        (neuronsPerThread > 1 ? "a" : "no") + " scalar entry");
   std::unique_ptr<ScanKernel> k(new ScanKernel(device));
-  k->name = name.str();
-  k->scalarName = scalarName.str();
   k->maxBlockSize = maxBlockSize;
   k->neuronsPerThread = neuronsPerThread;
   k->pointers.assign(pointers.begin(), pointers.end());
-  auto textOf = [&](StringRef entry, std::string &text) -> Error {
-    std::optional<std::string> only = extractPTXEntry(ptx, entry);
+  auto fill = [&](Entry &entry, StringRef entryName, unsigned lanes) -> Error {
+    entry.name = entryName.str();
+    entry.lanes = lanes;
+    std::optional<std::string> only = extractPTXEntry(ptx, entryName);
     if (!only)
-      return driverError("no kernel entry '" + entry +
+      return driverError("no kernel entry '" + entryName +
                          "' in the PTX (or its braces do not balance)");
-    text = std::move(*only);
+    entry.ptx = std::move(*only);
     return Error::success();
   };
-  if (Error e = textOf(k->name, k->vectorPTX))
+  if (Error e = fill(k->entries[0], name, neuronsPerThread))
     return std::move(e);
   if (neuronsPerThread > 1)
-    if (Error e = textOf(k->scalarName, k->scalarPTX))
+    if (Error e = fill(k->entries[1], scalarName, 1))
       return std::move(e);
   return std::move(k);
 }
@@ -522,98 +522,92 @@ bool ScanKernel::takesVectorEntry(ArrayRef<void *> ptrs, int64_t NCL) const {
   return true;
 }
 
-Expected<Function> ScanKernel::get(bool vector) const {
-  std::atomic<Function> &slot = vector ? vectorFn : scalarFn;
-  if (Function fn = slot.load(std::memory_order_acquire))
+Expected<Function> ScanKernel::get(const Entry &entry) const {
+  if (Function fn = entry.fn.load(std::memory_order_acquire))
     return fn;
   std::lock_guard<std::mutex> lock(mutex);
-  if (Function fn = slot.load(std::memory_order_relaxed))
+  if (Function fn = entry.fn.load(std::memory_order_relaxed))
     return fn;
-  auto module = device.loadPTX(vector ? vectorPTX : scalarPTX);
+  auto module = device.loadPTX(entry.ptx);
   if (!module)
     return module.takeError();
-  auto fn = device.getFunction(*module, vector ? name : scalarName);
+  auto fn = device.getFunction(*module, entry.name);
   if (!fn)
     return fn.takeError();
   // How many blocks of each candidate size fit on an SM (registers,
   // threads): the launch's block size follows from it. Published with the
   // function (release), so a launch that sees one sees the other.
-  auto &resident = vector ? vectorResident : scalarResident;
-  resident.clear();
+  entry.resident.clear();
   for (unsigned block = maxBlockSize; block >= 32; block /= 2) {
     auto blocks = device.residentBlocks(*fn, block);
     if (!blocks) {
       llvm::consumeError(blocks.takeError());
-      resident.clear(); // unknown: the launch falls back to its rule
+      entry.resident.clear(); // unknown: the launch falls back to its rule
       break;
     }
-    resident.push_back(*blocks);
+    entry.resident.push_back(*blocks);
   }
-  slot.store(*fn, std::memory_order_release);
+  entry.fn.store(*fn, std::memory_order_release);
   return *fn;
 }
 
 ScanKernel::LaunchShape
 ScanKernel::describeLaunch(ArrayRef<void *> ptrs, int64_t NCL) const {
-  bool vector = takesVectorEntry(ptrs, NCL);
-  bool loaded = (vector ? vectorFn : scalarFn).load(std::memory_order_acquire);
+  const Entry &entry = entryFor(takesVectorEntry(ptrs, NCL));
+  bool loaded = entry.fn.load(std::memory_order_acquire);
   LaunchShape shape;
-  shape.entry = vector ? name : scalarName;
-  shape.neuronsPerThread = vector ? neuronsPerThread : 1;
+  shape.entry = entry.name;
+  shape.neuronsPerThread = entry.lanes;
   shape.blockSize = device.chooseBlockSize(
-      NCL, maxBlockSize, shape.neuronsPerThread,
-      loaded ? ArrayRef<unsigned>(vector ? vectorResident : scalarResident)
-             : ArrayRef<unsigned>());
+      NCL, maxBlockSize, entry.lanes,
+      loaded ? ArrayRef<unsigned>(entry.resident) : ArrayRef<unsigned>());
   return shape;
 }
 
 Error ScanKernel::load(bool vector) const {
-  if (!vector && neuronsPerThread == 1)
-    vector = true;
-  auto fn = get(vector);
+  auto fn = get(entryFor(vector));
   return fn ? Error::success() : fn.takeError();
 }
 
 void ScanKernel::preload(int64_t NCL) const {
   if (NCL <= 0)
     return;
-  bool vector = takesVectorEntry({}, NCL); // aligned pointers
-  if ((vector ? vectorFn : scalarFn).load(std::memory_order_acquire))
+  const Entry &entry = entryFor(takesVectorEntry({}, NCL)); // aligned pointers
+  if (entry.fn.load(std::memory_order_acquire))
     return;
   std::lock_guard<std::mutex> lock(preloadMutex);
-  std::future<void> &pending = preloads[vector ? 0 : 1];
+  std::future<void> &pending = entry.preload;
   if (pending.valid() &&
       pending.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
     return; // on its way
-  pending = std::async(std::launch::async, [this, vector] {
-    llvm::consumeError(load(vector)); // the launch reports a failure
+  pending = std::async(std::launch::async, [this, &entry] {
+    llvm::consumeError(get(entry).takeError()); // the launch reports a failure
   });
 }
 
 ScanKernel::~ScanKernel() {
   std::lock_guard<std::mutex> lock(preloadMutex);
-  for (std::future<void> &f : preloads)
-    if (f.valid())
-      f.wait();
+  for (const Entry &entry : entries)
+    if (entry.preload.valid())
+      entry.preload.wait();
 }
 
 Error ScanKernel::launch(ArrayRef<void *> ptrs, int64_t T, int64_t NCL,
                          Stream stream) const {
   if (ptrs.size() != pointers.size())
-    return driverError("kernel '" + name + "' takes " +
+    return driverError("kernel '" + getName() + "' takes " +
                        Twine(pointers.size()) + " pointers, got " +
                        Twine(ptrs.size()));
   if (T < 0 || NCL < 0)
-    return driverError("kernel '" + name + "': T and NCL must be >= 0 (got T=" +
-                       Twine(T) + ", NCL=" + Twine(NCL) + ")");
+    return driverError("kernel '" + getName() +
+                       "': T and NCL must be >= 0 (got T=" + Twine(T) +
+                       ", NCL=" + Twine(NCL) + ")");
   if (NCL == 0)
     return Error::success();
-  bool vector = takesVectorEntry(ptrs, NCL);
-  auto fn = get(vector);
+  const Entry &entry = entryFor(takesVectorEntry(ptrs, NCL));
+  auto fn = get(entry);
   if (!fn)
     return fn.takeError();
-  return device.launchScan(*fn, ptrs, T, NCL, maxBlockSize,
-                           vector ? neuronsPerThread : 1, stream,
-                           vector ? name : scalarName,
-                           vector ? vectorResident : scalarResident);
+  return device.launchScan(*fn, ptrs, T, NCL, maxBlockSize, entry.lanes,
+                           stream, entry.name, entry.resident);
 }

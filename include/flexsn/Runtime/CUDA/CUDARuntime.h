@@ -192,26 +192,37 @@ public:
   llvm::Error launch(llvm::ArrayRef<void *> pointers, int64_t T, int64_t NCL,
                      Stream stream) const;
   Device &getDevice() const { return device; }
-  llvm::StringRef getName() const { return name; }
+  llvm::StringRef getName() const { return entries[0].name; }
 
 private:
   ScanKernel(Device &device) : device(device) {}
-  llvm::Expected<Function> get(bool vector) const;
+  /// One entry of the kernel, loaded on first use.
+  struct Entry {
+    std::string name;
+    /// The module text the driver compiles: only this entry.
+    std::string ptx;
+    /// Neurons per thread.
+    unsigned lanes = 1;
+    mutable std::atomic<Function> fn{nullptr};
+    /// For each block size from maxBlockSize halved to 32: how many blocks
+    /// fit on an SM (empty: unknown). Written before `fn` is published.
+    mutable llvm::SmallVector<unsigned, 6> resident;
+    /// A preload under way (guarded by preloadMutex).
+    mutable std::future<void> preload;
+  };
+  /// The entry a launch takes: the vector one (entries[0]) or the scalar
+  /// one (entries[1], absent at one neuron per thread).
+  const Entry &entryFor(bool vector) const {
+    return entries[vector || neuronsPerThread == 1 ? 0 : 1];
+  }
+  llvm::Expected<Function> get(const Entry &entry) const;
 
   Device &device;
-  std::string name, scalarName;
-  /// The module text of each entry: only that entry, or all of the PTX.
-  std::string vectorPTX, scalarPTX;
+  Entry entries[2];
   unsigned maxBlockSize = 256, neuronsPerThread = 1;
   llvm::SmallVector<Pointer> pointers;
-  mutable std::mutex mutex; // guards the loads
-  mutable std::atomic<Function> vectorFn{nullptr}, scalarFn{nullptr};
-  /// Per entry, for each block size from maxBlockSize halved to 32: how
-  /// many blocks fit on an SM (empty: unknown). Written before the entry's
-  /// function is published.
-  mutable llvm::SmallVector<unsigned, 6> vectorResident, scalarResident;
-  mutable std::mutex preloadMutex; // guards `preloads`
-  mutable std::future<void> preloads[2]; // vector, scalar entry
+  mutable std::mutex mutex;        // guards the loads
+  mutable std::mutex preloadMutex; // guards each entry's `preload`
 };
 
 } // namespace cuda
