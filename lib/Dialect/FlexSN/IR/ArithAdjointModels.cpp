@@ -23,17 +23,13 @@ static bool buildArithAdjoint(Operation *op, OpBuilder &b, Value g,
   ScalarBuilder &e = f.e;
   Location loc = f.loc;
   Value x = f.x, y = f.y, r = f.r;
-  Type t = f.e.t;
-  (void)t;
-  (void)r;
-  auto set = [&](Value gx, Value gy = Value()) { return f.set(gx, gy); };
   // max/min: the gradient goes to the winner, half to each on a tie.
   auto extremum = [&](P wins) {
     Value half = e.mul(g, e.c(0.5));
     Value tie = e.cmp(P::OEQ, x, y);
     Value gx = e.select(e.cmp(wins, x, y), g, e.where(tie, half));
     Value gy = e.select(e.cmp(wins, y, x), g, e.where(tie, half));
-    return set(gx, gy);
+    return f.set(gx, gy);
   };
   return llvm::TypeSwitch<Operation *, bool>(op)
       // No gradient: constants, comparisons, logic, integer ops.
@@ -41,16 +37,16 @@ static bool buildArithAdjoint(Operation *op, OpBuilder &b, Value g,
             arith::OrIOp, arith::XOrIOp, arith::AddIOp, arith::SubIOp,
             arith::MulIOp, arith::FPToSIOp, arith::FPToUIOp, arith::SIToFPOp,
             arith::UIToFPOp>([](Operation *) { return true; })
-      .Case([&](arith::AddFOp) { return set(g, g); })
-      .Case([&](arith::SubFOp) { return set(g, e.neg(g)); })
-      .Case([&](arith::MulFOp) { return set(e.mul(g, y), e.mul(g, x)); })
+      .Case([&](arith::AddFOp) { return f.set(g, g); })
+      .Case([&](arith::SubFOp) { return f.set(g, e.neg(g)); })
+      .Case([&](arith::MulFOp) { return f.set(e.mul(g, y), e.mul(g, x)); })
       .Case([&](arith::DivFOp) {
-        return set(e.div(g, y), e.neg(e.div(e.mul(g, r), y)));
+        return f.set(e.div(g, y), e.neg(e.div(e.mul(g, r), y)));
       })
-      .Case([&](arith::NegFOp) { return set(e.neg(g)); })
+      .Case([&](arith::NegFOp) { return f.set(e.neg(g)); })
       .Case([&](arith::RemFOp) {
         Value q = math::TruncOp::create(b, loc, e.div(x, y));
-        return set(g, e.neg(e.mul(g, q)));
+        return f.set(g, e.neg(e.mul(g, q)));
       })
       .Case<arith::MaximumFOp, arith::MaxNumFOp>(
           [&](Operation *) { return extremum(P::OGT); })
@@ -62,10 +58,10 @@ static bool buildArithAdjoint(Operation *op, OpBuilder &b, Value g,
         return true;
       })
       .Case([&](arith::ExtFOp) {
-        return set(arith::TruncFOp::create(b, loc, x.getType(), g));
+        return f.set(arith::TruncFOp::create(b, loc, x.getType(), g));
       })
       .Case([&](arith::TruncFOp) {
-        return set(arith::ExtFOp::create(b, loc, x.getType(), g));
+        return f.set(arith::ExtFOp::create(b, loc, x.getType(), g));
       })
       .Default([](Operation *) { return false; });
 }

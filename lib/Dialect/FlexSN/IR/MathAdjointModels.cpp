@@ -26,87 +26,84 @@ static bool buildMathAdjoint(Operation *op, OpBuilder &b, Value g,
   ScalarBuilder &e = f.e;
   Location loc = f.loc;
   Value x = f.x, y = f.y, r = f.r;
-  Type t = f.e.t;
-  (void)t;
-  (void)r;
-  auto set = [&](Value gx, Value gy = Value()) { return f.set(gx, gy); };
+  Type t = e.t;
   return llvm::TypeSwitch<Operation *, bool>(op)
       // No gradient: rounding.
       .Case<math::FloorOp, math::CeilOp, math::RoundOp, math::RoundEvenOp,
             math::TruncOp>([](Operation *) { return true; })
-      .Case([&](math::ExpOp) { return set(e.mul(g, r)); })
-      .Case([&](math::Exp2Op) { return set(e.mul(g, e.mul(r, e.c(M_LN2)))); })
-      .Case([&](math::ExpM1Op) { return set(e.mul(g, e.add(r, e.c(1.0)))); })
-      .Case([&](math::LogOp) { return set(e.div(g, x)); })
-      .Case([&](math::Log2Op) { return set(e.div(g, e.mul(x, e.c(M_LN2)))); })
+      .Case([&](math::ExpOp) { return f.set(e.mul(g, r)); })
+      .Case([&](math::Exp2Op) { return f.set(e.mul(g, e.mul(r, e.c(M_LN2)))); })
+      .Case([&](math::ExpM1Op) { return f.set(e.mul(g, e.add(r, e.c(1.0)))); })
+      .Case([&](math::LogOp) { return f.set(e.div(g, x)); })
+      .Case([&](math::Log2Op) { return f.set(e.div(g, e.mul(x, e.c(M_LN2)))); })
       .Case([&](math::Log10Op) {
-        return set(e.div(g, e.mul(x, e.c(M_LN10))));
+        return f.set(e.div(g, e.mul(x, e.c(M_LN10))));
       })
-      .Case([&](math::Log1pOp) { return set(e.div(g, e.add(x, e.c(1.0)))); })
-      .Case([&](math::SqrtOp) { return set(e.div(e.mul(g, e.c(0.5)), r)); })
+      .Case([&](math::Log1pOp) { return f.set(e.div(g, e.add(x, e.c(1.0)))); })
+      .Case([&](math::SqrtOp) { return f.set(e.div(e.mul(g, e.c(0.5)), r)); })
       .Case([&](math::RsqrtOp) {
-        return set(e.mul(e.mul(g, e.c(-0.5)), e.mul(r, e.mul(r, r))));
+        return f.set(e.mul(e.mul(g, e.c(-0.5)), e.mul(r, e.mul(r, r))));
       })
       .Case([&](math::CbrtOp) {
-        return set(e.div(g, e.mul(e.c(3.0), e.mul(r, r))));
+        return f.set(e.div(g, e.mul(e.c(3.0), e.mul(r, r))));
       })
       .Case([&](math::TanhOp) {
-        return set(e.mul(g, e.sub(e.c(1.0), e.mul(r, r))));
+        return f.set(e.mul(g, e.sub(e.c(1.0), e.mul(r, r))));
       })
       .Case([&](math::SinhOp) {
-        return set(e.mul(g, math::CoshOp::create(b, loc, x)));
+        return f.set(e.mul(g, math::CoshOp::create(b, loc, x)));
       })
       .Case([&](math::CoshOp) {
-        return set(e.mul(g, math::SinhOp::create(b, loc, x)));
+        return f.set(e.mul(g, math::SinhOp::create(b, loc, x)));
       })
       .Case([&](math::SinOp) {
-        return set(e.mul(g, math::CosOp::create(b, loc, x)));
+        return f.set(e.mul(g, math::CosOp::create(b, loc, x)));
       })
       .Case([&](math::CosOp) {
-        return set(e.neg(e.mul(g, math::SinOp::create(b, loc, x))));
+        return f.set(e.neg(e.mul(g, math::SinOp::create(b, loc, x))));
       })
       .Case([&](math::TanOp) {
-        return set(e.mul(g, e.add(e.c(1.0), e.mul(r, r))));
+        return f.set(e.mul(g, e.add(e.c(1.0), e.mul(r, r))));
       })
       .Case([&](math::AsinOp) {
-        return set(e.mul(g, math::RsqrtOp::create(
+        return f.set(e.mul(g, math::RsqrtOp::create(
                                 b, loc, e.sub(e.c(1.0), e.mul(x, x)))));
       })
       .Case([&](math::AcosOp) {
-        return set(e.neg(e.mul(g, math::RsqrtOp::create(
+        return f.set(e.neg(e.mul(g, math::RsqrtOp::create(
                                       b, loc, e.sub(e.c(1.0), e.mul(x, x))))));
       })
       .Case([&](math::AtanOp) {
-        return set(e.div(g, e.add(e.c(1.0), e.mul(x, x))));
+        return f.set(e.div(g, e.add(e.c(1.0), e.mul(x, x))));
       })
       .Case([&](math::AsinhOp) {
-        return set(e.mul(g, math::RsqrtOp::create(
+        return f.set(e.mul(g, math::RsqrtOp::create(
                                 b, loc, e.add(e.mul(x, x), e.c(1.0)))));
       })
       .Case([&](math::AcoshOp) {
-        return set(e.mul(g, math::RsqrtOp::create(
+        return f.set(e.mul(g, math::RsqrtOp::create(
                                 b, loc, e.sub(e.mul(x, x), e.c(1.0)))));
       })
       .Case([&](math::AtanhOp) {
-        return set(e.div(g, e.sub(e.c(1.0), e.mul(x, x))));
+        return f.set(e.div(g, e.sub(e.c(1.0), e.mul(x, x))));
       })
       .Case([&](math::ErfOp) {
         Value d = e.mul(e.c(2.0 / std::sqrt(M_PI)), e.exp(e.neg(e.mul(x, x))));
-        return set(e.mul(g, d));
+        return f.set(e.mul(g, d));
       })
       .Case([&](math::ErfcOp) {
         Value d = e.mul(e.c(-2.0 / std::sqrt(M_PI)), e.exp(e.neg(e.mul(x, x))));
-        return set(e.mul(g, d));
+        return f.set(e.mul(g, d));
       })
       .Case([&](math::AbsFOp) {
         Value zero = e.c(0.0);
-        return set(e.select(e.cmp(P::OGT, x, zero), g,
+        return f.set(e.select(e.cmp(P::OGT, x, zero), g,
                             e.where(e.cmp(P::OLT, x, zero), e.neg(g))));
       })
       .Case([&](math::Atan2Op) {
         // atan2(y = operand 0, x = operand 1).
         Value d = e.add(e.mul(x, x), e.mul(y, y));
-        return set(e.div(e.mul(g, y), d), e.neg(e.div(e.mul(g, x), d)));
+        return f.set(e.div(e.mul(g, y), d), e.neg(e.div(e.mul(g, x), d)));
       })
       .Case([&](math::PowFOp) {
         Value zero = e.c(0.0);
@@ -117,7 +114,7 @@ static bool buildMathAdjoint(Operation *op, OpBuilder &b, Value g,
                                            e.cmp(P::OGE, y, zero));
         Value gy = e.select(skip, zero,
                             e.mul(e.mul(g, r), math::LogOp::create(b, loc, x)));
-        return set(gx, gy);
+        return f.set(gx, gy);
       })
       .Case([&](math::FPowIOp p) {
         Value n = p.getRhs();
@@ -137,7 +134,7 @@ static bool buildMathAdjoint(Operation *op, OpBuilder &b, Value g,
       })
       .Case([&](math::FmaOp) {
         grads[2] = g;
-        return set(e.mul(g, y), e.mul(g, x));
+        return f.set(e.mul(g, y), e.mul(g, x));
       })
       .Default([](Operation *) { return false; });
 }
