@@ -3,9 +3,13 @@ T=1, NCL=1024 (LIF), minus the kernels' own time, for the eager path
 (direct ctypes launch) and the custom-op path that torch.compile uses
 (the same call through torch.ops.flexsn.*), inference and a training step
 (forward + backward), next to the Python loop's training step and to
-PyTorch's own floor for a step (one op, a sum, their backward). Median wall
-time of 2000 calls after warm-up. At this size the kernels themselves take
-a few microseconds (launch latency), so the figures are the overhead.
+PyTorch's own floor for a step (one op, a sum, their backward). Then the
+modules as users call them, each reset before a call: our FlexSN, and,
+when SpikingJelly 2.0 is installed, its FlexSN and LIFNode (the Triton
+backend on CUDA), with the same core (bench/compare.py builds all three).
+Median wall time of 2000 calls after warm-up (500 for the modules). At this
+size the kernels themselves take a few microseconds (launch latency), so
+the figures are the overhead.
 
     python3 bench/overhead.py [cuda|cpu]
 """
@@ -22,6 +26,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import flexsn  # noqa: E402
 from flexsn import _ops  # noqa: E402
 from cores import lif  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare  # noqa: E402
 
 
 def main():
@@ -48,17 +55,48 @@ def main():
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     print(f"device {dev}" + (f" ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else "")
           + "; LIF T=1 NCL=1024 (the kernels move 12-40 KB: a few microseconds)")
-    for name, fn in paths.items():
-        for _ in range(200):
+
+    def report(name, fn, calls):
+        for _ in range(calls // 10):
             fn()
         sync()
         walls = []
-        for _ in range(2000):
+        for _ in range(calls):
             t = time.perf_counter()
             fn()
             walls.append(time.perf_counter() - t)
         sync()
-        print(f"{name:18s} {statistics.median(walls) * 1e6:8.1f} us per call (median wall time)")
+        print(f"{name:24s} {statistics.median(walls) * 1e6:8.1f} us per call (median wall time)")
+
+    for name, fn in paths.items():
+        report(name, fn, 2000)
+    # The modules as a user calls them: reset, then a call on [T=1, NCL].
+    for system in ("flexsn", "sj-flexsn", "sj-lifnode"):
+        try:
+            built = compare.make_system(system, "lif", dev.type)
+        except Exception as e:  # noqa: BLE001 (a peer that cannot run here)
+            print(f"{system:24s} not run: {type(e).__name__}: {str(e).splitlines()[0][:80]}")
+            continue
+        if built is None:
+            print(f"{system:24s} not run: not installed")
+            continue
+        call, reset = built
+
+        def infer(call=call, reset=reset):
+            reset()
+            with torch.no_grad():
+                call(x)
+
+        def train(call=call, reset=reset):
+            reset()
+            call(xg)[0].sum().backward()
+
+        for what, fn in (("inference", infer), ("train step", train)):
+            try:
+                report(f"{system} {what}", fn, 500)
+            except Exception as e:  # noqa: BLE001
+                print(f"{system + ' ' + what:24s} not run: {type(e).__name__}: "
+                      f"{str(e).splitlines()[0][:80]}")
 
 
 if __name__ == "__main__":
