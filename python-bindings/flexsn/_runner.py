@@ -164,7 +164,7 @@ class TrainPrep:
 
     def run_backward(self, leaves, seqs, grads, geom) -> list:
         args = list(leaves) + list(seqs)
-        args += [g if g is None or g.is_contiguous() else g.contiguous() for g in grads]
+        args += as_contiguous(grads)
         res = self.backward(args, *geom)
         out = []
         for leaf, ix in zip(leaves, self.grad_ix):
@@ -325,7 +325,9 @@ def flat_params(params, step: tuple, device: torch.device):
 
 
 def as_contiguous(ts) -> list:
-    return [t if t.is_contiguous() else t.contiguous() for t in ts]
+    """Each tensor as it is when contiguous, else a contiguous copy; None
+    stays None (an absent gradient)."""
+    return [t if t is None or t.is_contiguous() else t.contiguous() for t in ts]
 
 
 def prepare_infer(cc: CompiledCore, dtype, device, want_seqs: bool, p_dtypes,
