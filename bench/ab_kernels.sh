@@ -9,14 +9,14 @@
 # CORES, DTYPES and VARIANTS (space-separated) narrow the table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source bench/bench_lib.sh
 A=$1; B=$2; shift 2
 EXTRA=("$@")
 bench() {
-  local line
-  line=$("$1" examples/$2.mlir --backend=cuda --variant=$3 --T=$4 --ncl=$5 \
-    --dtype=$6 --bench --reps=30 "${EXTRA[@]}" 2>&1 | grep "kernel median")
-  printf "%4s%% %7s" "$(sed -n 's/.*, \([0-9]*\)% of copy.*/\1/p' <<<"$line")" \
-    "$(sed -n 's/.*kernel median \([0-9.]*\) ms.*/\1/p' <<<"$line")"
+  local out
+  out=$("$1" examples/$2.mlir --backend=cuda --variant=$3 --T=$4 --ncl=$5 \
+    --dtype=$6 --bench --reps=30 "${EXTRA[@]}" 2>&1)
+  printf "%4s%% %7s" "$(bench_pct "$out")" "$(bench_ms "$out")"
 }
 printf "%-17s %-4s %-9s %-18s | %-13s | %-13s\n" core dtype variant shape A B
 for core in ${CORES:-lif two_in_two_state}; do

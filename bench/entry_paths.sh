@@ -7,6 +7,7 @@
 # Usage: bench/entry_paths.sh [dir-with-flexsn-run]
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source bench/bench_lib.sh
 BIN=${1:-build/bin}
 for core in lif two_in_two_state; do
   for dt in f32 bf16; do
@@ -15,9 +16,9 @@ for core in lif two_in_two_state; do
         read -r T N <<<"$s"
         out=$("$BIN/flexsn-run" examples/$core.mlir --backend=cuda --variant=$v \
           --T=$T --ncl=$N --dtype=$dt --bench --reps=30 2>&1)
-        entry=$(sed -n 's/^bench: entry \([^ ]*\).*/\1/p' <<<"$out")
-        pct=$(sed -n 's/.*, \([0-9]*\)% of copy.*/\1/p' <<<"$out")
-        ms=$(sed -n 's/.*kernel median \([0-9.]*\) ms.*/\1/p' <<<"$out")
+        entry=$(bench_entry "$out")
+        pct=$(bench_pct "$out")
+        ms=$(bench_ms "$out")
         printf "%-17s %-4s %-9s T=%-3s NCL=%-8s %4s%% %8s ms  %s\n" \
           $core $dt $v $T $N "${pct:-?}" "${ms:-?}" "${entry:-$(tail -2 <<<"$out")}"
       done

@@ -8,17 +8,14 @@
 # CORES, DTYPES, VARIANTS and SHAPES (T_NCL words) narrow the table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source bench/bench_lib.sh
 BIN=${1:-build/bin}
 bench() {
-  local out line
+  local out kind=vector
   out=$("$BIN/flexsn-run" examples/$1.mlir --backend=cuda --variant=$2 --T=$3 \
     --ncl=$4 --dtype=$5 --bench --reps=30 "${@:6}" 2>&1)
-  line=$(grep "kernel median" <<<"$out")
-  local entry kind=vector
-  entry=$(sed -n 's/^bench: entry \([A-Za-z0-9_]*\) .*/\1/p' <<<"$out")
-  [[ $entry == *_scalar || $* == *--neurons-per-thread=1* ]] && kind=scalar
-  printf "%4s%% %7s %-6s" "$(sed -n 's/.*, \([0-9]*\)% of copy.*/\1/p' <<<"$line")" \
-    "$(sed -n 's/.*kernel median \([0-9.]*\) ms.*/\1/p' <<<"$line")" "$kind"
+  [[ $(bench_entry "$out") == *_scalar || $* == *--neurons-per-thread=1* ]] && kind=scalar
+  printf "%4s%% %7s %-6s" "$(bench_pct "$out")" "$(bench_ms "$out")" "$kind"
 }
 printf "%-17s %-4s %-9s %-18s | %-22s | %s\n" core dtype variant shape default "1 neuron per thread"
 for core in ${CORES:-lif two_in_two_state}; do

@@ -8,6 +8,7 @@
 # Usage: bench/kernel_table.sh [dir-with-flexsn-run] [flexsn-run flags...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source bench/bench_lib.sh
 BIN=${1:-build/bin}
 shift || true
 EXTRA=("$@")
@@ -20,10 +21,10 @@ for core in lif two_in_two_state; do
       printf "%-18s %-5s %-12s" $core $dt $v
       for s in "8 16777216" "4 4194304" "32 262144" "256 65536"; do
         read -r T N <<<"$s"
-        line=$("$BIN/flexsn-run" examples/$core.mlir --backend=cuda --variant=$v \
-          --T=$T --ncl=$N --dtype=$dt --bench --reps=30 "${EXTRA[@]}" 2>&1 | grep "kernel median")
-        pct=$(sed -n 's/.*, \([0-9]*\)% of copy.*/\1/p' <<<"$line")
-        ms=$(sed -n 's/.*kernel median \([0-9.]*\) ms.*/\1/p' <<<"$line")
+        out=$("$BIN/flexsn-run" examples/$core.mlir --backend=cuda --variant=$v \
+          --T=$T --ncl=$N --dtype=$dt --bench --reps=30 "${EXTRA[@]}" 2>&1)
+        pct=$(bench_pct "$out")
+        ms=$(bench_ms "$out")
         printf " | %4s%% %7s ms" "${pct:-?}" "${ms:-?}"
       done
       echo
