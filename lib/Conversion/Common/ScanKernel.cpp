@@ -413,7 +413,7 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
                        : stride;
       if (opaque)
         st = arith::MulIOp::create(b, loc, st,
-                                   e.cst(elt.getIntOrFloatBitWidth() / 8));
+                                   e.cst(e.bytes(elt)));
       return {elt, st};
     };
     for (auto [k, input] : llvm::enumerate(inputs))
