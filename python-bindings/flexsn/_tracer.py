@@ -424,11 +424,14 @@ def _neg_abs(B: _Body, x):
 
 def _sigmoid(B: _Body, x):
     # Stable both ways: exp(-|x|) never overflows, in the forward or in the
-    # adjoint of the branch the select does not take.
+    # adjoint of the branch the select does not take. One division, shared
+    # by both branches: r = 1 / (1 + e) is sigmoid(|x|), e * r is
+    # sigmoid(-|x|); the backward then needs none (the reciprocal's adjoint
+    # is a product, see ArithAdjointModels.cpp).
     nonneg, z = _neg_abs(B, x)
     e = B.un("math.exp", z)
-    d = B.add(1.0, e)
-    return B.select(nonneg, B.div(1.0, d), B.div(e, d))
+    r = B.div(1.0, B.add(1.0, e))
+    return B.select(nonneg, r, B.mul(e, r))
 
 
 def _clamp_min(B, x, lo):

@@ -22,6 +22,29 @@ func.func @mul_div(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> (tensor<?x?xf32>,
 
 // -----
 
+// A reciprocal (numerator 1) takes no division in the backward: d(1/v) =
+// -(g*r)*r; the only divf left is the recomputed forward's.
+// CHECK-LABEL: func.func @reciprocal_backward(
+// CHECK: ^bb0(%{{.*}}: f32, %[[V:.*]]: f32, %{{.*}}: f32):
+// CHECK: %[[R:.*]] = arith.divf %{{.*}}, %[[V]] : f32
+// CHECK-NOT: arith.divf
+// CHECK: %[[GR:.*]] = arith.mulf %{{.*}}, %[[R]] : f32
+// CHECK: arith.mulf %[[GR]], %[[R]] : f32
+// CHECK-NOT: arith.divf
+// CHECK: flexsn.yield
+func.func @reciprocal(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?xf32>) {
+  %y, %v = flexsn.scan final_states ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?xf32>) {
+  ^bb0(%xt: f32, %vt: f32):
+    %one = arith.constant 1.000000e+00 : f32
+    %r = arith.divf %one, %vt : f32
+    %n = arith.addf %r, %xt : f32
+    flexsn.yield %r, %n : f32, f32
+  }
+  return %y, %v : tensor<?x?xf32>, tensor<?xf32>
+}
+
+// -----
+
 // exp reuses its result; tanh uses 1 - r*r.
 // CHECK-LABEL: func.func @transcendental_backward(
 // CHECK: %[[E:.*]] = math.exp

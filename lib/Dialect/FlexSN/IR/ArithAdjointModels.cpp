@@ -10,6 +10,7 @@
 #include "AdjointRules.h"
 
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -41,7 +42,11 @@ static bool buildArithAdjoint(Operation *op, OpBuilder &b, Value g,
       .Case([&](arith::SubFOp) { return f.set(g, e.neg(g)); })
       .Case([&](arith::MulFOp) { return f.set(e.mul(g, y), e.mul(g, x)); })
       .Case([&](arith::DivFOp) {
-        return f.set(e.div(g, y), e.neg(e.div(e.mul(g, r), y)));
+        // d(x/y)/dy = -r/y. For a reciprocal (x = 1) r/y is r*r: a product
+        // instead of a second division (sigmoid's backward takes none).
+        Value gr = e.mul(g, r);
+        Value gy = matchPattern(x, m_OneFloat()) ? e.mul(gr, r) : e.div(gr, y);
+        return f.set(e.div(g, y), e.neg(gy));
       })
       .Case([&](arith::NegFOp) { return f.set(e.neg(g)); })
       .Case([&](arith::RemFOp) {
