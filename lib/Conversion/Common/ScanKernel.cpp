@@ -226,6 +226,17 @@ private:
 };
 } // namespace
 
+/// The most op copies (body ops x lanes x slots) a kernel entry's loop
+/// body is unrolled to by the prefetch depth.
+static constexpr unsigned kMaxUnrolledOps = 1024;
+
+/// Ops in the scan's body (nested ones included).
+static unsigned countBodyOps(ScanOp scan) {
+  unsigned ops = 0;
+  scan.getBodyBlock().walk([&](Operation *) { ++ops; });
+  return std::max(ops, 1u);
+}
+
 SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
                                                 ScanOp scan,
                                                 KernelVariant variant,
@@ -599,58 +610,88 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   llvm::append_range(carriedInit, slots);
   llvm::append_range(carriedInit, reads);
   llvm::append_range(carriedInit, writeStart);
+  // One iteration: steps iv .. iv + depth - 1, each followed by the refill
+  // of its slot with step + depth. `checked`: steps and refills past T are
+  // skipped (the last iterations); unchecked, every one runs.
+  auto emitIteration = [&](Value iv, ValueRange carried,
+                           bool checked) -> SmallVector<Value> {
+    SmallVector<Value> stateVals(carried.take_front(numCarriedStates));
+    SmallVector<Value> slots(carried.slice(numCarriedStates, depth * numRaw));
+    auto [reads, writes] =
+        cursorsOf(carried, numCarriedStates + depth * numRaw);
+    SmallVector<Value> refilled;
+    for (unsigned j = 0; j < depth; ++j) {
+      Value s = j == 0 ? iv
+                       : arith::AddIOp::create(b, loc, iv, e.cst(j)).getResult();
+      ArrayRef<Value> raw = ArrayRef<Value>(slots).slice(j * numRaw, numRaw);
+      if (j == 0 || !checked) {
+        stateVals = emitStep(raw, stateVals, writes);
+      } else {
+        Value inside =
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, s, tSize);
+        auto step = scf::IfOp::create(
+            b, loc, inside,
+            [&](OpBuilder &tb, Location) {
+              OpBuilder::InsertionGuard guard(b);
+              b.setInsertionPoint(tb.getInsertionBlock(),
+                                  tb.getInsertionPoint());
+              scf::YieldOp::create(b, loc, emitStep(raw, stateVals, writes));
+            },
+            [&](OpBuilder &eb, Location) {
+              scf::YieldOp::create(eb, loc, stateVals);
+            });
+        stateVals = SmallVector<Value>(step.getResults());
+      }
+      writes = advance(writes, writeSeqs);
+      Value ahead = arith::AddIOp::create(b, loc, s, e.cst(depth));
+      if (checked)
+        llvm::append_range(refilled, refill(ahead, reads, raw));
+      else
+        llvm::append_range(refilled, loadStep(ahead, reads));
+      reads = advance(reads, readSeqs);
+    }
+    SmallVector<Value> next(stateVals);
+    llvm::append_range(next, refilled);
+    llvm::append_range(next, reads);
+    llvm::append_range(next, writes);
+    return next;
+  };
+  // A small body gets a second, unchecked copy of the iteration for every
+  // iteration but the last one or two (iv + 2 * depth - 1 < T: all its
+  // steps and refills are inside): the per-step bound tests and the
+  // predication ptxas makes of them are about a fifth of lif's step (6 of
+  // 31 SASS instructions, bf16 inference). A large body keeps one copy
+  // (compile time; its tests are a small part of its step).
+  bool unchecked = depth * width * countBodyOps(scan) <= kMaxUnrolledOps / 2;
   auto loop = scf::ForOp::create(
       b, loc, zero, tSize, e.cst(depth), carriedInit,
       [&](OpBuilder &nb, Location, Value iv, ValueRange carried) {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-        SmallVector<Value> stateVals(carried.take_front(numCarriedStates));
-        SmallVector<Value> slots(
-            carried.slice(numCarriedStates, depth * numRaw));
-        auto [reads, writes] =
-            cursorsOf(carried, numCarriedStates + depth * numRaw);
-        SmallVector<Value> refilled;
-        for (unsigned j = 0; j < depth; ++j) {
-          Value s = j == 0 ? iv
-                           : arith::AddIOp::create(b, loc, iv, e.cst(j))
-                                 .getResult();
-          ArrayRef<Value> raw = ArrayRef<Value>(slots).slice(j * numRaw, numRaw);
-          if (j == 0) {
-            stateVals = emitStep(raw, stateVals, writes);
-          } else {
-            Value inside =
-                arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, s, tSize);
-            auto step = scf::IfOp::create(
-                b, loc, inside,
-                [&](OpBuilder &tb, Location) {
-                  OpBuilder::InsertionGuard guard(b);
-                  b.setInsertionPoint(tb.getInsertionBlock(),
-                                      tb.getInsertionPoint());
-                  scf::YieldOp::create(b, loc,
-                                       emitStep(raw, stateVals, writes));
-                },
-                [&](OpBuilder &eb, Location) {
-                  scf::YieldOp::create(eb, loc, stateVals);
-                });
-            stateVals = SmallVector<Value>(step.getResults());
-          }
-          writes = advance(writes, writeSeqs);
-          Value ahead = arith::AddIOp::create(b, loc, s, e.cst(depth));
-          llvm::append_range(refilled, refill(ahead, reads, raw));
-          reads = advance(reads, readSeqs);
+        if (!unchecked) {
+          scf::YieldOp::create(b, loc, emitIteration(iv, carried, true));
+          return;
         }
-        SmallVector<Value> next(stateVals);
-        llvm::append_range(next, refilled);
-        llvm::append_range(next, reads);
-        llvm::append_range(next, writes);
-        scf::YieldOp::create(b, loc, next);
+        // iv < T - (2 * depth - 1), signed: no overflow for any T >= 0.
+        Value bound = arith::SubIOp::create(b, loc, tSize, e.cst(2 * depth - 1));
+        Value inside =
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, iv, bound);
+        auto body = scf::IfOp::create(
+            b, loc, inside,
+            [&](OpBuilder &tb, Location) {
+              OpBuilder::InsertionGuard guard(b);
+              b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
+              scf::YieldOp::create(b, loc, emitIteration(iv, carried, false));
+            },
+            [&](OpBuilder &eb, Location) {
+              OpBuilder::InsertionGuard guard(b);
+              b.setInsertionPoint(eb.getInsertionBlock(), eb.getInsertionPoint());
+              scf::YieldOp::create(b, loc, emitIteration(iv, carried, true));
+            });
+        scf::YieldOp::create(b, loc, body.getResults());
       });
   return finishScan(loop.getResults().take_front(numCarriedStates));
 }
-
-/// The most op copies (body ops x lanes x slots) a kernel entry's loop
-/// body is unrolled to by the prefetch depth.
-static constexpr unsigned kMaxUnrolledOps = 1024;
 
 unsigned mlir::flexsn::choosePrefetchDepth(ScanOp scan, unsigned width) {
   unsigned reads = (scan.getNumInputs() + scan.getNumLagged()) * width;
@@ -667,8 +708,7 @@ unsigned mlir::flexsn::choosePrefetchDepth(ScanOp scan, unsigned width) {
   // (here, a generated 300-op core's training program: MLIR -> PTX 3.6 s
   // -> 1.0 s, ptxas of its forward and backward entries 2.3 s -> 0.8 s;
   // every example core and the tutorial's stay as they were).
-  unsigned ops = 0;
-  scan.getBodyBlock().walk([&](Operation *) { ++ops; });
-  unsigned bySize = std::max(1u, kMaxUnrolledOps / (std::max(ops, 1u) * width));
+  unsigned bySize =
+      std::max(1u, kMaxUnrolledOps / (countBodyOps(scan) * width));
   return std::min(byReads, bySize);
 }

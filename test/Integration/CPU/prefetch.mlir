@@ -17,9 +17,12 @@
 
 // The pass: a prologue reads steps 0 to P - 1, each only inside T; the
 // loop steps by P and carries the slots after the states, then the input's
-// cursor (at step iv + P) and the outputs' cursors; copy 0 runs unguarded,
-// copies 1 to P - 1 only inside T; each refills its slot with step
-// iv + j + P only inside T, else keeps it.
+// cursor (at step iv + P) and the outputs' cursors. An iteration whose
+// steps and refills are all inside T (iv < T - (2P - 1)) runs a copy of
+// the body without bound tests: every step, every refill of slot j with
+// step iv + j + P. The others (the last one or two) run the checked copy:
+// copy 0 unguarded, copies 1 to P - 1 only inside T, each refill only
+// inside T, else the slot kept.
 // RUN: flexsn-opt %flexsn_src_root/examples/lif.mlir -convert-flexsn-to-cpu-kernels=prefetch=3 | FileCheck %s --check-prefix=IR
 // IR: func.func @lif_inference
 // IR: %[[P0:.*]] = scf.if %{{.*}} -> (f32)
@@ -27,6 +30,15 @@
 // IR: %[[P2:.*]] = scf.if %{{.*}} -> (f32)
 // IR: %[[C3:.*]] = llvm.getelementptr
 // IR: scf.for %[[IV:[a-z0-9_]+]] = %{{.*}} to %[[T:.*]] step %c3{{.*}} iter_args(%{{.*}} = %{{.*}}, %[[S0:.*]] = %[[P0]], %{{.*}} = %[[P1]], %{{.*}} = %[[P2]], %[[C:.*]] = %[[C3]], %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (f32, f32, f32, f32, !llvm.ptr, !llvm.ptr, !llvm.ptr)
+// IR: %[[B:.*]] = arith.subi %[[T]], %c5
+// IR: %[[FULL:.*]] = arith.cmpi slt, %[[IV]], %[[B]]
+// IR: scf.if %[[FULL]] -> (f32, f32, f32, f32, !llvm.ptr, !llvm.ptr, !llvm.ptr)
+// IR-NOT: arith.cmpi
+// IR-NOT: scf.if
+// IR: llvm.load %[[C]]
+// IR-NOT: arith.cmpi
+// IR-NOT: scf.if
+// IR: } else {
 // IR: %[[A0:.*]] = arith.addi %[[IV]], %c3
 // IR: %[[R0:.*]] = arith.cmpi slt, %[[A0]], %[[T]]
 // IR: scf.if %[[R0]] -> (f32)
