@@ -11,6 +11,8 @@
 // RUN: flexsn-run %s --func=math_core --variant=backward --check --T=1 --ncl=9 --seed=6 | FileCheck %s
 // RUN: flexsn-run %s --func=final_core --variant=backward --check --T=5 --ncl=40 --seed=7 | FileCheck %s
 // RUN: flexsn-run %s --func=final_core --variant=backward --check --T=64 --ncl=17 --seed=8 | FileCheck %s
+// RUN: flexsn-run %s --func=recip_core --variant=backward --check --T=5 --ncl=40 --seed=9 | FileCheck %s
+// RUN: flexsn-run %s --func=recip_core --variant=backward --check --T=64 --ncl=21 --seed=10 | FileCheck %s
 
 // CHECK: finite differences, grad_input #0
 // CHECK-SAME: ok
@@ -141,4 +143,33 @@ func.func @final_core(%x: tensor<?x?xf64>, %v0: tensor<?xf64>, %tau: f64)
     flexsn.yield %y, %h : f64, f64
   }
   return %y, %v : tensor<?x?xf64>, tensor<?xf64>
+}
+
+// Reciprocals (numerator 1), whose adjoint is -(g*r)*r, a product: a plain
+// one, 1/(1 + v*v), and sigmoid as the Python tracer writes it (one
+// reciprocal shared by both branches of a select on x >= 0; smooth across
+// the select, so finite differences apply).
+func.func @recip_core(%x: tensor<?x?xf64>, %v0: tensor<?xf64>)
+    -> (tensor<?x?xf64>, tensor<?x?xf64>) {
+  %y, %v = flexsn.scan ins(%x : tensor<?x?xf64>) states(%v0 : tensor<?xf64>)
+      -> (tensor<?x?xf64>, tensor<?x?xf64>) {
+  ^bb0(%xt: f64, %vt: f64):
+    %one = arith.constant 1.0 : f64
+    %zero = arith.constant 0.0 : f64
+    %sq = arith.mulf %vt, %vt : f64
+    %d = arith.addf %sq, %one : f64
+    %r = arith.divf %one, %d : f64
+    %nonneg = arith.cmpf oge, %xt, %zero : f64
+    %nx = arith.negf %xt : f64
+    %z = arith.select %nonneg, %nx, %xt : f64
+    %e = math.exp %z : f64
+    %d2 = arith.addf %one, %e : f64
+    %s = arith.divf %one, %d2 : f64
+    %es = arith.mulf %e, %s : f64
+    %sig = arith.select %nonneg, %s, %es : f64
+    %sx = arith.mulf %sig, %vt : f64
+    %vn = arith.addf %r, %sx : f64
+    flexsn.yield %sig, %vn : f64, f64
+  }
+  return %y, %v : tensor<?x?xf64>, tensor<?x?xf64>
 }
