@@ -572,34 +572,45 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   //
   // refill(a, cursors, old): the reads of step a when a < T, else `old`
   // (zeros when there is none: the types are the then-branch's).
+  //
+  // ifElse(c, then, else): an scf.if on c yielding then() or else(), each
+  // built by `b` inside its region (then first).
+  using Build = llvm::function_ref<SmallVector<Value>()>;
+  auto ifElse = [&](Value cond, Build thenVals,
+                    Build elseVals) -> SmallVector<Value> {
+    auto region = [&](Build vals) {
+      return [&b, &loc, vals](OpBuilder &rb, Location) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(rb.getInsertionBlock(), rb.getInsertionPoint());
+        scf::YieldOp::create(b, loc, vals());
+      };
+    };
+    auto ifOp =
+        scf::IfOp::create(b, loc, cond, region(thenVals), region(elseVals));
+    return SmallVector<Value>(ifOp.getResults());
+  };
+  auto below = [&](Value s, Value bound) -> Value {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, s, bound);
+  };
   auto refill = [&](Value a, ArrayRef<Value> cursors,
                     ArrayRef<Value> old) -> SmallVector<Value> {
-    Value inside =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, a, tSize);
     SmallVector<Type> types;
-    auto ifOp = scf::IfOp::create(
-        b, loc, inside,
-        [&](OpBuilder &tb, Location) {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
+    return ifElse(
+        below(a, tSize),
+        [&] {
           SmallVector<Value> vals = loadStep(a, cursors);
           for (Value v : vals)
             types.push_back(v.getType());
-          scf::YieldOp::create(b, loc, vals);
+          return vals;
         },
-        [&](OpBuilder &eb, Location) {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(eb.getInsertionBlock(), eb.getInsertionPoint());
-          if (!old.empty()) {
-            scf::YieldOp::create(b, loc, old);
-            return;
-          }
+        [&] {
+          if (!old.empty())
+            return SmallVector<Value>(old);
           SmallVector<Value> zeros;
           for (Type t : types)
             zeros.push_back(LLVM::ZeroOp::create(b, loc, t));
-          scf::YieldOp::create(b, loc, zeros);
+          return zeros;
         });
-    return SmallVector<Value>(ifOp.getResults());
   };
   SmallVector<Value> slots, reads(readStart);
   for (unsigned j = 0; j < depth; ++j) {
@@ -624,24 +635,12 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
       Value s = j == 0 ? iv
                        : arith::AddIOp::create(b, loc, iv, e.cst(j)).getResult();
       ArrayRef<Value> raw = ArrayRef<Value>(slots).slice(j * numRaw, numRaw);
-      if (j == 0 || !checked) {
+      if (j == 0 || !checked)
         stateVals = emitStep(raw, stateVals, writes);
-      } else {
-        Value inside =
-            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, s, tSize);
-        auto step = scf::IfOp::create(
-            b, loc, inside,
-            [&](OpBuilder &tb, Location) {
-              OpBuilder::InsertionGuard guard(b);
-              b.setInsertionPoint(tb.getInsertionBlock(),
-                                  tb.getInsertionPoint());
-              scf::YieldOp::create(b, loc, emitStep(raw, stateVals, writes));
-            },
-            [&](OpBuilder &eb, Location) {
-              scf::YieldOp::create(eb, loc, stateVals);
-            });
-        stateVals = SmallVector<Value>(step.getResults());
-      }
+      else
+        stateVals = ifElse(
+            below(s, tSize), [&] { return emitStep(raw, stateVals, writes); },
+            [&] { return stateVals; });
       writes = advance(writes, writeSeqs);
       Value ahead = arith::AddIOp::create(b, loc, s, e.cst(depth));
       if (checked)
@@ -673,22 +672,14 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
           return;
         }
         // iv < T - (2 * depth - 1), signed: no overflow for any T >= 0.
-        Value bound = arith::SubIOp::create(b, loc, tSize, e.cst(2 * depth - 1));
-        Value inside =
-            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, iv, bound);
-        auto body = scf::IfOp::create(
-            b, loc, inside,
-            [&](OpBuilder &tb, Location) {
-              OpBuilder::InsertionGuard guard(b);
-              b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
-              scf::YieldOp::create(b, loc, emitIteration(iv, carried, false));
-            },
-            [&](OpBuilder &eb, Location) {
-              OpBuilder::InsertionGuard guard(b);
-              b.setInsertionPoint(eb.getInsertionBlock(), eb.getInsertionPoint());
-              scf::YieldOp::create(b, loc, emitIteration(iv, carried, true));
-            });
-        scf::YieldOp::create(b, loc, body.getResults());
+        Value bound =
+            arith::SubIOp::create(b, loc, tSize, e.cst(2 * depth - 1));
+        scf::YieldOp::create(
+            b, loc,
+            ifElse(
+                below(iv, bound),
+                [&] { return emitIteration(iv, carried, false); },
+                [&] { return emitIteration(iv, carried, true); }));
       });
   return finishScan(loop.getResults().take_front(numCarriedStates));
 }
