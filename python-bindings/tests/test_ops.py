@@ -2,6 +2,7 @@
 same core run by PyTorch: outputs and input gradients."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -159,3 +160,25 @@ def test_gradient_at_zero(name, device):
     assert_close(out, fn(x), what=name)
     assert torch.isfinite(xa.grad).all(), name
     assert_close(xa.grad, xb.grad, what=f"{name} gradient")
+
+
+def test_sigmoid_divides_once_a_step(monkeypatch):
+    """torch.sigmoid costs one IEEE division a step, in the forward and in
+    the backward, which recomputes it (the reciprocal's adjoint is a product,
+    not a second division): in the PTX of every training entry, divisions
+    and exponentials come one for one (one exp a step). Emitting PTX needs
+    no GPU."""
+    from flexsn import _capi, _program, _runner
+    monkeypatch.setenv("FLEXSN_CACHE_DIR", "off")
+    cc = _runner.CompiledCore(lambda x, v: (torch.sigmoid(x * v), v + torch.sigmoid(x * v)),
+                              1, 1)
+    ir = cc.ir([torch.float32] * 2, [], [], [True, True])
+    program = _program._compile(ir, "cuda", "chip=sm_90 differentiate=1")
+    ptx = _capi.program_ptx(program.handle)
+    entries = re.findall(r"\.entry (\w+)\((.*?)\n}\n", ptx, re.S)
+    assert {name for name, _ in entries} >= {"core_forward", "core_backward",
+                                             "core_backward_scalar"}
+    for name, body in entries:
+        exps = len(re.findall(r"\bex2\.approx", body))
+        divs = len(re.findall(r"\b(?:div|rcp)\.rn\.f32", body))
+        assert exps > 0 and divs == exps, (name, divs, exps)
