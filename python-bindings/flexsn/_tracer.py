@@ -426,8 +426,8 @@ def _sigmoid(B: _Body, x):
     # Stable both ways: exp(-|x|) never overflows, in the forward or in the
     # adjoint of the branch the select does not take. One division, shared
     # by both branches: r = 1 / (1 + e) is sigmoid(|x|), e * r is
-    # sigmoid(-|x|); the backward then needs none (the reciprocal's adjoint
-    # is a product, see ArithAdjointModels.cpp).
+    # sigmoid(-|x|); its adjoint adds none to the backward's recomputed r
+    # (the reciprocal's adjoint is a product, see ArithAdjointModels.cpp).
     nonneg, z = _neg_abs(B, x)
     e = B.un("math.exp", z)
     r = B.div(1.0, B.add(1.0, e))
