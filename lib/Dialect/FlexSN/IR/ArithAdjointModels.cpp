@@ -43,7 +43,7 @@ static bool buildArithAdjoint(Operation *op, OpBuilder &b, Value g,
       .Case([&](arith::MulFOp) { return f.set(e.mul(g, y), e.mul(g, x)); })
       .Case([&](arith::DivFOp) {
         // d(x/y)/dy = -r/y. For a reciprocal (x = 1) r/y is r*r: a product
-        // instead of a second division (sigmoid's backward takes none).
+        // instead of a second division (sigmoid's adjoint adds none).
         Value gr = e.mul(g, r);
         Value gy = matchPattern(x, m_OneFloat()) ? e.mul(gr, r) : e.div(gr, y);
         return f.set(e.div(g, y), e.neg(gy));
