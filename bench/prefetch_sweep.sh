@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Prefetch depth against the automatic one, kernel only (flexsn-run --bench:
+# CUDA events, median of 30, % of a device copy measured in the same
+# process): per case the default launch, then each depth of DEPTHS
+# (--prefetch=P), one after the other on the same machine state. Shows
+# whether more steps of reads in flight lift a kernel (bench/NOTES.md,
+# after run 80: lif's bf16 kernels at T=256 NCL=64K hold about 7.9 KB of
+# reads in flight per SM).
+# Usage: bench/prefetch_sweep.sh [dir-with-flexsn-run]
+# CORES, DTYPES, VARIANTS, SHAPES (T_NCL words) and DEPTHS narrow the table.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source bench/bench_lib.sh
+BIN=${1:-build/bin}
+DEPTHS=${DEPTHS:-4 12 16}
+bench() {
+  local out
+  out=$("$BIN/flexsn-run" examples/$1.mlir --backend=cuda --variant=$2 --T=$3 \
+    --ncl=$4 --dtype=$5 --bench --reps=30 "${@:6}" 2>&1)
+  printf "%4s%% %7s" "$(bench_pct "$out")" "$(bench_ms "$out")"
+}
+printf "%-17s %-4s %-11s %-18s | %-13s" core dtype variant shape default
+for p in $DEPTHS; do printf " | %-13s" "prefetch=$p"; done
+printf "\n"
+for core in ${CORES:-lif two_in_two_state}; do
+  for dt in ${DTYPES:-bf16 f32}; do
+    for v in ${VARIANTS:-inference final_state backward}; do
+      for s in ${SHAPES:-256_65536 32_262144}; do
+        read -r T N <<<"${s/_/ }"
+        printf "%-17s %-4s %-11s T=%-3s NCL=%-8s | %s" $core $dt $v $T $N \
+          "$(bench $core $v $T $N $dt)"
+        for p in $DEPTHS; do
+          printf " | %s" "$(bench $core $v $T $N $dt --prefetch=$p)"
+        done
+        printf "\n"
+      done
+    done
+  done
+done
