@@ -19,8 +19,7 @@ bench() {
   local out ir=examples/$2.mlir
   [[ $1 == "$A" && -n ${IR_A:-} ]] && ir=$IR_A
   [[ $1 == "$B" && -n ${IR_B:-} ]] && ir=$IR_B
-  out=$("$1" "$ir" --backend=cuda --variant=$3 --T=$4 --ncl=$5 \
-    --dtype=$6 --bench --reps=30 "${EXTRA[@]}" 2>&1)
+  out=$(bench_run "$1" "$ir" "${@:3}" "${EXTRA[@]}")
   printf "%4s%% %7s" "$(bench_pct "$out")" "$(bench_ms "$out")"
 }
 printf "%-17s %-4s %-9s %-18s | %-13s | %-13s\n" core dtype variant shape A B

@@ -14,8 +14,7 @@ for core in lif two_in_two_state; do
     for v in inference backward; do
       for s in "4 4194304" "4 4194305" "256 65536"; do
         read -r T N <<<"$s"
-        out=$("$BIN/flexsn-run" examples/$core.mlir --backend=cuda --variant=$v \
-          --T=$T --ncl=$N --dtype=$dt --bench --reps=30 2>&1)
+        out=$(bench_run "$BIN/flexsn-run" examples/$core.mlir $v $T $N $dt)
         entry=$(bench_entry "$out")
         pct=$(bench_pct "$out")
         ms=$(bench_ms "$out")

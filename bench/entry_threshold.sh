@@ -12,8 +12,7 @@ source bench/bench_lib.sh
 BIN=${1:-build/bin}
 bench() {
   local out kind=vector
-  out=$("$BIN/flexsn-run" examples/$1.mlir --backend=cuda --variant=$2 --T=$3 \
-    --ncl=$4 --dtype=$5 --bench --reps=30 "${@:6}" 2>&1)
+  out=$(bench_run "$BIN/flexsn-run" examples/$1.mlir "${@:2}")
   [[ $(bench_entry "$out") == *_scalar || $* == *--neurons-per-thread=1* ]] && kind=scalar
   printf "%4s%% %7s %-6s" "$(bench_pct "$out")" "$(bench_ms "$out")" "$kind"
 }

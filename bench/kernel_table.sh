@@ -21,8 +21,7 @@ for core in lif two_in_two_state; do
       printf "%-18s %-5s %-12s" $core $dt $v
       for s in "8 16777216" "4 4194304" "32 262144" "256 65536"; do
         read -r T N <<<"$s"
-        out=$("$BIN/flexsn-run" examples/$core.mlir --backend=cuda --variant=$v \
-          --T=$T --ncl=$N --dtype=$dt --bench --reps=30 "${EXTRA[@]}" 2>&1)
+        out=$(bench_run "$BIN/flexsn-run" examples/$core.mlir $v $T $N $dt "${EXTRA[@]}")
         pct=$(bench_pct "$out")
         ms=$(bench_ms "$out")
         printf " | %4s%% %7s ms" "${pct:-?}" "${ms:-?}"

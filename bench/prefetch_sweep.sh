@@ -15,8 +15,7 @@ BIN=${1:-build/bin}
 DEPTHS=${DEPTHS:-4 12 16}
 bench() {
   local out
-  out=$("$BIN/flexsn-run" examples/$1.mlir --backend=cuda --variant=$2 --T=$3 \
-    --ncl=$4 --dtype=$5 --bench --reps=30 "${@:6}" 2>&1)
+  out=$(bench_run "$BIN/flexsn-run" examples/$1.mlir "${@:2}")
   printf "%4s%% %7s" "$(bench_pct "$out")" "$(bench_ms "$out")"
 }
 printf "%-17s %-4s %-11s %-18s | %-13s" core dtype variant shape default
