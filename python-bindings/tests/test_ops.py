@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import flexsn
+from flexsn import _capi, _program, _runner
 from conftest import assert_close
 
 # name -> f(x, y) with x, y one step of two inputs; y is kept away from 0
@@ -168,7 +169,6 @@ def test_sigmoid_divides_once_a_step(monkeypatch):
     not a second division): in the PTX of every training entry, divisions
     and exponentials come one for one (one exp a step). Emitting PTX needs
     no GPU."""
-    from flexsn import _capi, _program, _runner
     monkeypatch.setenv("FLEXSN_CACHE_DIR", "off")
     cc = _runner.CompiledCore(lambda x, v: (torch.sigmoid(x * v), v + torch.sigmoid(x * v)),
                               1, 1)
