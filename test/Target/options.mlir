@@ -10,8 +10,8 @@
 // NPT: error: --options: neurons-per-thread=3: 1, 2, 4 or 8
 // RUN: not flexsn-translate --flexsn-to-manifest --options='O=4' %s 2>&1 | FileCheck %s --check-prefix=OPT
 // OPT: error: --options: O=4: the PTX optimization level is 0, 1, 2 or 3
-// RUN: not flexsn-translate --flexsn-to-manifest --options='prefetch=17' %s 2>&1 | FileCheck %s --check-prefix=PREFETCH
-// PREFETCH: error: --options: prefetch=17: 0 (chosen per kernel) to 16 steps
+// RUN: not flexsn-translate --flexsn-to-manifest --options='prefetch=33' %s 2>&1 | FileCheck %s --check-prefix=PREFETCH
+// PREFETCH: error: --options: prefetch=33: 0 (chosen per kernel) to 32 steps
 // RUN: not flexsn-translate --flexsn-to-cpu-manifest --options='save-ops=flexsn.spike' %s 2>&1 | FileCheck %s --check-prefix=SAVE
 // SAVE: error: --options: save-ops needs differentiate
 // RUN: not flexsn-translate --flexsn-to-cpu-manifest --options='differentiate=maybe' %s 2>&1 | FileCheck %s --check-prefix=FLAG

@@ -26,8 +26,8 @@
 // RUN: cat %t.pbad/*.mlir | FileCheck %s --check-prefix=PFILE
 // PFILE: // {{RUN}}: flexsn-run %s --backend=cpu
 // PFILE-SAME: --prefetch=3 --check
-// RUN: not flexsn-fuzz --prefetch=17 --count=1 --out=%t.p9 2>&1 | FileCheck %s --check-prefix=P9
-// P9: flexsn-fuzz: --prefetch must be 1 to 16, not 17
+// RUN: not flexsn-fuzz --prefetch=33 --count=1 --out=%t.p9 2>&1 | FileCheck %s --check-prefix=P9
+// P9: flexsn-fuzz: --prefetch must be 1 to 32, not 33
 // FILE: flexsn.scan
 // RUN: not flexsn-fuzz --count=1 --out=/dev/null/x 2>&1 | FileCheck %s --check-prefix=DIR
 // DIR: flexsn-fuzz: error: cannot create '/dev/null/x'

@@ -94,7 +94,7 @@ static cl::opt<double> clTieMargin(
 
 static cl::opt<unsigned> clPrefetch(
     "prefetch",
-    cl::desc("steps of loads in flight in the kernels' time loop, 1-16 (default: "
+    cl::desc("steps of loads in flight in the kernels' time loop, 1-32 (default: "
              "chosen per kernel on the GPU, 1 on the CPU)"),
     cl::init(0));
 

@@ -37,7 +37,7 @@ namespace flexsn {
 /// The most time steps of loads a scan kernel may keep in flight per
 /// thread (the passes' and pipelines' `prefetch` option, the tools'
 /// --prefetch).
-constexpr unsigned kMaxPrefetchDepth = 16;
+constexpr unsigned kMaxPrefetchDepth = 32;
 
 #define GEN_PASS_DECL
 #include "flexsn/Conversion/Passes.h.inc"

@@ -29,7 +29,7 @@ def ConvertFlexSNToCPUKernels : Pass<"convert-flexsn-to-cpu-kernels", "ModuleOp"
   }];
   let options = [
     Option<"prefetch", "prefetch", "unsigned", "1",
-           "steps of loads in flight (1-16)">
+           "steps of loads in flight (1-32)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect",
@@ -70,7 +70,7 @@ def ConvertFlexSNToGPU : Pass<"convert-flexsn-to-gpu", "ModuleOp"> {
     Option<"neuronsPerThread", "neurons-per-thread", "unsigned", "4",
            "neurons each thread handles (1, 2, 4 or 8)">,
     Option<"prefetch", "prefetch", "unsigned", "0",
-           "steps of loads in flight per thread, 1-16 (0: as many as fit "
+           "steps of loads in flight per thread, 1-32 (0: as many as fit "
            "about 32 registers of carried reads, 1 when a step reads 32 "
            "registers or more, and at most 1024 / (lanes x body ops))">
   ];

@@ -50,7 +50,7 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       llvm::cl::init(256)};
   Option<unsigned> prefetch{
       *this, "prefetch",
-      llvm::cl::desc("steps of loads in flight per GPU thread, 1-16 (0: "
+      llvm::cl::desc("steps of loads in flight per GPU thread, 1-32 (0: "
                      "chosen per kernel from the sequences it reads)"),
       llvm::cl::init(0)};
   Option<std::string> cudaHome{

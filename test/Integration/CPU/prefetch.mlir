@@ -11,9 +11,11 @@
 // RUN: flexsn-run %flexsn_src_root/examples/plif.mlir --variant=backward --check --T=2 --ncl=9 --prefetch=8 | FileCheck %s
 // RUN: flexsn-run %flexsn_src_root/examples/two_in_two_state.mlir --variant=backward --check --T=13 --ncl=33 --prefetch=3 --dtype=bf16 | FileCheck %s
 // RUN: flexsn-run %flexsn_src_root/examples/lif.mlir --variant=backward --check --T=21 --ncl=9 --prefetch=16 | FileCheck %s
-// RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --prefetch=17 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: flexsn-run %flexsn_src_root/examples/lif.mlir --variant=inference --check --T=70 --ncl=9 --prefetch=32 --dtype=bf16 | FileCheck %s
+// RUN: flexsn-run %flexsn_src_root/examples/two_in_two_state.mlir --variant=final_state --check --T=31 --ncl=5 --prefetch=32 | FileCheck %s
+// RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --prefetch=33 2>&1 | FileCheck %s --check-prefix=BAD
 // CHECK: check: ok
-// BAD: --prefetch must be 1 to 16, not 17
+// BAD: --prefetch must be 1 to 32, not 33
 
 // The pass: a prologue reads steps 0 to P - 1, each only inside T; the
 // loop steps by P and carries the slots after the states, then the input's
@@ -51,4 +53,4 @@
 // IR: scf.if
 // IR: scf.yield
 // RUN: not flexsn-opt %flexsn_src_root/examples/lif.mlir -convert-flexsn-to-cpu-kernels=prefetch=0 2>&1 | FileCheck %s --check-prefix=ZERO
-// ZERO: error: prefetch must be 1 to 16, got 0
+// ZERO: error: prefetch must be 1 to 32, got 0
