@@ -295,8 +295,9 @@ int flexsn_kernel_get(flexsn_program *program, const char *name, int device,
       pointers.push_back(
           {p.elementBytes, p.shape != ArgShape::Scalar});
     auto scan = cuda::ScanKernel::create(
-        **dev, program->ptx, name, info->scalarEntry, geometry.blockSize,
-        geometry.neuronsPerThread, pointers);
+        **dev, program->ptx, name, info->scalarEntry, info->deepEntry,
+        info->deepPrefetch, geometry.blockSize, geometry.neuronsPerThread,
+        pointers);
     if (!scan)
       return failWith(error, scan.takeError());
     k->cuda = std::move(*scan);

@@ -5,6 +5,7 @@
 #include "flexsn/Execution/Storage.h"
 #include "flexsn/Interpreter/Interpreter.h"
 #include "flexsn/Pipelines/Pipelines.h"
+#include "flexsn/Target/Manifest.h"
 #include "flexsn/Target/PTX.h"
 #include "flexsn/Runtime/CPU/CPUBackend.h"
 #include "flexsn/Runtime/CUDA/CUDARuntime.h"
@@ -187,9 +188,9 @@ private:
 class CUDARunner : public KernelRunner {
 public:
   CUDARunner(std::unique_ptr<cuda::Device> device, std::string ptx,
-             LaunchGeometry geometry, const HarnessOptions &options)
-      : device(std::move(device)), ptx(std::move(ptx)), geometry(geometry),
-        options(options) {}
+             Manifest manifest, const HarnessOptions &options)
+      : device(std::move(device)), ptx(std::move(ptx)),
+        manifest(std::move(manifest)), options(options) {}
   ~CUDARunner() override { release(); }
   StringRef backend() const override { return "cuda"; }
 
@@ -243,11 +244,14 @@ public:
     int64_t bytes = totalBytes(buffers);
     double gbs = ms > 0 ? bytes / (ms * 1e6) : 0.0;
     cuda::ScanKernel::LaunchShape shape =
-        (*kernel)->describeLaunch(asAddresses(ptrs), NCL);
+        (*kernel)->describeLaunch(asAddresses(ptrs), T, NCL);
     os << "bench: " << device->describe() << "\n"
        << "bench: entry " << shape.entry << " (" << shape.neuronsPerThread
        << " neuron(s) per thread, blocks of " << shape.blockSize
-       << " threads)\n"
+       << " threads";
+    if (shape.prefetch)
+      os << ", " << shape.prefetch << " steps of reads in flight";
+    os << ")\n"
        << "bench: copy " << llvm::format("%.0f", copyGBs)
        << " GB/s (device-to-device, 2 x 1 GiB, median of "
        << copyTimes->size() << ")\n"
@@ -291,10 +295,15 @@ private:
     for (const HostBuffer &b : buffers)
       pointers.push_back({b.arg.type.getIntOrFloatBitWidth() / 8,
                           getArgShape(b.arg.role) != ArgShape::Scalar});
+    const ManifestKernel *info = manifest.lookup(name);
+    if (!info || !info->geometry)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "no CUDA kernel '" + name +
+                                         "' in the program");
     auto kernel = cuda::ScanKernel::create(
-        *device, ptx, name,
-        geometry.neuronsPerThread > 1 ? getScalarEntryName(name) : "",
-        geometry.blockSize, geometry.neuronsPerThread, pointers);
+        *device, ptx, name, info->scalarEntry, info->deepEntry,
+        info->deepPrefetch, info->geometry->blockSize,
+        info->geometry->neuronsPerThread, pointers);
     if (!kernel)
       return kernel.takeError();
     slot = std::move(*kernel);
@@ -353,7 +362,7 @@ private:
 
   std::unique_ptr<cuda::Device> device;
   std::string ptx;
-  LaunchGeometry geometry;
+  Manifest manifest;
   llvm::StringMap<std::unique_ptr<cuda::ScanKernel>> kernels;
   HarnessOptions options;
   std::vector<cuda::DevicePtr> allocations;
@@ -379,12 +388,17 @@ mlir::flexsn::createCUDARunner(ModuleOp module, const HarnessOptions &options) {
   gpu.chip = "sm_" + std::to_string((*device)->computeCapability());
   gpu.prefetch = options.prefetch;
   gpu.neuronsPerThread = options.neuronsPerThread;
+  // The entries of each kernel and the deep entry's depth, as the C API
+  // takes them.
+  FailureOr<Manifest> manifest =
+      buildManifest(module, ManifestTarget::CUDA, gpu);
+  if (failed(manifest))
+    return makeDiagnosedError();
   FailureOr<std::string> ptx = translateToPTX(module, gpu);
   if (failed(ptx))
     return makeDiagnosedError();
   return std::make_unique<CUDARunner>(std::move(*device), std::move(*ptx),
-                                      gpu.getLaunchGeometry(),
-                                      options);
+                                      std::move(*manifest), options);
 }
 
 //===----------------------------------------------------------------------===//

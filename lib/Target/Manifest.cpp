@@ -2,6 +2,7 @@
 
 #include "flexsn/Target/Manifest.h"
 
+#include "flexsn/Conversion/Passes.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNDialect.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
 
@@ -98,6 +99,9 @@ FailureOr<Manifest> mlir::flexsn::buildManifest(ModuleOp module,
         k.geometry = options.getLaunchGeometry();
         if (k.geometry->neuronsPerThread > 1)
           k.scalarEntry = getScalarEntryName(k.name);
+        k.deepPrefetch = getDeepEntryPrefetch(scan, options.prefetch);
+        if (k.deepPrefetch)
+          k.deepEntry = getDeepEntryName(k.name);
       }
       for (const KernelArg &arg :
            getKernelABI(scan, spec.variant, /*cpu=*/false)) {
@@ -165,6 +169,15 @@ void mlir::flexsn::printManifest(const Manifest &manifest,
                           "neurons_per_thread elements and ceil(NCL / "
                           "neurons_per_thread) is at least 256 per SM; else "
                           "`scalar_entry` (one neuron per thread)");
+            }
+            if (!k.deepEntry.empty()) {
+              j.attribute("deep_entry", k.deepEntry);
+              j.attribute("deep_prefetch", k.deepPrefetch);
+              j.attribute("deep",
+                          "`deep_entry` (one neuron per thread, "
+                          "deep_prefetch steps of reads in flight) before "
+                          "the others when NCL is at most 512 per SM and T "
+                          "is at least 4 x deep_prefetch");
             }
             j.attribute("threads",
                         "ceil(NCL / neurons per thread of the entry)");
@@ -269,6 +282,16 @@ llvm::Expected<Manifest> mlir::flexsn::parseManifest(StringRef json) {
         return fail("kernel '" + k.name + "' at " + llvm::Twine(*npt) +
                     " neurons per thread " +
                     (*npt > 1 ? "without" : "with") + " a scalar_entry");
+      k.deepEntry = ko->getString("deep_entry").value_or("").str();
+      std::optional<int64_t> deep = ko->getInteger("deep_prefetch");
+      if (k.deepEntry.empty() != !deep)
+        return fail("kernel '" + k.name + "': deep_entry and deep_prefetch "
+                    "come together");
+      if (deep && (*deep < 1 || *deep > kMaxPrefetchDepth))
+        return fail("kernel '" + k.name + "': deep_prefetch " +
+                    llvm::Twine(*deep) + " is not 1 to " +
+                    llvm::Twine(kMaxPrefetchDepth));
+      k.deepPrefetch = deep ? unsigned(*deep) : 0;
     }
     for (const llvm::json::Value &av : *args) {
       const llvm::json::Object *ao = av.getAsObject();

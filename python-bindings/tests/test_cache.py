@@ -78,6 +78,32 @@ def test_every_kernel_has_its_scalar_entry(tmp_path, monkeypatch):
         assert f".entry {k['scalar_entry']}(" in ptx
 
 
+@pytest.mark.parametrize("dtype, depth", [(torch.float32, 16),
+                                          (torch.bfloat16, 32)])
+def test_deep_entries(monkeypatch, dtype, depth):
+    # LIF reads one sequence a step: its forward-time kernels get a deep
+    # entry with 64 bytes of reads in flight a thread (16 f32 or 32 bf16
+    # steps), which the manifest names and the PTX defines with a loop that
+    # steps by that depth; the backward reads 16 bytes or more a step and
+    # has none. An explicit prefetch gives no kernel one.
+    monkeypatch.setenv("FLEXSN_CACHE_DIR", "off")
+    ir = _runner.CompiledCore(lif(), 1, 1).ir([dtype] * 2, [], [], [True] * 2)
+    program = _program._compile(ir, "cuda", "chip=sm_90 differentiate=1")
+    ptx = _capi.program_ptx(program.handle)
+    kinds = {}
+    for k in program.manifest["kernels"]:
+        kinds[k["variant"]] = k.get("deep_prefetch")
+        if "deep_entry" in k:
+            assert k["deep_entry"] == k["name"] + "_deep"
+            assert f".entry {k['deep_entry']}(" in ptx
+    assert kinds == {"inference": depth, "final_state": depth,
+                     "forward": depth, "backward": None}
+    explicit = _program._compile(ir, "cuda",
+                                 "chip=sm_90 differentiate=1 prefetch=4")
+    assert not any("deep_entry" in k for k in explicit.manifest["kernels"])
+    assert "_deep(" not in _capi.program_ptx(explicit.handle)
+
+
 def test_cache_off(monkeypatch, tmp_path):
     monkeypatch.setenv("FLEXSN_CACHE_DIR", "off")
     assert _program.cache_dir() is None

@@ -82,6 +82,21 @@ static void expectError(int r, char **error, const char *needle,
   *error = NULL;
 }
 
+/* `text` with its first `from` replaced by `to` (malloc'd), or NULL when
+ * `text` does not hold `from`. */
+static char *replaceFirst(const char *text, const char *from, const char *to) {
+  const char *at = strstr(text, from);
+  if (!at)
+    return NULL;
+  size_t head = (size_t)(at - text), fromLen = strlen(from),
+         toLen = strlen(to), tailLen = strlen(at + fromLen);
+  char *out = malloc(head + toLen + tailLen + 1);
+  memcpy(out, text, head);
+  memcpy(out + head, to, toLen);
+  memcpy(out + head + toLen, at + fromLen, tailLen + 1);
+  return out;
+}
+
 /* A core whose first input is unused: out = 2 * y. */
 static const char *kUnusedInput =
     "func.func @k(%x: tensor<?x?xf32>, %y: tensor<?x?xf32>, %p: tensor<?xf32>,"
@@ -395,6 +410,31 @@ static void testCUDA(const char *lif, int onGPU) {
   expectError(flexsn_program_load_cuda("", flexsn_program_manifest(program),
                                        &loaded, &error),
               &error, "no kernel entry", "load_cuda: empty PTX");
+  {
+    /* lif reads 4 bytes a step: its inference has a deep entry (16 steps
+       of reads in flight), whose name and depth come together. */
+    const char *manifest = flexsn_program_manifest(program);
+    EXPECT(strstr(manifest, "\"deep_entry\": \"lif_inference_deep\"") &&
+               strstr(manifest, "\"deep_prefetch\": 16"),
+           "the manifest names lif_inference's deep entry and its depth");
+    char *noDepth = replaceFirst(manifest, "\"deep_prefetch\": 16",
+                                 "\"deep_prefetch_\": 16");
+    char *tooDeep = replaceFirst(manifest, "\"deep_prefetch\": 16",
+                                 "\"deep_prefetch\": 33");
+    EXPECT(noDepth && tooDeep, "manifests to corrupt");
+    if (noDepth)
+      expectError(flexsn_program_load_cuda(flexsn_program_ptx(program),
+                                           noDepth, &loaded, &error),
+                  &error, "deep_entry and deep_prefetch come together",
+                  "load_cuda: a deep entry without its depth");
+    if (tooDeep)
+      expectError(flexsn_program_load_cuda(flexsn_program_ptx(program),
+                                           tooDeep, &loaded, &error),
+                  &error, "deep_prefetch 33 is not 1 to 32",
+                  "load_cuda: a deep entry deeper than 32 steps");
+    free(noDepth);
+    free(tooDeep);
+  }
 
   int count = 0;
   r = flexsn_cuda_device_count(&count, &error);
@@ -464,7 +504,8 @@ static void testCUDA(const char *lif, int onGPU) {
   r = flexsn_program_load_cuda(
       "//\n.version 8.0\n.target sm_90\n.address_size 64\n"
       ".visible .entry lif_inference(\n)\n{\n\tnot ptx;\n}\n"
-      ".visible .entry lif_inference_scalar(\n)\n{\n\tret;\n}\n",
+      ".visible .entry lif_inference_scalar(\n)\n{\n\tret;\n}\n"
+      ".visible .entry lif_inference_deep(\n)\n{\n\tret;\n}\n",
       flexsn_program_manifest(program), &bad, &error);
   EXPECT(r == 0, "load_cuda of a PTX the driver will reject");
   if (r == 0) {

@@ -39,6 +39,22 @@ namespace flexsn {
 /// --prefetch).
 constexpr unsigned kMaxPrefetchDepth = 32;
 
+class ScanOp;
+
+/// Steps of reads in flight in the deep entry of `scan`'s GPU kernels
+/// (getDeepEntryName), or 0 when they have none. The deep entry is the
+/// scalar entry (one neuron per thread) with about kDeepReadBytes of reads
+/// in flight per thread, for launches with so few threads per SM that the
+/// scalar entry's depth leaves DRAM latency uncovered (small NCL, long T:
+/// cuda::ScanKernel takes it). A kernel has one when that depth exceeds
+/// the scalar entry's automatic depth, within kMaxPrefetchDepth and an
+/// unrolled body of at most 512 op copies; with an explicit `prefetch`
+/// (`prefetchOption` > 0) no kernel has one.
+unsigned getDeepEntryPrefetch(ScanOp scan, unsigned prefetchOption);
+
+/// The bytes of reads per thread the deep entry keeps in flight.
+constexpr unsigned kDeepReadBytes = 64;
+
 #define GEN_PASS_DECL
 #include "flexsn/Conversion/Passes.h.inc"
 

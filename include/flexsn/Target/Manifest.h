@@ -61,6 +61,12 @@ struct ManifestKernel {
   /// CUDA at more than one neuron per thread: the one-neuron entry
   /// (getScalarEntryName), for the launches the vector entry cannot take.
   std::string scalarEntry;
+  /// CUDA, for kernels that read few bytes a step: the one-neuron entry
+  /// with `deepPrefetch` steps of reads in flight (getDeepEntryName,
+  /// getDeepEntryPrefetch), for launches with few threads per SM and a long
+  /// T; empty and 0 when there is none.
+  std::string deepEntry;
+  unsigned deepPrefetch = 0;
   /// In launch order: pointers, then T and NCL.
   llvm::SmallVector<ManifestArg> args;
   unsigned getNumPointers() const;

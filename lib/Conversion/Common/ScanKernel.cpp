@@ -1,6 +1,7 @@
 //===- ScanKernel.cpp - Loop emission shared by both lowerings ------------===//
 
 #include "ScanKernel.h"
+#include "flexsn/Conversion/Passes.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -682,6 +683,22 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
                 [&] { return emitIteration(iv, carried, true); }));
       });
   return finishScan(loop.getResults().take_front(numCarriedStates));
+}
+
+unsigned mlir::flexsn::getDeepEntryPrefetch(ScanOp scan,
+                                            unsigned prefetchOption) {
+  if (prefetchOption)
+    return 0;
+  unsigned bytes = 0;
+  for (Value v : llvm::concat<Value>(scan.getInputs(), scan.getLagged()))
+    bytes += getElementTypeOrSelf(v.getType()).getIntOrFloatBitWidth() / 8;
+  if (bytes == 0)
+    return 0;
+  // Within the unchecked copy's size bound (emitNeuronScan), which is what
+  // makes a deep loop cheap once T is several depths long.
+  unsigned depth = std::min({kMaxPrefetchDepth, kDeepReadBytes / bytes,
+                             kMaxUnrolledOps / 2 / countBodyOps(scan)});
+  return depth > choosePrefetchDepth(scan, 1) ? depth : 0;
 }
 
 unsigned mlir::flexsn::choosePrefetchDepth(ScanOp scan, unsigned width) {

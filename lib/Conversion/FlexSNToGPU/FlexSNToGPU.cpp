@@ -57,8 +57,11 @@ struct ConvertFlexSNToGPUPass
     Type ptrType = LLVM::LLVMPointerType::get(ctx);
 
     // Each kernel is one entry at `width` neurons per thread (vector
-    // accesses) and, when width > 1, a second entry at one neuron per thread
-    // (getScalarEntryName). The runtime picks the entry of each launch, and
+    // accesses); when width > 1, a second entry at one neuron per thread
+    // (getScalarEntryName); and, for the kernels that read few bytes a step
+    // (getDeepEntryPrefetch), a third at one neuron per thread with more
+    // steps of reads in flight (getDeepEntryName), for launches with few
+    // threads per SM. The runtime picks the entry of each launch, and
     // the driver compiles an entry only when a launch first takes it. Each
     // entry is in a gpu.module of its own name, so that the lowering to
     // NVVM and PTX handles the entries in parallel.
@@ -77,7 +80,7 @@ struct ConvertFlexSNToGPUPass
         SmallVector<Type> types;
         for (const KernelArg &arg : abi)
           types.push_back(arg.isPointer() ? ptrType : arg.type);
-        auto addEntry = [&](StringRef name, unsigned lanes) {
+        auto addEntry = [&](StringRef name, unsigned lanes, unsigned depth) {
           b.setInsertionPointToEnd(module.getBody());
           auto gpuModule = gpu::GPUModuleOp::create(b, loc, name);
           gpuModules.push_back(gpuModule);
@@ -89,20 +92,34 @@ struct ConvertFlexSNToGPUPass
           // The block size is chosen at launch (cuda::chooseScanBlockSize):
           // `block-size` is its maximum.
           kernel->setAttr(kVariantAttr, b.getStringAttr(spec.kind));
-          buildKernelBody(b, loc, scan, variant, abi, kernel, lanes);
+          buildKernelBody(b, loc, scan, variant, abi, kernel, lanes, depth);
         };
-        addEntry(spec.name, width);
-        if (width == 1)
-          continue;
-        std::string scalar = getScalarEntryName(spec.name);
-        if (names.contains(scalar)) {
+        auto depthAt = [&](unsigned lanes) {
+          return prefetch ? unsigned(prefetch)
+                          : choosePrefetchDepth(scan, lanes);
+        };
+        auto nameFree = [&](StringRef entry) {
+          if (!names.contains(entry))
+            return true;
           func.emitError() << "kernel '" << spec.name
-                           << "' needs a second GPU entry named '" << scalar
+                           << "' needs a GPU entry named '" << entry
                            << "', which is the name of another kernel; "
                               "rename one of the functions";
-          return signalPassFailure();
+          return false;
+        };
+        addEntry(spec.name, width, depthAt(width));
+        if (width > 1) {
+          std::string scalar = getScalarEntryName(spec.name);
+          if (!nameFree(scalar))
+            return signalPassFailure();
+          addEntry(scalar, 1, depthAt(1));
         }
-        addEntry(scalar, 1);
+        if (unsigned deep = getDeepEntryPrefetch(scan, prefetch)) {
+          std::string deepName = getDeepEntryName(spec.name);
+          if (!nameFree(deepName))
+            return signalPassFailure();
+          addEntry(deepName, 1, deep);
+        }
       }
       func.erase();
     }
@@ -144,7 +161,8 @@ struct ConvertFlexSNToGPUPass
   /// `lanes` elements (cuda::ScanKernel::launch).
   void buildKernelBody(OpBuilder &b, Location loc, ScanOp scan,
                        KernelVariant variant, ArrayRef<KernelArg> abi,
-                       gpu::GPUFuncOp kernel, unsigned lanes) {
+                       gpu::GPUFuncOp kernel, unsigned lanes,
+                       unsigned depth) {
     Block &entry = kernel.getBody().front();
     b.setInsertionPointToStart(&entry);
     ValueRange args = entry.getArguments();
@@ -160,8 +178,6 @@ struct ConvertFlexSNToGPUPass
     Value g = arith::AddIOp::create(
         b, loc, arith::MulIOp::create(b, loc, bid, bdim), tid);
     Value base = lanes == 1 ? g : arith::MulIOp::create(b, loc, g, cst(lanes));
-    unsigned depth =
-        prefetch ? unsigned(prefetch) : choosePrefetchDepth(scan, lanes);
     Value ncl;
     for (auto [arg, value] : llvm::zip(abi, args))
       if (arg.role == KernelArgRole::NCL)

@@ -474,7 +474,8 @@ Expected<float> Device::elapsedMs(Event start, Event end) {
 
 Expected<std::unique_ptr<ScanKernel>>
 ScanKernel::create(Device &device, StringRef ptx, StringRef name,
-                   StringRef scalarName, unsigned maxBlockSize,
+                   StringRef scalarName, StringRef deepName,
+                   unsigned deepPrefetch, unsigned maxBlockSize,
                    unsigned neuronsPerThread,
                    ArrayRef<ScanKernel::Pointer> pointers) {
   if (neuronsPerThread == 0 || (neuronsPerThread > 1) == scalarName.empty())
@@ -482,9 +483,14 @@ ScanKernel::create(Device &device, StringRef ptx, StringRef name,
                        Twine(neuronsPerThread) +
                        " neurons per thread has " +
                        (neuronsPerThread > 1 ? "a" : "no") + " scalar entry");
+  if (deepName.empty() != (deepPrefetch == 0))
+    return driverError("kernel '" + name + "': a deep entry needs both its "
+                       "name and its prefetch depth (got '" + deepName +
+                       "' and " + Twine(deepPrefetch) + ")");
   std::unique_ptr<ScanKernel> k(new ScanKernel(device));
   k->maxBlockSize = maxBlockSize;
   k->neuronsPerThread = neuronsPerThread;
+  k->deepPrefetch = deepPrefetch;
   k->pointers.assign(pointers.begin(), pointers.end());
   auto fill = [&](Entry &entry, StringRef entryName, unsigned lanes) -> Error {
     entry.name = entryName.str();
@@ -501,7 +507,25 @@ ScanKernel::create(Device &device, StringRef ptx, StringRef name,
   if (neuronsPerThread > 1)
     if (Error e = fill(k->entries[1], scalarName, 1))
       return std::move(e);
+  if (deepPrefetch)
+    if (Error e = fill(k->entries[2], deepName, 1))
+      return std::move(e);
   return std::move(k);
+}
+
+bool ScanKernel::takesDeepEntry(int64_t T, int64_t NCL) const {
+  // T >= 4 depths: most of the loop runs unchecked (emitNeuronScan); at a
+  // shorter T the prologue's checked reads cost what the depth gains.
+  return deepPrefetch && uint64_t(T) >= 4 * uint64_t(deepPrefetch) &&
+         uint64_t(NCL) <= uint64_t(kDeepMaxThreadsPerSM) *
+                              uint64_t(device.multiprocessorCount());
+}
+
+const ScanKernel::Entry &ScanKernel::entryFor(ArrayRef<void *> ptrs,
+                                              int64_t T, int64_t NCL) const {
+  if (takesDeepEntry(T, NCL))
+    return entries[2];
+  return baseEntryFor(takesVectorEntry(ptrs, NCL));
 }
 
 bool ScanKernel::takesVectorEntry(ArrayRef<void *> ptrs, int64_t NCL) const {
@@ -551,28 +575,31 @@ Expected<Function> ScanKernel::get(const Entry &entry) const {
   return *fn;
 }
 
-ScanKernel::LaunchShape
-ScanKernel::describeLaunch(ArrayRef<void *> ptrs, int64_t NCL) const {
-  const Entry &entry = entryFor(takesVectorEntry(ptrs, NCL));
+ScanKernel::LaunchShape ScanKernel::describeLaunch(ArrayRef<void *> ptrs,
+                                                   int64_t T,
+                                                   int64_t NCL) const {
+  const Entry &entry = entryFor(ptrs, T, NCL);
   bool loaded = entry.fn.load(std::memory_order_acquire);
   LaunchShape shape;
   shape.entry = entry.name;
   shape.neuronsPerThread = entry.lanes;
+  shape.prefetch = &entry == &entries[2] ? deepPrefetch : 0;
   shape.blockSize = device.chooseBlockSize(
       NCL, maxBlockSize, entry.lanes,
       loaded ? ArrayRef<unsigned>(entry.resident) : ArrayRef<unsigned>());
   return shape;
 }
 
-Error ScanKernel::load(bool vector) const {
-  auto fn = get(entryFor(vector));
-  return fn ? Error::success() : fn.takeError();
-}
-
 void ScanKernel::preload(int64_t NCL) const {
   if (NCL <= 0)
     return;
-  const Entry &entry = entryFor(takesVectorEntry({}, NCL)); // aligned pointers
+  preloadEntry(baseEntryFor(takesVectorEntry({}, NCL))); // aligned pointers
+  // T is not known here: a long T takes the deep entry.
+  if (takesDeepEntry(4 * int64_t(deepPrefetch), NCL))
+    preloadEntry(entries[2]);
+}
+
+void ScanKernel::preloadEntry(const Entry &entry) const {
   if (entry.fn.load(std::memory_order_acquire))
     return;
   std::lock_guard<std::mutex> lock(preloadMutex);
@@ -604,7 +631,7 @@ Error ScanKernel::launch(ArrayRef<void *> ptrs, int64_t T, int64_t NCL,
                        ", NCL=" + Twine(NCL) + ")");
   if (NCL == 0)
     return Error::success();
-  const Entry &entry = entryFor(takesVectorEntry(ptrs, NCL));
+  const Entry &entry = entryFor(ptrs, T, NCL);
   auto fn = get(entry);
   if (!fn)
     return fn.takeError();

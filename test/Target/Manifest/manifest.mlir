@@ -23,6 +23,11 @@
 // The one-neuron-per-thread entry, and the rule for which entry a launch takes.
 // CHECK-NEXT: "scalar_entry": "plif_inference_scalar"
 // CHECK-NEXT: "entry": "`name` (neurons_per_thread per thread) when NCL is a multiple of neurons_per_thread, every [T, NCL] or [NCL] pointer is aligned to neurons_per_thread elements
+// PLIF reads 4 bytes a step: a deep entry with 16 steps of reads in
+// flight (64 bytes a thread), and when a launch takes it.
+// CHECK-NEXT: "deep_entry": "plif_inference_deep"
+// CHECK-NEXT: "deep_prefetch": 16
+// CHECK-NEXT: "deep": "`deep_entry` (one neuron per thread, deep_prefetch steps of reads in flight) before the others when NCL is at most 512 per SM and T is at least 4 x deep_prefetch"
 // CHECK: "args": [
 // Each pointer's shape rule and byte size.
 // CHECK: "role": "input"
@@ -60,6 +65,10 @@
 // TRAIN: "name": "plif_backward"
 // TRAIN: "variant": "backward"
 // TRAIN-NEXT: "reverse": true
+// The backward reads 4 sequences a step (16 bytes): no deep entry.
+// TRAIN: "scalar_entry": "plif_backward_scalar"
+// TRAIN-NOT: "deep_entry"
+// TRAIN: "threads":
 // TRAIN: "role": "input"
 // TRAIN: "meaning": "input"
 // TRAIN-NOT: "optional"
@@ -125,3 +134,8 @@ func.func @unused(%x: tensor<?x?xf32>, %y: tensor<?x?xf32>, %p: tensor<?xf32>, %
 // RUN: flexsn-translate --flexsn-to-manifest --options='neurons-per-thread=1' %flexsn_src_root/examples/plif.mlir | FileCheck %s --check-prefix=W1
 // W1: "neurons_per_thread": 1
 // W1-NOT: scalar_entry
+// W1: "deep_entry": "plif_inference_deep"
+// An explicit prefetch depth holds for every entry: no deep entry.
+// RUN: flexsn-translate --flexsn-to-manifest --options='prefetch=4' %flexsn_src_root/examples/plif.mlir | FileCheck %s --check-prefix=P4
+// P4: "scalar_entry": "plif_inference_scalar"
+// P4-NOT: deep

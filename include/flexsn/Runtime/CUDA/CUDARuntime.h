@@ -146,11 +146,15 @@ private:
 /// `neuronsPerThread` W > 1 the kernel has two entries (the
 /// convert-flexsn-to-gpu contract): the vector entry `name` (W neurons per
 /// thread, W-wide accesses) and the scalar entry `scalarName` (one neuron
-/// per thread). Each launch takes the vector entry when NCL is a multiple
+/// per thread); a kernel that reads few bytes a step may have a third, the
+/// deep entry `deepName` (one neuron per thread, `deepPrefetch` steps of
+/// reads in flight; getDeepEntryPrefetch). Each launch takes the deep entry
+/// when there is one, NCL is at most kDeepMaxThreadsPerSM per SM and T is
+/// at least 4 x deepPrefetch; else the vector entry when NCL is a multiple
 /// of W, every [T, NCL] or [NCL] pointer is aligned to W elements, and
 /// there are at least 256 threads of W neurons per SM; else the scalar
 /// entry. An entry is compiled by the driver on the first launch that
-/// takes it (or by load()), from a module holding only that entry.
+/// takes it (or by preload()), from a module holding only that entry.
 class ScanKernel {
 public:
   /// A pointer argument, as the entry choice needs it.
@@ -162,28 +166,37 @@ public:
     /// (scalar params, sums).
     bool perNeuron = false;
   };
-  /// `ptx` must outlive the kernel. `scalarName` is empty when W is 1.
-  /// Fails when `ptx` does not define the entries.
+  /// At most this many threads per SM (one neuron each) take the deep
+  /// entry: there the scalar entry's reads in flight do not cover DRAM
+  /// latency (H100, T=256, bf16 lif: NCL 64K, 496 threads per SM, 67% ->
+  /// 76% of copy at 32 steps; NCL 128K, 993 threads per SM, 81% -> 78%;
+  /// bench/NOTES.md runs 82-83).
+  static constexpr unsigned kDeepMaxThreadsPerSM = 512;
+  /// `ptx` must outlive the kernel. `scalarName` is empty when W is 1;
+  /// `deepName` is empty (and `deepPrefetch` 0) when there is no deep
+  /// entry. Fails when `ptx` does not define the entries.
   static llvm::Expected<std::unique_ptr<ScanKernel>>
   create(Device &device, llvm::StringRef ptx, llvm::StringRef name,
-         llvm::StringRef scalarName, unsigned maxBlockSize,
+         llvm::StringRef scalarName, llvm::StringRef deepName,
+         unsigned deepPrefetch, unsigned maxBlockSize,
          unsigned neuronsPerThread, llvm::ArrayRef<Pointer> pointers);
 
-  /// Whether a launch at NCL with `pointers` takes the vector entry.
-  bool takesVectorEntry(llvm::ArrayRef<void *> pointers, int64_t NCL) const;
-  /// What a launch at NCL with `pointers` runs.
+  /// What a launch over T steps and NCL neurons with `pointers` runs.
   struct LaunchShape {
     std::string entry;
     unsigned neuronsPerThread = 1;
+    /// Steps of reads in flight: the deep entry's, else 0 (the entry's
+    /// automatic depth, which the manifest does not record).
+    unsigned prefetch = 0;
     /// From the entry's occupancy once it is loaded, the rule before.
     unsigned blockSize = 0;
   };
-  LaunchShape describeLaunch(llvm::ArrayRef<void *> pointers, int64_t NCL) const;
-  /// Compiles and loads an entry now (a launch does it when needed).
-  llvm::Error load(bool vector) const;
-  /// Starts compiling and loading, on a thread of its own, the entry a
-  /// launch at NCL with aligned pointers takes, unless it is loaded or
-  /// already on its way; returns at once. Errors are left to the launch.
+  LaunchShape describeLaunch(llvm::ArrayRef<void *> pointers, int64_t T,
+                             int64_t NCL) const;
+  /// Starts compiling and loading, on a thread of its own, the entries a
+  /// launch at NCL with aligned pointers may take (for a small NCL, the
+  /// deep one too: T is not known yet), unless they are loaded or already
+  /// on their way; returns at once. Errors are left to the launch.
   void preload(int64_t NCL) const;
   /// Waits for the preloads under way.
   ~ScanKernel();
@@ -210,16 +223,24 @@ private:
     /// A preload under way (guarded by preloadMutex).
     mutable std::future<void> preload;
   };
-  /// The entry a launch takes: the vector one (entries[0]) or the scalar
-  /// one (entries[1], absent at one neuron per thread).
-  const Entry &entryFor(bool vector) const {
+  /// Whether a launch at NCL with `pointers` may take the vector entry.
+  bool takesVectorEntry(llvm::ArrayRef<void *> pointers, int64_t NCL) const;
+  /// Whether a launch over T steps and NCL neurons takes the deep entry.
+  bool takesDeepEntry(int64_t T, int64_t NCL) const;
+  /// The entry a launch takes: the vector one (entries[0]), the scalar one
+  /// (entries[1], absent at one neuron per thread) or the deep one
+  /// (entries[2], absent unless deepPrefetch > 0).
+  const Entry &entryFor(llvm::ArrayRef<void *> pointers, int64_t T,
+                        int64_t NCL) const;
+  const Entry &baseEntryFor(bool vector) const {
     return entries[vector || neuronsPerThread == 1 ? 0 : 1];
   }
   llvm::Expected<Function> get(const Entry &entry) const;
+  void preloadEntry(const Entry &entry) const;
 
   Device &device;
-  Entry entries[2];
-  unsigned maxBlockSize = 256, neuronsPerThread = 1;
+  Entry entries[3];
+  unsigned maxBlockSize = 256, neuronsPerThread = 1, deepPrefetch = 0;
   llvm::SmallVector<Pointer> pointers;
   mutable std::mutex mutex;        // guards the loads
   mutable std::mutex preloadMutex; // guards each entry's `preload`

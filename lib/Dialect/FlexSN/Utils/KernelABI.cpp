@@ -204,6 +204,10 @@ std::string mlir::flexsn::getScalarEntryName(StringRef kernel) {
   return (kernel + "_scalar").str();
 }
 
+std::string mlir::flexsn::getDeepEntryName(StringRef kernel) {
+  return (kernel + "_deep").str();
+}
+
 LogicalResult mlir::flexsn::verifyKernelForm(ScanOp scan) {
   auto func = scan->getParentOfType<func::FuncOp>();
   if (!func || scan->getParentOp() != func.getOperation())

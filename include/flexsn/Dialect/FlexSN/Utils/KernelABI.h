@@ -72,6 +72,12 @@ llvm::SmallVector<KernelSpec> getKernelSpecs(ScanOp scan);
 /// not a multiple of the group, a pointer not aligned to the group).
 std::string getScalarEntryName(llvm::StringRef kernel);
 
+/// The third entry point of GPU kernel `kernel`, when it has one
+/// (getDeepEntryPrefetch): `<kernel>_deep`, one neuron per thread as the
+/// scalar entry, with more steps of reads in flight, for launches with few
+/// threads per SM and a long T.
+std::string getDeepEntryName(llvm::StringRef kernel);
+
 /// The scan operand (or result) number a pointer argument carries.
 struct ArgSource {
   bool isResult;
