@@ -315,8 +315,12 @@ private:
     auto kernel = kernelFor(name, buffers);
     if (!kernel)
       return kernel.takeError();
-    return (*kernel)->launch(asAddresses(ptrs), T, NCL, nullptr);
+    std::vector<void *> addresses = asAddresses(ptrs);
+    entry = (*kernel)->describeLaunch(addresses, T, NCL).entry;
+    return (*kernel)->launch(addresses, T, NCL, nullptr);
   }
+
+  std::string lastEntry() const override { return entry; }
 
   /// Device pointers as the addresses ScanKernel takes.
   static std::vector<void *> asAddresses(ArrayRef<cuda::DevicePtr> ptrs) {
@@ -363,6 +367,7 @@ private:
   std::unique_ptr<cuda::Device> device;
   std::string ptx;
   Manifest manifest;
+  std::string entry; // the last launch's
   llvm::StringMap<std::unique_ptr<cuda::ScanKernel>> kernels;
   HarnessOptions options;
   std::vector<cuda::DevicePtr> allocations;
@@ -870,7 +875,10 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
 
   if (kind != "backward") {
     os << "kernel " << firstSpec->name << ": T=" << T << " NCL=" << NCL
-       << " backend=" << runner.backend() << "\n";
+       << " backend=" << runner.backend();
+    if (std::string entry = runner.lastEntry(); !entry.empty())
+      os << " entry=" << entry;
+    os << "\n";
     if (check)
       if (Error e = checkWithInterpreter(first, firstSpec->variant, T, NCL,
                                          fwd, cmp))
@@ -911,7 +919,10 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
   if (Error e = runner.run(bspec->name, bwd, T, NCL))
     return std::move(e);
   os << "kernel " << bspec->name << ": T=" << T << " NCL=" << NCL
-     << " backend=" << runner.backend() << "\n";
+     << " backend=" << runner.backend();
+  if (std::string entry = runner.lastEntry(); !entry.empty())
+    os << " entry=" << entry;
+  os << "\n";
 
   if (check) {
     // The training forward's results against the interpreter.
