@@ -46,33 +46,36 @@ using namespace mlir;
 using namespace mlir::flexsn;
 namespace cl = llvm::cl;
 
-static cl::opt<unsigned> clCount("count", cl::desc("cores to generate"),
+/// Only these options show in --help (not LLVM's own).
+static cl::OptionCategory fuzzCategory("flexsn-fuzz options");
+
+static cl::opt<unsigned> clCount(cl::cat(fuzzCategory), "count", cl::desc("cores to generate"),
                                  cl::init(100));
-static cl::opt<uint64_t> clSeed("seed", cl::desc("seed of the whole run"),
+static cl::opt<uint64_t> clSeed(cl::cat(fuzzCategory), "seed", cl::desc("seed of the whole run"),
                                 cl::init(1));
-static cl::opt<unsigned> clFirst("first",
+static cl::opt<unsigned> clFirst(cl::cat(fuzzCategory), "first",
                                  cl::desc("index of the first core (replay "
                                           "one core with --first=i --count=1)"),
                                  cl::init(0));
 static cl::opt<unsigned> clPrefetch(
-    "prefetch",
+    cl::cat(fuzzCategory), "prefetch",
     cl::desc("steps of loads in flight in the kernels (default: 1 on the CPU, "
              "chosen per kernel on the GPU; 2-8 test the pipelined loop)"),
     cl::init(0));
-static cl::opt<unsigned> clJobs("jobs", cl::desc("worker processes"),
+static cl::opt<unsigned> clJobs(cl::cat(fuzzCategory), "jobs", cl::desc("worker processes"),
                                 cl::init(1));
-static cl::opt<bool> clCuda("cuda",
+static cl::opt<bool> clCuda(cl::cat(fuzzCategory), "cuda",
                             cl::desc("also run every kernel on the GPU"));
-static cl::opt<std::string> clOut("out",
+static cl::opt<std::string> clOut(cl::cat(fuzzCategory), "out",
                                   cl::desc("where failing cores are written"),
                                   cl::init("."));
-static cl::opt<bool> clVerbose("v", cl::desc("print every core and result"));
+static cl::opt<bool> clVerbose(cl::cat(fuzzCategory), "v", cl::desc("print every core and result"));
 static cl::opt<double> clTolerance(
-    "tolerance",
+    cl::cat(fuzzCategory), "tolerance",
     cl::desc("max relative error of every comparison (default: by the "
              "core's precision, f64 1e-9, f32 1e-3, 5e-2 through f16/bf16)"),
     cl::init(-1.0));
-static cl::opt<bool> clNoMinimize("no-minimize",
+static cl::opt<bool> clNoMinimize(cl::cat(fuzzCategory), "no-minimize",
                                   cl::desc("write failing cores as generated"));
 
 //===----------------------------------------------------------------------===//
@@ -815,6 +818,7 @@ Totals runRange(unsigned first, unsigned last) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
+  cl::HideUnrelatedOptions(fuzzCategory);
   cl::ParseCommandLineOptions(argc, argv, "flexsn differential fuzzer\n");
   llvm::CrashRecoveryContext::Enable();
   if (std::error_code ec = llvm::sys::fs::create_directories(clOut)) {

@@ -38,68 +38,71 @@ using namespace mlir;
 using namespace mlir::flexsn;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> clInput(cl::Positional, cl::desc("<input .mlir>"),
+/// Only these options show in --help (not LLVM's own).
+static cl::OptionCategory runCategory("flexsn-run options");
+
+static cl::opt<std::string> clInput(cl::cat(runCategory), cl::Positional, cl::desc("<input .mlir>"),
                                     cl::Required);
-static cl::opt<std::string> clBackend("backend",
+static cl::opt<std::string> clBackend(cl::cat(runCategory), "backend",
                                       cl::desc("cpu or cuda"),
                                       cl::init("cpu"));
-static cl::opt<int64_t> clT("T", cl::desc("time steps"), cl::init(8));
-static cl::opt<int64_t> clNCL("ncl", cl::desc("neurons (N*C*L flattened)"),
+static cl::opt<int64_t> clT(cl::cat(runCategory), "T", cl::desc("time steps"), cl::init(8));
+static cl::opt<int64_t> clNCL(cl::cat(runCategory), "ncl", cl::desc("neurons (N*C*L flattened)"),
                               cl::init(1024));
 static cl::opt<std::string>
-    clVariant("variant",
+    clVariant(cl::cat(runCategory), "variant",
               cl::desc("inference | final_state | forward | backward"),
               cl::init("inference"));
 static cl::opt<std::string>
-    clDtype("dtype",
+    clDtype(cl::cat(runCategory), "dtype",
             cl::desc("storage type of every sequence and state: f32, f16, "
                      "bf16, f64 (default: as written)"),
             cl::init(""));
-static cl::opt<bool> clCheck("check",
+static cl::opt<bool> clCheck(cl::cat(runCategory), "check",
                              cl::desc("compare with the reference interpreter"));
-static cl::opt<bool> clBench("bench", cl::desc("time the kernel"));
-static cl::opt<std::string> clFunc("func",
+static cl::opt<bool> clBench(cl::cat(runCategory), "bench", cl::desc("time the kernel"));
+static cl::opt<std::string> clFunc(cl::cat(runCategory), "func",
                                    cl::desc("kernel function (default: the only one)"),
                                    cl::init(""));
-static cl::opt<uint64_t> clSeed("seed", cl::desc("random seed"), cl::init(0));
-static cl::opt<unsigned> clThreads("threads",
+static cl::opt<uint64_t> clSeed(cl::cat(runCategory), "seed", cl::desc("random seed"), cl::init(0));
+static cl::opt<unsigned> clThreads(cl::cat(runCategory), "threads",
                                    cl::desc("CPU threads (0: all)"),
                                    cl::init(0));
-static cl::opt<unsigned> clReps("reps", cl::desc("timed repetitions"),
+static cl::opt<unsigned> clReps(cl::cat(runCategory), "reps", cl::desc("timed repetitions"),
                                 cl::init(20));
 static cl::list<std::string>
-    clSaveOps("save-ops", cl::CommaSeparated,
+    clSaveOps(cl::cat(runCategory), "save-ops", cl::CommaSeparated,
               cl::desc("forward/backward: body ops whose results the "
                        "training forward saves"));
 static cl::opt<bool> clFiniteDifferences(
-    "finite-differences",
+    cl::cat(runCategory), "finite-differences",
     cl::desc("backward --check: also compare with central finite "
              "differences when storage and compute are f64 and the body has "
              "no spike (default on; turn off for bodies with kinks or jumps, "
              "such as max, abs, floor, select)"),
     cl::init(true));
 static cl::opt<double>
-    clTolerance("tolerance",
+    clTolerance(cl::cat(runCategory), "tolerance",
                 cl::desc("max relative error for --check (default: by the "
                          "coarser of storage and compute type: f64 1e-12, "
                          "f32 1e-5, f16/bf16 1e-2)"),
                 cl::init(-1.0));
 
 static cl::opt<double> clTieMargin(
-    "tie-margin",
+    cl::cat(runCategory), "tie-margin",
     cl::desc("--check: leave out neurons whose reference run passes a switch "
              "point (threshold, max/min, rounding jump) within this relative "
              "margin (flexsn-fuzz's reproducers set it)"),
     cl::init(0.0));
 
 static cl::opt<unsigned> clPrefetch(
-    "prefetch",
+    cl::cat(runCategory), "prefetch",
     cl::desc("steps of loads in flight in the kernels' time loop, 1-32 (default: "
              "chosen per kernel on the GPU, 1 on the CPU)"),
     cl::init(0));
 
 static cl::opt<unsigned> clNeuronsPerThread(
-    "neurons-per-thread",
+    cl::cat(runCategory), "neurons-per-thread",
     cl::desc("--backend=cuda: neurons each GPU thread scans (1, 2, 4, 8; "
              "default 4)"),
     cl::init(4));
@@ -122,6 +125,7 @@ static int report(llvm::Error error, int code) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
+  cl::HideUnrelatedOptions(runCategory);
   cl::ParseCommandLineOptions(argc, argv, "flexsn kernel runner\n");
 
   if (clBackend != "cpu" && clBackend != "cuda")
