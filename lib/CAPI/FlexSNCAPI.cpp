@@ -294,10 +294,10 @@ int flexsn_kernel_get(flexsn_program *program, const char *name, int device,
     for (const auto &p : k->pointers)
       pointers.push_back(
           {p.elementBytes, p.shape != ArgShape::Scalar});
-    auto scan = cuda::ScanKernel::create(
-        **dev, program->ptx, name, info->scalarEntry, info->deepEntry,
-        info->deepPrefetch, geometry.blockSize, geometry.neuronsPerThread,
-        pointers);
+    auto scan = cuda::ScanKernel::create(**dev, program->ptx, name,
+                                         info->scalarEntry, info->deepEntry,
+                                         info->deepPrefetch, geometry.blockSize,
+                                         geometry.neuronsPerThread, pointers);
     if (!scan)
       return failWith(error, scan.takeError());
     k->cuda = std::move(*scan);

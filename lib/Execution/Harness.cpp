@@ -5,10 +5,10 @@
 #include "flexsn/Execution/Storage.h"
 #include "flexsn/Interpreter/Interpreter.h"
 #include "flexsn/Pipelines/Pipelines.h"
-#include "flexsn/Target/Manifest.h"
-#include "flexsn/Target/PTX.h"
 #include "flexsn/Runtime/CPU/CPUBackend.h"
 #include "flexsn/Runtime/CUDA/CUDARuntime.h"
+#include "flexsn/Target/Manifest.h"
+#include "flexsn/Target/PTX.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
@@ -247,14 +247,13 @@ public:
         (*kernel)->describeLaunch(asAddresses(ptrs), T, NCL);
     os << "bench: " << device->describe() << "\n"
        << "bench: entry " << shape.entry << " (" << shape.neuronsPerThread
-       << " neuron(s) per thread, blocks of " << shape.blockSize
-       << " threads";
+       << " neuron(s) per thread, blocks of " << shape.blockSize << " threads";
     if (shape.prefetch)
       os << ", " << shape.prefetch << " steps of reads in flight";
     os << ")\n"
        << "bench: copy " << llvm::format("%.0f", copyGBs)
-       << " GB/s (device-to-device, 2 x 1 GiB, median of "
-       << copyTimes->size() << ")\n"
+       << " GB/s (device-to-device, 2 x 1 GiB, median of " << copyTimes->size()
+       << ")\n"
        << "bench: kernel median " << llvm::format("%.4f", ms) << " ms over "
        << kernelTimes->size() << " runs, " << bytes << " bytes (floor "
        << llvm::format("%.4f", bytes / (copyGBs * 1e6)) << " ms), "

@@ -285,7 +285,8 @@ llvm::Expected<Manifest> mlir::flexsn::parseManifest(StringRef json) {
       k.deepEntry = ko->getString("deep_entry").value_or("").str();
       std::optional<int64_t> deep = ko->getInteger("deep_prefetch");
       if (k.deepEntry.empty() != !deep)
-        return fail("kernel '" + k.name + "': deep_entry and deep_prefetch "
+        return fail("kernel '" + k.name +
+                    "': deep_entry and deep_prefetch "
                     "come together");
       if (deep && (*deep < 1 || *deep > kMaxPrefetchDepth))
         return fail("kernel '" + k.name + "': deep_prefetch " +

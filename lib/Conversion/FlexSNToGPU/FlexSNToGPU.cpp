@@ -161,8 +161,7 @@ struct ConvertFlexSNToGPUPass
   /// `lanes` elements (cuda::ScanKernel::launch).
   void buildKernelBody(OpBuilder &b, Location loc, ScanOp scan,
                        KernelVariant variant, ArrayRef<KernelArg> abi,
-                       gpu::GPUFuncOp kernel, unsigned lanes,
-                       unsigned depth) {
+                       gpu::GPUFuncOp kernel, unsigned lanes, unsigned depth) {
     Block &entry = kernel.getBody().front();
     b.setInsertionPointToStart(&entry);
     ValueRange args = entry.getArguments();

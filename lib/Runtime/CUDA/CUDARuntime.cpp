@@ -472,21 +472,20 @@ Expected<float> Device::elapsedMs(Event start, Event end) {
 // Scan kernels
 //===----------------------------------------------------------------------===//
 
-Expected<std::unique_ptr<ScanKernel>>
-ScanKernel::create(Device &device, StringRef ptx, StringRef name,
-                   StringRef scalarName, StringRef deepName,
-                   unsigned deepPrefetch, unsigned maxBlockSize,
-                   unsigned neuronsPerThread,
-                   ArrayRef<ScanKernel::Pointer> pointers) {
+Expected<std::unique_ptr<ScanKernel>> ScanKernel::create(
+    Device &device, StringRef ptx, StringRef name, StringRef scalarName,
+    StringRef deepName, unsigned deepPrefetch, unsigned maxBlockSize,
+    unsigned neuronsPerThread, ArrayRef<ScanKernel::Pointer> pointers) {
   if (neuronsPerThread == 0 || (neuronsPerThread > 1) == scalarName.empty())
     return driverError("kernel '" + name + "': a kernel of " +
                        Twine(neuronsPerThread) +
                        " neurons per thread has " +
                        (neuronsPerThread > 1 ? "a" : "no") + " scalar entry");
   if (deepName.empty() != (deepPrefetch == 0))
-    return driverError("kernel '" + name + "': a deep entry needs both its "
-                       "name and its prefetch depth (got '" + deepName +
-                       "' and " + Twine(deepPrefetch) + ")");
+    return driverError("kernel '" + name +
+                       "': a deep entry needs both its "
+                       "name and its prefetch depth (got '" +
+                       deepName + "' and " + Twine(deepPrefetch) + ")");
   std::unique_ptr<ScanKernel> k(new ScanKernel(device));
   k->maxBlockSize = maxBlockSize;
   k->neuronsPerThread = neuronsPerThread;
@@ -521,8 +520,8 @@ bool ScanKernel::takesDeepEntry(int64_t T, int64_t NCL) const {
                               uint64_t(device.multiprocessorCount());
 }
 
-const ScanKernel::Entry &ScanKernel::entryFor(ArrayRef<void *> ptrs,
-                                              int64_t T, int64_t NCL) const {
+const ScanKernel::Entry &ScanKernel::entryFor(ArrayRef<void *> ptrs, int64_t T,
+                                              int64_t NCL) const {
   if (takesDeepEntry(T, NCL))
     return entries[2];
   return baseEntryFor(takesVectorEntry(ptrs, NCL));
