@@ -54,7 +54,11 @@ def ConvertFlexSNToGPU : Pass<"convert-flexsn-to-gpu", "ModuleOp"> {
     it only when NCL is a multiple of W and every [T, NCL] and [NCL] pointer
     is aligned to W elements. The scalar entry `@<kernel>_scalar`: thread g
     handles neuron g, for every other launch and for a small NCL (more warps
-    in flight). The runtime chooses the entry per launch on the host, and
+    in flight). A kernel whose reads a step are few bytes has a third, the
+    deep entry `@<kernel>_deep` (getDeepEntryPrefetch): one neuron per
+    thread with about 64 bytes of reads in flight per thread, for launches
+    with few threads per SM and a long T; with an explicit `prefetch` there
+    is none. The runtime chooses the entry per launch on the host, and
     the driver compiles an entry the first time a launch takes it. Thread
     g = blockIdx.x * blockDim.x + threadIdx.x; each thread loops over time
     with its states in registers. T, NCL and the block size are run-time
