@@ -202,6 +202,7 @@ public:
       return e;
     if (Error e = launch(name, buffers, ptrs, T, NCL))
       return e;
+    entry = kernels.at(name)->describeLaunch(asAddresses(ptrs), T, NCL).entry;
     if (Error e = device->synchronize())
       return e;
     for (auto [b, p] : llvm::zip_equal(buffers, ptrs))
@@ -314,9 +315,7 @@ private:
     auto kernel = kernelFor(name, buffers);
     if (!kernel)
       return kernel.takeError();
-    std::vector<void *> addresses = asAddresses(ptrs);
-    entry = (*kernel)->describeLaunch(addresses, T, NCL).entry;
-    return (*kernel)->launch(addresses, T, NCL, nullptr);
+    return (*kernel)->launch(asAddresses(ptrs), T, NCL, nullptr);
   }
 
   std::string lastEntry() const override { return entry; }
@@ -366,7 +365,7 @@ private:
   std::unique_ptr<cuda::Device> device;
   std::string ptx;
   Manifest manifest;
-  std::string entry; // the last launch's
+  std::string entry; // the last run()'s
   llvm::StringMap<std::unique_ptr<cuda::ScanKernel>> kernels;
   HarnessOptions options;
   std::vector<cuda::DevicePtr> allocations;
@@ -872,12 +871,16 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
     cmp.result.masked = llvm::count(cmp.mask, 1);
   }
 
-  if (kind != "backward") {
-    os << "kernel " << firstSpec->name << ": T=" << T << " NCL=" << NCL
+  // "kernel NAME: T=.. NCL=.. backend=.. [entry=..]", after its run.
+  auto printRun = [&](StringRef name) {
+    os << "kernel " << name << ": T=" << T << " NCL=" << NCL
        << " backend=" << runner.backend();
     if (std::string entry = runner.lastEntry(); !entry.empty())
       os << " entry=" << entry;
     os << "\n";
+  };
+  if (kind != "backward") {
+    printRun(firstSpec->name);
     if (check)
       if (Error e = checkWithInterpreter(first, firstSpec->variant, T, NCL,
                                          fwd, cmp))
@@ -917,11 +920,7 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
   }
   if (Error e = runner.run(bspec->name, bwd, T, NCL))
     return std::move(e);
-  os << "kernel " << bspec->name << ": T=" << T << " NCL=" << NCL
-     << " backend=" << runner.backend();
-  if (std::string entry = runner.lastEntry(); !entry.empty())
-    os << " entry=" << entry;
-  os << "\n";
+  printRun(bspec->name);
 
   if (check) {
     // The training forward's results against the interpreter.

@@ -91,8 +91,8 @@ public:
   virtual llvm::Error bench(llvm::StringRef name,
                             std::vector<HostBuffer> &buffers, int64_t T,
                             int64_t NCL, llvm::raw_ostream &os) = 0;
-  /// The kernel entry the last run() or bench() launched (CUDA: the
-  /// vector, scalar or deep entry); empty where a kernel has one entry.
+  /// The kernel entry the last run() launched (CUDA: the vector, scalar or
+  /// deep entry); empty where a kernel has one entry.
   virtual std::string lastEntry() const { return ""; }
 };
 
