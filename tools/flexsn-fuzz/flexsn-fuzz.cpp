@@ -49,10 +49,10 @@ namespace cl = llvm::cl;
 /// Only these options show in --help (not LLVM's own).
 static cl::OptionCategory fuzzCategory("flexsn-fuzz options");
 
-static cl::opt<unsigned> clCount(cl::cat(fuzzCategory), "count", cl::desc("cores to generate"),
-                                 cl::init(100));
-static cl::opt<uint64_t> clSeed(cl::cat(fuzzCategory), "seed", cl::desc("seed of the whole run"),
-                                cl::init(1));
+static cl::opt<unsigned> clCount(cl::cat(fuzzCategory), "count",
+                                 cl::desc("cores to generate"), cl::init(100));
+static cl::opt<uint64_t> clSeed(cl::cat(fuzzCategory), "seed",
+                                cl::desc("seed of the whole run"), cl::init(1));
 static cl::opt<unsigned> clFirst(cl::cat(fuzzCategory), "first",
                                  cl::desc("index of the first core (replay "
                                           "one core with --first=i --count=1)"),
@@ -62,14 +62,15 @@ static cl::opt<unsigned> clPrefetch(
     cl::desc("steps of loads in flight in the kernels (default: 1 on the CPU, "
              "chosen per kernel on the GPU; 2-8 test the pipelined loop)"),
     cl::init(0));
-static cl::opt<unsigned> clJobs(cl::cat(fuzzCategory), "jobs", cl::desc("worker processes"),
-                                cl::init(1));
+static cl::opt<unsigned> clJobs(cl::cat(fuzzCategory), "jobs",
+                                cl::desc("worker processes"), cl::init(1));
 static cl::opt<bool> clCuda(cl::cat(fuzzCategory), "cuda",
                             cl::desc("also run every kernel on the GPU"));
 static cl::opt<std::string> clOut(cl::cat(fuzzCategory), "out",
                                   cl::desc("where failing cores are written"),
                                   cl::init("."));
-static cl::opt<bool> clVerbose(cl::cat(fuzzCategory), "v", cl::desc("print every core and result"));
+static cl::opt<bool> clVerbose(cl::cat(fuzzCategory), "v",
+                               cl::desc("print every core and result"));
 static cl::opt<double> clTolerance(
     cl::cat(fuzzCategory), "tolerance",
     cl::desc("max relative error of every comparison (default: by the "

@@ -41,13 +41,14 @@ namespace cl = llvm::cl;
 /// Only these options show in --help (not LLVM's own).
 static cl::OptionCategory runCategory("flexsn-run options");
 
-static cl::opt<std::string> clInput(cl::cat(runCategory), cl::Positional, cl::desc("<input .mlir>"),
-                                    cl::Required);
+static cl::opt<std::string> clInput(cl::cat(runCategory), cl::Positional,
+                                    cl::desc("<input .mlir>"), cl::Required);
 static cl::opt<std::string> clBackend(cl::cat(runCategory), "backend",
-                                      cl::desc("cpu or cuda"),
-                                      cl::init("cpu"));
-static cl::opt<int64_t> clT(cl::cat(runCategory), "T", cl::desc("time steps"), cl::init(8));
-static cl::opt<int64_t> clNCL(cl::cat(runCategory), "ncl", cl::desc("neurons (N*C*L flattened)"),
+                                      cl::desc("cpu or cuda"), cl::init("cpu"));
+static cl::opt<int64_t> clT(cl::cat(runCategory), "T", cl::desc("time steps"),
+                            cl::init(8));
+static cl::opt<int64_t> clNCL(cl::cat(runCategory), "ncl",
+                              cl::desc("neurons (N*C*L flattened)"),
                               cl::init(1024));
 static cl::opt<std::string>
     clVariant(cl::cat(runCategory), "variant",
@@ -58,18 +59,21 @@ static cl::opt<std::string>
             cl::desc("storage type of every sequence and state: f32, f16, "
                      "bf16, f64 (default: as written)"),
             cl::init(""));
-static cl::opt<bool> clCheck(cl::cat(runCategory), "check",
-                             cl::desc("compare with the reference interpreter"));
-static cl::opt<bool> clBench(cl::cat(runCategory), "bench", cl::desc("time the kernel"));
-static cl::opt<std::string> clFunc(cl::cat(runCategory), "func",
-                                   cl::desc("kernel function (default: the only one)"),
-                                   cl::init(""));
-static cl::opt<uint64_t> clSeed(cl::cat(runCategory), "seed", cl::desc("random seed"), cl::init(0));
+static cl::opt<bool>
+    clCheck(cl::cat(runCategory), "check",
+            cl::desc("compare with the reference interpreter"));
+static cl::opt<bool> clBench(cl::cat(runCategory), "bench",
+                             cl::desc("time the kernel"));
+static cl::opt<std::string>
+    clFunc(cl::cat(runCategory), "func",
+           cl::desc("kernel function (default: the only one)"), cl::init(""));
+static cl::opt<uint64_t> clSeed(cl::cat(runCategory), "seed",
+                                cl::desc("random seed"), cl::init(0));
 static cl::opt<unsigned> clThreads(cl::cat(runCategory), "threads",
                                    cl::desc("CPU threads (0: all)"),
                                    cl::init(0));
-static cl::opt<unsigned> clReps(cl::cat(runCategory), "reps", cl::desc("timed repetitions"),
-                                cl::init(20));
+static cl::opt<unsigned> clReps(cl::cat(runCategory), "reps",
+                                cl::desc("timed repetitions"), cl::init(20));
 static cl::list<std::string>
     clSaveOps(cl::cat(runCategory), "save-ops", cl::CommaSeparated,
               cl::desc("forward/backward: body ops whose results the "
@@ -97,8 +101,9 @@ static cl::opt<double> clTieMargin(
 
 static cl::opt<unsigned> clPrefetch(
     cl::cat(runCategory), "prefetch",
-    cl::desc("steps of loads in flight in the kernels' time loop, 1-32 (default: "
-             "chosen per kernel on the GPU, 1 on the CPU)"),
+    cl::desc(
+        "steps of loads in flight in the kernels' time loop, 1-32 (default: "
+        "chosen per kernel on the GPU, 1 on the CPU)"),
     cl::init(0));
 
 static cl::opt<unsigned> clNeuronsPerThread(
