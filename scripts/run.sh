@@ -8,8 +8,9 @@
 # and a CPU run checked against the reference interpreter and adjoint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+# PyTorch first: configuring the build looks for it (libFlexSNTorch.so).
 scripts/python_deps.sh
+scripts/setup.sh
 BUILD_DIR=${FLEXSN_BUILD_DIR:-build}
 BIN="$BUILD_DIR/bin"
 export FLEXSN_LIBRARY=${FLEXSN_LIBRARY:-$PWD/$BUILD_DIR/lib/libFlexSN.so}

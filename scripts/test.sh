@@ -3,11 +3,13 @@
 # tools, C API), a 300-core flexsn-fuzz smoke run (differential: kernels vs
 # the reference interpreter and adjoint; --cuda too where a GPU is present)
 # and the Python package's pytest suite (cpu backend here; the cuda backend
-# too where a GPU is present).
+# too where a GPU is present), twice: on the native call path
+# (libFlexSNTorch.so) and on the ctypes path the package falls back to.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+# PyTorch first: configuring the build looks for it (libFlexSNTorch.so).
 scripts/python_deps.sh
+scripts/setup.sh
 BUILD_DIR=${FLEXSN_BUILD_DIR:-build}
 ninja -C "$BUILD_DIR" check-flexsn
 FUZZ_CUDA=""
@@ -18,4 +20,7 @@ fi
   --out="$BUILD_DIR/fuzz-failures"
 export FLEXSN_LIBRARY=${FLEXSN_LIBRARY:-$PWD/$BUILD_DIR/lib/libFlexSN.so}
 cd python-bindings
+${PYTHON:-python3} -c 'import flexsn._native as n; print("== pytest, call path", n.status())'
 ${PYTHON:-python3} -m pytest -q -p no:cacheprovider tests
+echo "== pytest, call path ctypes (FLEXSN_NATIVE=0)"
+FLEXSN_NATIVE=0 ${PYTHON:-python3} -m pytest -q -p no:cacheprovider tests

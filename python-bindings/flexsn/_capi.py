@@ -25,6 +25,7 @@ TARGET_CUDA = 1
 _lock = threading.Lock()
 _lib = None
 _build = ""
+_path = ""
 
 
 def _candidates() -> list[Path]:
@@ -86,8 +87,9 @@ def lib() -> ctypes.CDLL:
                 tried.append(f"{path} ({e})")
                 continue
             _declare(handle)
-            global _build
+            global _build, _path
             stat = path.stat()
+            _path = str(path.resolve())
             _build = f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
             version = handle.flexsn_api_version()
             if version != API_VERSION:
@@ -99,6 +101,12 @@ def lib() -> ctypes.CDLL:
         raise FlexSNError(
             "cannot load libFlexSN.so; tried: " + "; ".join(tried)
             + ". Set FLEXSN_LIBRARY to its path.")
+
+
+def library_path() -> str:
+    """The path of the loaded libFlexSN.so."""
+    lib()
+    return _path
 
 
 def _take_string(ptr: ctypes.c_void_p) -> str:

@@ -24,7 +24,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from . import _capi
+from . import _capi, _native
 from ._errors import FlexSNError
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
@@ -179,7 +179,7 @@ class Bound:
     pointers and launches: no dictionaries, no views."""
 
     __slots__ = ("name", "variant", "handle", "num", "array", "reads", "read_keys",
-                 "allocs", "cuda", "device", "result_keys")
+                 "allocs", "cuda", "device", "result_keys", "native")
 
     SEQ, STEP, SCALAR = 0, 1, 2
 
@@ -203,6 +203,19 @@ class Bound:
                        for slot, _, dtype, shape in launcher.allocs]
         # the key (meaning, index) of each result, in the order a call returns them
         self.result_keys = [key for _, key, _, _ in launcher.allocs]
+        # The same binding in libFlexSNTorch.so (None: the ctypes path).
+        self.native = None
+        ops = _native.ops()
+        if ops is not None:
+            self.native = ops.bind(
+                self.handle, self.num, self.cuda,
+                [v for slot, position in self.reads for v in (slot, position)],
+                [slot for slot, _, _ in self.allocs],
+                [str(dtype).rsplit(".", 1)[-1] for _, dtype, _ in self.allocs],
+                [kind for _, _, kind in self.allocs])
+
+    def __del__(self):
+        _native.release(getattr(self, "native", None))
 
     def index(self, key) -> int:
         """Where the result `key` is in a call's returned list."""
@@ -210,6 +223,14 @@ class Bound:
 
     def __call__(self, args: Sequence, T: int, NCL: int, seq_shape: tuple,
                  step_shape: tuple, device: torch.device) -> list:
+        if self.native is not None:
+            try:
+                return _native.launch(self.native, args,
+                                      current_stream(self.device) if self.cuda else 0)
+            except RuntimeError as e:
+                if str(e).startswith("flexsn: kernel launch failed"):
+                    raise FlexSNError(str(e)[len("flexsn: "):]) from None
+                raise
         vals: list = [None] * self.num
         for slot, j in self.reads:
             t = args[j]

@@ -16,7 +16,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from . import _program, _tracer
+from . import _native, _program, _tracer
 from ._errors import FallbackWarning, UnsupportedOpError
 
 FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
@@ -150,6 +150,19 @@ class TrainPrep:
         self.num_leaves = n
         self.non_differentiable = cc.non_differentiable
         self._preloaded = None
+        # Forward and backward as one C++ autograd node (None: ScanFunction).
+        self.native = None
+        ops = _native.ops()
+        if ops is not None and self.forward.native is not None \
+                and self.backward.native is not None:
+            self.native = ops.bind_train(
+                self.forward.native, self.backward.native, self.out_ix, self.seq_ix,
+                [-1 if ix is None else ix for ix in self.grad_ix],
+                list(self.non_differentiable))
+        self.cuda, self.device_index = self.forward.cuda, self.forward.device
+
+    def __del__(self):
+        _native.release(getattr(self, "native", None))
 
     def preload(self, NCL: int) -> None:
         """The backward's entry for NCL starts compiling in the background on
@@ -180,6 +193,11 @@ class TrainPrep:
         return out
 
 
+NOT_TWICE = ("flexsn: the backward of a compiled core is not differentiable "
+             "(create_graph=True, double backward); run the core with "
+             "backend='torch' for that")
+
+
 class ScanFunction(torch.autograd.Function):
     """Training forward kernel, and the backward kernel for BPTT."""
 
@@ -197,8 +215,13 @@ class ScanFunction(torch.autograd.Function):
         return result
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, *grads):
+        # The kernels compute first-order gradients. once_differentiable
+        # would not do here: its error node is skipped by a second
+        # torch.autograd.grad(..., inputs) that it does not lead to, which
+        # then returns a derivative without the kernels' terms.
+        if torch.is_grad_enabled() and any(g is not None and g.requires_grad for g in grads):
+            raise RuntimeError(NOT_TWICE)
         prep: TrainPrep = ctx.prep
         n = prep.num_leaves
         saved = ctx.saved_tensors
@@ -397,7 +420,11 @@ def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bo
         return outs, None, rest
     prep = prepare_train(cc, first.dtype, device, p_dtypes, p_scalar, mask)
     prep.preload(NCL)
-    res = ScanFunction.apply(prep, geom, *xs, *s0, *ps)
+    if prep.native is not None:
+        res = _native.train(prep.native, xs + s0 + ps,
+                            _program.current_stream(prep.device_index) if prep.cuda else 0)
+    else:
+        res = ScanFunction.apply(prep, geom, *xs, *s0, *ps)
     no = cc.num_outputs
     outs, seqs = list(res[:no]), list(res[no:])
     return outs, (seqs if want_seqs else None), [q[-1] for q in seqs]

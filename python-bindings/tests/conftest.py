@@ -34,3 +34,48 @@ def assert_close(a, b, dtype=torch.float32, what=""):
     err = (a - b).abs().max().item() if a.numel() else 0.0
     bound = tol + tol * b.abs().max().item() if b.numel() else tol
     assert err <= bound, f"{what}: max abs error {err:.3e} > {bound:.3e}"
+
+
+class LaunchSpy:
+    """What each launch of a `with` block passed as pointers, on whichever
+    call path runs (the ctypes path: through Bound.__call__; the native one:
+    libFlexSNTorch.so's launch trace). `launches` holds, per launch, the
+    kernel's variant and the (meaning, index) keys of its reads that were
+    null pointers."""
+
+    def __init__(self, monkeypatch):
+        from flexsn import _native, _program
+        self.launches = []
+        self._native = _native.ops()
+        self._bounds = {}
+        init, call = _program.Bound.__init__, _program.Bound.__call__
+        bounds, launches = self._bounds, self.launches
+
+        def spy_init(b, *a, **k):
+            init(b, *a, **k)
+            if b.native is not None:
+                bounds[b.native] = b
+        monkeypatch.setattr(_program.Bound, "__init__", spy_init)
+        if self._native is None:
+            def spy_call(b, args, *rest):
+                launches.append((b.variant, sorted(
+                    key for (_, j), key in zip(b.reads, b.read_keys) if args[j] is None)))
+                return call(b, args, *rest)
+            monkeypatch.setattr(_program.Bound, "__call__", spy_call)
+
+    def __enter__(self):
+        if self._native is not None:
+            self._native.trace(True)
+        return self
+
+    def __exit__(self, *exc):
+        if self._native is None:
+            return
+        log = self._native.trace(False)
+        i = 0
+        while i < len(log):
+            b, n = self._bounds[log[i]], log[i + 1]
+            null = log[i + 2:i + 2 + n]
+            i += 2 + n
+            self.launches.append((b.variant, sorted(
+                key for (slot, _), key in zip(b.reads, b.read_keys) if null[slot])))

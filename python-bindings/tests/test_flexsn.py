@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import flexsn
-from conftest import assert_close
+from conftest import LaunchSpy, assert_close
 from cores import lif, tutorial
 
 SHAPES = [(8,), (4, 8), (2, 3, 8)]
@@ -233,33 +233,29 @@ def test_default_zero_states_pass_null_state_pointers(device, monkeypatch):
     """From the default zero states, inference and training pass a null
     initial-state pointer, which every kernel reads as zeros: no zeros are
     allocated or filled per call, and the results and gradients are those
-    of the torch loop."""
-    from flexsn import _program
-    seen = []
-    call = _program.Bound.__call__
-
-    def spy(self, args, *rest):
-        seen.append((self.variant, [args[j] is None for (_, j), key in
-                                    zip(self.reads, self.read_keys) if key[0] == "init_state"]))
-        return call(self, args, *rest)
-    monkeypatch.setattr(_program.Bound, "__call__", spy)
+    of the torch loop (on either call path, native or ctypes)."""
+    spy = LaunchSpy(monkeypatch)
     c = flexsn.FlexSN(lif(), num_inputs=1, num_states=1, backend=device.type)
     r = flexsn.FlexSN(lif(), num_inputs=1, num_states=1, backend="torch")
     x = torch.randn(5, 6, device=device) * 2
-    with torch.no_grad():
+    with spy, torch.no_grad():
         assert_close(c(x), r(x))
         assert_close(c(x), r(x), what="second call, from the carried states")
-    assert seen == [("final_state", [True]), ("final_state", [False])]
+    state = ("init_state", 0)
+    assert [(v, state in null) for v, null in spy.launches] == \
+        [("final_state", True), ("final_state", False)]
     c.reset(), r.reset()
-    seen.clear()
+    spy.launches.clear()
     xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
     g = torch.randn_like(x)
-    sa, sb = c(xa), r(xb)
-    assert_close(sa, sb)
-    sa.backward(g)
-    sb.backward(g)
+    with spy:
+        sa, sb = c(xa), r(xb)
+        assert_close(sa, sb)
+        sa.backward(g)
+        sb.backward(g)
     assert_close(xa.grad, xb.grad, what="x.grad from zero states")
-    assert seen == [("forward", [True]), ("backward", [True])]
+    assert [(v, state in null) for v, null in spy.launches] == \
+        [("forward", True), ("backward", True)]
 
 
 def picklable_core(x, v):
@@ -391,28 +387,22 @@ def test_results_without_gradient_pass_no_buffer(device, monkeypatch):
     reaches the backward kernel as a NULL pointer (read as zeros), not as a
     tensor of zeros: no [T, NCL] fill per missing gradient, same gradients
     as the torch loop."""
-    from flexsn import _program
-    seen = []
-    call = _program.Bound.__call__
-
-    def spy(self, args, *rest):
-        if self.variant == "backward":
-            seen.append(sorted(key for (_, j), key in zip(self.reads, self.read_keys)
-                               if key[0].startswith("grad_") and args[j] is not None))
-        return call(self, args, *rest)
-    monkeypatch.setattr(_program.Bound, "__call__", spy)
+    spy = LaunchSpy(monkeypatch)
     m = flexsn.FlexSN(tutorial(), 2, 2, 2, backend=device.type, store_state_seqs=True)
     r = flexsn.FlexSN(tutorial(), 2, 2, 2, backend="torch", store_state_seqs=True)
     x = torch.randn(6, 40, device=device)
     y = torch.randn(6, 40, device=device)
     xa, ya = x.clone().requires_grad_(), y.clone().requires_grad_()
     xb, yb = x.clone().requires_grad_(), y.clone().requires_grad_()
-    s1a, _ = m(xa, ya)
-    s1b, _ = r(xb, yb)
-    g = torch.randn_like(s1a)
-    s1a.backward(g)
-    s1b.backward(g)
-    assert seen == [[("grad_output", 0)]]
+    with spy:
+        s1a, _ = m(xa, ya)
+        s1b, _ = r(xb, yb)
+        g = torch.randn_like(s1a)
+        s1a.backward(g)
+        s1b.backward(g)
+    grads = [sorted(k for k in null if k[0].startswith("grad_"))
+             for v, null in spy.launches if v == "backward"]
+    assert grads == [[("grad_output", 1), ("grad_state_seq", 0), ("grad_state_seq", 1)]]
     assert_close(xa.grad, xb.grad, what="x.grad")
     assert_close(ya.grad, yb.grad, what="y.grad")
 

@@ -1,0 +1,393 @@
+//===- FlexSNTorch.cpp - The Python package's native call path ------------===//
+//
+// libFlexSNTorch.so: PyTorch operators (namespace `flexsn_native`) that run
+// a compiled kernel with no Python between the call and the launch. The
+// Python package binds each kernel once (which tensor of a call each pointer
+// reads, which result it writes, of what dtype and shape) and then calls:
+//
+//   launch(id, args, stream)  allocates the results and launches one kernel
+//                             (inference, final_state);
+//   train(id, leaves, stream) the training forward as an autograd node whose
+//                             backward launches the backward kernel, both in
+//                             C++ (no Python autograd.Function on the step).
+//
+// It links against libtorch only, never against libFlexSN.so: the package
+// hands it the address of `flexsn_kernel_launch` and `flexsn_free` of the
+// library it loaded (ctypes), so both paths use one copy of the runtime. It
+// is built against one PyTorch version; the package loads it only under that
+// version (flexsn/_native.py) and otherwise keeps its ctypes path.
+//
+//===----------------------------------------------------------------------===//
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/SmallVector.h>
+#include <torch/autograd.h>
+#include <torch/custom_class.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The C API's launch (include/flexsn-c/FlexSN.h), by address.
+using LaunchFn = int (*)(const void *kernel, void *const *ptrs,
+                         size_t numPtrs, int64_t T, int64_t NCL, void *stream,
+                         unsigned threads, char **error);
+using FreeFn = void (*)(void *ptr);
+
+std::atomic<LaunchFn> launchFn{nullptr};
+std::atomic<FreeFn> freeFn{nullptr};
+
+/// One kernel's arguments bound to a call: each read pointer takes the
+/// tensor at a position of the call's list (undefined: a null pointer,
+/// which the kernel reads as zeros where the manifest allows it); each
+/// written pointer a fresh result.
+struct BoundKernel {
+  enum Shape : int64_t { Seq = 0, Step = 1, Scalar = 2 };
+  struct Result {
+    int64_t slot;
+    c10::ScalarType dtype;
+    Shape shape; // [T, *S], [*S], or a zeroed [1] (an accumulated scalar)
+  };
+  int64_t id = 0;
+  const void *kernel = nullptr;
+  size_t numPointers = 0;
+  bool cuda = false;
+  std::vector<std::pair<int64_t, int64_t>> reads; // (slot, position)
+  std::vector<Result> results;
+};
+
+/// The training forward and backward kernels of one configuration, and
+/// where the forward's results and the backward's gradients sit. A custom
+/// class, so that an autograd node can hold it (ctx->saved_data) for as
+/// long as its graph lives, whatever the package releases meanwhile.
+struct BoundTraining : torch::CustomClassHolder {
+  std::shared_ptr<const BoundKernel> forward, backward;
+  std::vector<int64_t> outputIndex, stateSeqIndex; // into forward's results
+  // per leaf (inputs, initial states, parameters): its gradient's index in
+  // the backward's results, or -1 where the backward computes none
+  std::vector<int64_t> gradIndex;
+  // indices into (outputs..., state sequences...) with no gradient path
+  std::vector<int64_t> nonDifferentiable;
+  int64_t numLeaves = 0;
+};
+
+// The launch trace (tests): per launch, the binding's id, its pointer
+// count, then 1 per null pointer and 0 per other.
+std::atomic<bool> tracing{false};
+std::mutex traceMutex;
+std::vector<int64_t> traceLog;
+
+std::mutex registryMutex;
+int64_t nextId = 1;
+std::unordered_map<int64_t, std::shared_ptr<const BoundKernel>> kernels;
+std::unordered_map<int64_t, c10::intrusive_ptr<BoundTraining>> trainings;
+
+template <typename Table>
+typename Table::mapped_type lookup(const Table &table, int64_t id,
+                                   const char *what) {
+  std::lock_guard<std::mutex> lock(registryMutex);
+  auto it = table.find(id);
+  TORCH_CHECK(it != table.end(), "flexsn_native: no bound ", what, " #", id,
+              " (released, or never bound)");
+  return it->second;
+}
+
+c10::ScalarType dtypeNamed(const std::string &name) {
+  if (name == "float32")
+    return at::kFloat;
+  if (name == "float16")
+    return at::kHalf;
+  if (name == "bfloat16")
+    return at::kBFloat16;
+  if (name == "float64")
+    return at::kDouble;
+  TORCH_CHECK(false, "flexsn_native: unknown result dtype '", name, "'");
+}
+
+void init(int64_t launch, int64_t free) {
+  TORCH_CHECK(launch != 0 && free != 0,
+              "flexsn_native.init: null function address");
+  launchFn.store(reinterpret_cast<LaunchFn>(static_cast<uintptr_t>(launch)));
+  freeFn.store(reinterpret_cast<FreeFn>(static_cast<uintptr_t>(free)));
+}
+
+int64_t bindKernel(int64_t kernel, int64_t numPointers, bool cuda,
+                   std::vector<int64_t> reads, std::vector<int64_t> slots,
+                   std::vector<std::string> dtypes,
+                   std::vector<int64_t> shapes) {
+  TORCH_CHECK(kernel != 0, "flexsn_native.bind: null kernel handle");
+  TORCH_CHECK(numPointers >= 0 && reads.size() % 2 == 0 &&
+                  slots.size() == dtypes.size() &&
+                  slots.size() == shapes.size(),
+              "flexsn_native.bind: malformed layout");
+  auto bound = std::make_shared<BoundKernel>();
+  bound->kernel = reinterpret_cast<const void *>(static_cast<uintptr_t>(kernel));
+  bound->numPointers = static_cast<size_t>(numPointers);
+  bound->cuda = cuda;
+  auto inRange = [&](int64_t slot) { return slot >= 0 && slot < numPointers; };
+  for (size_t i = 0; i < reads.size(); i += 2) {
+    TORCH_CHECK(inRange(reads[i]) && reads[i + 1] >= 0,
+                "flexsn_native.bind: read slot out of range");
+    bound->reads.emplace_back(reads[i], reads[i + 1]);
+  }
+  for (size_t i = 0; i < slots.size(); ++i) {
+    TORCH_CHECK(inRange(slots[i]) && shapes[i] >= 0 && shapes[i] <= 2,
+                "flexsn_native.bind: result slot or shape out of range");
+    bound->results.push_back({slots[i], dtypeNamed(dtypes[i]),
+                              static_cast<BoundKernel::Shape>(shapes[i])});
+  }
+  std::lock_guard<std::mutex> lock(registryMutex);
+  bound->id = nextId++;
+  int64_t id = bound->id;
+  kernels.emplace(id, std::move(bound));
+  return id;
+}
+
+int64_t bindTraining(int64_t forward, int64_t backward,
+                     std::vector<int64_t> outputIndex,
+                     std::vector<int64_t> stateSeqIndex,
+                     std::vector<int64_t> gradIndex,
+                     std::vector<int64_t> nonDifferentiable) {
+  auto bound = c10::make_intrusive<BoundTraining>();
+  bound->forward = lookup(kernels, forward, "kernel");
+  bound->backward = lookup(kernels, backward, "kernel");
+  int64_t numForwardResults = bound->forward->results.size();
+  int64_t numBackwardResults = bound->backward->results.size();
+  for (int64_t i : outputIndex)
+    TORCH_CHECK(i >= 0 && i < numForwardResults,
+                "flexsn_native.bind_train: output index out of range");
+  for (int64_t i : stateSeqIndex)
+    TORCH_CHECK(i >= 0 && i < numForwardResults,
+                "flexsn_native.bind_train: state index out of range");
+  for (int64_t i : gradIndex)
+    TORCH_CHECK(i >= -1 && i < numBackwardResults,
+                "flexsn_native.bind_train: gradient index out of range");
+  int64_t numResults = outputIndex.size() + stateSeqIndex.size();
+  for (int64_t i : nonDifferentiable)
+    TORCH_CHECK(i >= 0 && i < numResults,
+                "flexsn_native.bind_train: result index out of range");
+  bound->outputIndex = std::move(outputIndex);
+  bound->stateSeqIndex = std::move(stateSeqIndex);
+  bound->numLeaves = gradIndex.size();
+  bound->gradIndex = std::move(gradIndex);
+  bound->nonDifferentiable = std::move(nonDifferentiable);
+  std::lock_guard<std::mutex> lock(registryMutex);
+  int64_t id = nextId++;
+  trainings.emplace(id, std::move(bound));
+  return id;
+}
+
+std::vector<int64_t> trace(bool on) {
+  std::lock_guard<std::mutex> lock(traceMutex);
+  tracing.store(on);
+  std::vector<int64_t> log;
+  log.swap(traceLog);
+  return log;
+}
+
+void release(int64_t id) {
+  std::lock_guard<std::mutex> lock(registryMutex);
+  kernels.erase(id);
+  trainings.erase(id);
+}
+
+/// Allocates `bound`'s results and launches it on `args` (input #0 first:
+/// it gives T and the per-step shape). Every tensor was checked by the
+/// Python layer (dtype, device, sizes, contiguity); this only refuses what
+/// would make the pointers meaningless.
+std::vector<at::Tensor> run(const BoundKernel &bound,
+                            const std::vector<at::Tensor> &args,
+                            int64_t stream) {
+  LaunchFn launch = launchFn.load();
+  TORCH_CHECK(launch, "flexsn_native: init() was not called");
+  TORCH_CHECK(!args.empty() && args[0].defined() && args[0].dim() >= 1 &&
+                  args[0].size(0) > 0,
+              "flexsn_native: input #0 must be a [T, ...] tensor with T > 0");
+  const at::Tensor &first = args[0];
+  int64_t T = first.size(0);
+  int64_t NCL = first.numel() / T;
+  c10::SmallVector<void *, 32> pointers(bound.numPointers, nullptr);
+  for (const auto &[slot, position] : bound.reads) {
+    TORCH_CHECK(position < static_cast<int64_t>(args.size()),
+                "flexsn_native: the call passes ", args.size(),
+                " tensors; the kernel reads #", position);
+    const at::Tensor &t = args[position];
+    if (t.defined())
+      pointers[slot] = t.data_ptr();
+  }
+  at::TensorOptions options = first.options();
+  at::IntArrayRef seqShape = first.sizes();
+  at::IntArrayRef stepShape = seqShape.slice(1);
+  std::vector<at::Tensor> results;
+  results.reserve(bound.results.size());
+  for (const BoundKernel::Result &r : bound.results) {
+    at::Tensor t;
+    switch (r.shape) {
+    case BoundKernel::Seq:
+      t = at::empty(seqShape, options.dtype(r.dtype));
+      break;
+    case BoundKernel::Step:
+      t = at::empty(stepShape, options.dtype(r.dtype));
+      break;
+    case BoundKernel::Scalar:
+      t = at::zeros({1}, options.dtype(r.dtype));
+      break;
+    }
+    pointers[r.slot] = t.data_ptr();
+    results.push_back(std::move(t));
+  }
+  if (tracing.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(traceMutex);
+    traceLog.push_back(bound.id);
+    traceLog.push_back(bound.numPointers);
+    for (void *p : pointers)
+      traceLog.push_back(p == nullptr);
+  }
+  char *error = nullptr;
+  void *cuStream =
+      bound.cuda ? reinterpret_cast<void *>(static_cast<uintptr_t>(stream))
+                 : nullptr;
+  unsigned threads = bound.cuda ? 0 : at::get_num_threads();
+  if (launch(bound.kernel, pointers.data(), bound.numPointers, T, NCL,
+             cuStream, threads, &error) != 0) {
+    std::string message = error ? error : "unknown error";
+    if (error)
+      freeFn.load()(error);
+    TORCH_CHECK(false, "flexsn: kernel launch failed: ", message);
+  }
+  return results;
+}
+
+std::vector<at::Tensor> launchOp(int64_t id,
+                                 const c10::List<std::optional<at::Tensor>> &args,
+                                 int64_t stream) {
+  std::shared_ptr<const BoundKernel> bound = lookup(kernels, id, "kernel");
+  std::vector<at::Tensor> tensors;
+  tensors.reserve(args.size());
+  for (const std::optional<at::Tensor> &t : args)
+    tensors.push_back(t.has_value() ? *t : at::Tensor());
+  return run(*bound, tensors, stream);
+}
+
+/// The training forward as an autograd node; its backward runs the backward
+/// kernel on the forward's stream (PyTorch runs a node's backward on the
+/// stream its forward used). Saved: the leaves (undefined where a call
+/// passed none: an initial state of zeros) and the state sequences.
+struct ScanNode : public torch::autograd::Function<ScanNode> {
+  static variable_list forward(AutogradContext *ctx,
+                               const c10::intrusive_ptr<BoundTraining> &bound,
+                               int64_t stream,
+                               const std::vector<at::Tensor> *leaves,
+                               at::TensorList definedLeaves) {
+    (void)definedLeaves; // the same tensors: what autograd tracks
+    std::vector<at::Tensor> results = run(*bound->forward, *leaves, stream);
+    variable_list outputs;
+    outputs.reserve(bound->outputIndex.size() + bound->stateSeqIndex.size());
+    for (int64_t i : bound->outputIndex)
+      outputs.push_back(results[i]);
+    variable_list toSave(leaves->begin(), leaves->end());
+    for (int64_t i : bound->stateSeqIndex) {
+      outputs.push_back(results[i]);
+      toSave.push_back(results[i]);
+    }
+    ctx->set_materialize_grads(false);
+    ctx->save_for_backward(std::move(toSave));
+    ctx->saved_data["stream"] = stream;
+    ctx->saved_data["bound"] = c10::IValue(bound);
+    if (!bound->nonDifferentiable.empty()) {
+      variable_list fixed;
+      for (int64_t i : bound->nonDifferentiable)
+        fixed.push_back(outputs[i]);
+      ctx->mark_non_differentiable(fixed);
+    }
+    return outputs;
+  }
+
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    c10::intrusive_ptr<BoundTraining> bound =
+        ctx->saved_data["bound"].toCustomClass<BoundTraining>();
+    // The kernels compute first-order gradients only: a graph of the
+    // backward (create_graph=True) would silently lack their terms.
+    if (torch::autograd::GradMode::is_enabled())
+      for (const at::Tensor &g : grads)
+        TORCH_CHECK(!g.defined() || !g.requires_grad(),
+                    "flexsn: the backward of a compiled core is not "
+                    "differentiable (create_graph=True, double backward); "
+                    "run the core with backend='torch' for that");
+    variable_list saved = ctx->get_saved_variables();
+    int64_t n = bound->numLeaves;
+    std::vector<at::Tensor> args(saved.begin(), saved.end());
+    for (at::Tensor &g : grads)
+      args.push_back(g.defined() && !g.is_contiguous() ? g.contiguous()
+                                                       : std::move(g));
+    std::vector<at::Tensor> results =
+        run(*bound->backward, args, ctx->saved_data["stream"].toInt());
+    // Two untracked arguments (bound, stream), the leaves' pointer, then
+    // one gradient per tracked (defined) leaf.
+    variable_list out(3);
+    for (int64_t j = 0; j < n; ++j) {
+      const at::Tensor &leaf = saved[j];
+      if (!leaf.defined())
+        continue;
+      int64_t ix = bound->gradIndex[j];
+      if (ix < 0) {
+        out.emplace_back();
+        continue;
+      }
+      at::Tensor g = results[ix];
+      if (g.scalar_type() != leaf.scalar_type())
+        g = g.to(leaf.scalar_type());
+      if (g.sizes() != leaf.sizes()) // a state or scalar shaped otherwise
+        g = g.view(leaf.sizes());
+      out.push_back(std::move(g));
+    }
+    return out;
+  }
+};
+
+std::vector<at::Tensor> trainOp(int64_t id,
+                                const c10::List<std::optional<at::Tensor>> &leaves,
+                                int64_t stream) {
+  c10::intrusive_ptr<BoundTraining> bound = lookup(trainings, id, "training");
+  TORCH_CHECK(static_cast<int64_t>(leaves.size()) == bound->numLeaves,
+              "flexsn_native.train: ", leaves.size(), " leaves for a kernel of ",
+              bound->numLeaves);
+  std::vector<at::Tensor> all;
+  std::vector<at::Tensor> defined;
+  all.reserve(leaves.size());
+  for (const std::optional<at::Tensor> &t : leaves) {
+    all.push_back(t.has_value() ? *t : at::Tensor());
+    if (all.back().defined())
+      defined.push_back(all.back());
+  }
+  return ScanNode::apply(bound, stream, &all, at::TensorList(defined));
+}
+
+} // namespace
+
+TORCH_LIBRARY(flexsn_native, m) {
+  m.class_<BoundTraining>("BoundTraining");
+  m.def("init(int launch, int free) -> ()", &init);
+  m.def("bind(int kernel, int num_pointers, bool cuda, int[] reads, "
+        "int[] result_slots, str[] result_dtypes, int[] result_shapes) -> int",
+        &bindKernel);
+  m.def("bind_train(int forward, int backward, int[] output_index, "
+        "int[] state_seq_index, int[] grad_index, int[] non_differentiable) "
+        "-> int",
+        &bindTraining);
+  m.def("release(int id) -> ()", &release);
+  m.def("trace(bool on) -> int[]", &trace);
+  m.def("launch(int id, Tensor?[] args, int stream) -> Tensor[]", &launchOp);
+  m.def("train(int id, Tensor?[] leaves, int stream) -> Tensor[]", &trainOp);
+}

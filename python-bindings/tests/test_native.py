@@ -1,0 +1,174 @@
+"""The native call path (libFlexSNTorch.so) against the ctypes path: the
+same results and gradients bit for bit, its errors, and when the package
+falls back to ctypes. The rest of the suite runs on whichever path is
+active (scripts/test.sh runs it once on each)."""
+
+import pytest
+import torch
+
+import flexsn
+from conftest import assert_close
+from cores import lif, tutorial
+from flexsn import _native
+
+native_only = pytest.mark.skipif(_native.ops() is None,
+                                 reason=f"call path: {_native.status()}")
+
+
+def _run_ctypes(monkeypatch, fn):
+    with monkeypatch.context() as m:
+        m.setattr(_native, "ops", lambda: None)
+        return fn()
+
+
+def test_status_names_the_path():
+    s = _native.status()
+    assert s.startswith("native: loaded ") or s.startswith("ctypes: "), s
+
+
+@native_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_native_matches_ctypes_bitwise(device, monkeypatch, dtype):
+    """The tutorial core (two inputs, two states, a captured parameter):
+    inference, then training with gradients for inputs, initial states and
+    the parameter, on both paths; identical bits, and one C++ node on the
+    native path."""
+    w = torch.randn(24, device=device, dtype=dtype, requires_grad=True)
+
+    def core(x, y, h1, h2):
+        h1 = h1 * 0.5 + x * w
+        h2 = h2 * 0.25 + torch.sigmoid(y) * h1
+        return (h1 >= 1).to(x.dtype), h2 * 2, h1, h2
+
+    torch.manual_seed(3)
+    x = torch.randn(7, 2, 24, device=device, dtype=dtype) * 2
+    y = torch.randn(7, 2, 24, device=device, dtype=dtype)
+    s1 = torch.randn(2, 24, device=device, dtype=dtype)
+    s2 = torch.randn(2, 24, device=device, dtype=dtype)
+
+    def run(mod_kw):
+        k = flexsn.FlexSNKernel(core, 2, 2, backend=device.type, **mod_kw)
+        with torch.no_grad():
+            inf = k.run([x, y], [s1, s2], want_seqs=True)
+        leaves = [t.clone().requires_grad_() for t in (x, y, s1, s2)]
+        w.grad = None
+        outs, seqs, finals = k.run(leaves[:2], leaves[2:], want_seqs=True)
+        loss = (outs[0] * 3 + outs[1]).sum() + seqs[0].sum() + finals[1].sum()
+        loss.backward()
+        return inf, outs, [t.grad for t in leaves] + [w.grad.clone()], outs[1].grad_fn
+
+    a = run({})
+    b = _run_ctypes(monkeypatch, lambda: run({}))
+    flat = lambda r: [t for part in r[0] if part is not None for t in part] + r[1] + r[2]
+    for ta, tb in zip(flat(a), flat(b)):
+        assert torch.equal(ta, tb)
+    assert type(a[3]).__name__ == "CppFunction"
+    assert type(b[3]).__name__ != "CppFunction"
+
+
+@native_only
+def test_native_zero_states_and_T1(device):
+    """No initial states (null pointers) and T = 1 on the native path, against
+    the torch loop."""
+    c = flexsn.FlexSN(tutorial(), 2, 2, 2, backend=device.type)
+    r = flexsn.FlexSN(tutorial(), 2, 2, 2, backend="torch")
+    for T in (1, 5):
+        c.reset(), r.reset()
+        x = (torch.randn(T, 3, 5, device=device) * 2).requires_grad_()
+        y = torch.randn(T, 3, 5, device=device).requires_grad_()
+        xr, yr = x.detach().clone().requires_grad_(), y.detach().clone().requires_grad_()
+        a, b = c(x, y), r(xr, yr)
+        for ta, tb in zip(a, b):
+            assert_close(ta, tb)
+        (a[0].sum() + a[1].sum()).backward()
+        (b[0].sum() + b[1].sum()).backward()
+        assert_close(x.grad, xr.grad, what=f"x.grad T={T}")
+        # at T = 1, y (it only moves the states) reaches no output: the torch
+        # loop leaves its grad None, the kernels give zeros
+        assert_close(y.grad, torch.zeros_like(y) if yr.grad is None else yr.grad,
+                     what=f"y.grad T={T}")
+
+
+@pytest.mark.parametrize("path", ["active", "ctypes"])
+def test_double_backward_is_refused(device, monkeypatch, path):
+    """The kernels compute first-order gradients: asking for a graph of
+    their backward (create_graph=True with a gradient that itself requires
+    grad) raises on both paths, rather than a second derivative that would
+    silently lack the kernels' terms."""
+    def go():
+        k = flexsn.FlexSNKernel(lif(), 1, 1, backend=device.type)
+        x = torch.randn(4, 8, device=device, requires_grad=True)
+        outs, _, _ = k.run([x], [torch.zeros(8, device=device)], want_seqs=False)
+        (g,) = torch.autograd.grad((outs[0] * x).sum(), x, create_graph=True)
+        torch.autograd.grad(g.sum(), x)
+    with pytest.raises(RuntimeError, match="backward of a compiled core is not differentiable"):
+        go() if path == "active" else _run_ctypes(monkeypatch, go)
+
+
+@native_only
+def test_native_operators_refuse_bad_calls():
+    ops = _native.ops()
+    with pytest.raises(RuntimeError, match="no bound kernel #123456789"):
+        ops.launch(123456789, [torch.zeros(2, 2)], 0)
+    with pytest.raises(RuntimeError, match="no bound training #123456789"):
+        ops.train(123456789, [torch.zeros(2, 2)], 0)
+    with pytest.raises(RuntimeError, match="null kernel handle"):
+        ops.bind(0, 2, False, [0, 0], [1], ["float32"], [0])
+    with pytest.raises(RuntimeError, match="read slot out of range"):
+        ops.bind(1, 2, False, [5, 0], [1], ["float32"], [0])
+    with pytest.raises(RuntimeError, match="unknown result dtype 'int8'"):
+        ops.bind(1, 2, False, [0, 0], [1], ["int8"], [0])
+    with pytest.raises(RuntimeError, match="result slot or shape out of range"):
+        ops.bind(1, 2, False, [0, 0], [1], ["float32"], [7])
+    with pytest.raises(RuntimeError, match="no bound kernel"):
+        ops.bind_train(123456789, 123456790, [], [], [], [])
+
+
+@native_only
+def test_native_launch_checks_input0_and_positions():
+    """A bound kernel (a real one, lif's inference) called with no [T, ...]
+    input #0, or fewer tensors than it reads: an error naming it."""
+    k = flexsn.FlexSNKernel(lif(), 1, 1, backend="cpu")
+    x, v = torch.randn(3, 4), torch.zeros(4)
+    with torch.no_grad():
+        k.run([x], [v], want_seqs=False)
+    prep = next(iter(k.compiled.prepared.values()))
+    ident = prep.kernel.native
+    ops = _native.ops()
+    with pytest.raises(RuntimeError, match=r"input #0 must be a \[T, \.\.\.\] tensor with T > 0"):
+        ops.launch(ident, [torch.zeros(0, 4), v], 0)
+    with pytest.raises(RuntimeError, match="the call passes 1 tensors; the kernel reads #1"):
+        ops.launch(ident, [x], 0)
+
+
+def test_fallback_when_built_for_another_torch(monkeypatch):
+    """A libFlexSNTorch.so built for another PyTorch version is not loaded:
+    the ctypes path runs, and status() says why."""
+    saved = (_native._loaded, _native._ops, _native._reason, _native.launch, _native.train)
+    try:
+        _native._loaded, _native._ops = False, None
+        monkeypatch.delenv("FLEXSN_NATIVE", raising=False)
+        monkeypatch.setattr(torch, "__version__", "1.99.0+cpu")
+        s = _native.status()
+        if "no libFlexSNTorch.so" in s:
+            pytest.skip(s)
+        assert s.startswith("ctypes: libFlexSNTorch.so was built for PyTorch "), s
+        assert s.endswith("this is 1.99.0+cpu"), s
+        k = flexsn.FlexSNKernel(lif(), 1, 1, backend="cpu")
+        with torch.no_grad():
+            outs, _, _ = k.run([torch.randn(3, 4)], [torch.zeros(4)], want_seqs=False)
+        assert next(iter(k.compiled.prepared.values())).kernel.native is None
+    finally:
+        (_native._loaded, _native._ops, _native._reason, _native.launch,
+         _native.train) = saved
+
+
+def test_environment_turns_native_off(monkeypatch):
+    saved = (_native._loaded, _native._ops, _native._reason, _native.launch, _native.train)
+    try:
+        _native._loaded, _native._ops = False, None
+        monkeypatch.setenv("FLEXSN_NATIVE", "0")
+        assert _native.status() == "ctypes: FLEXSN_NATIVE=0"
+    finally:
+        (_native._loaded, _native._ops, _native._reason, _native.launch,
+         _native.train) = saved
