@@ -20,7 +20,7 @@ _LAZY = {
 }
 
 __all__ = ["FlexSN", "FlexSNKernel", "surrogate", "neuron", "FlexSNError",
-           "UnsupportedOpError", "FallbackWarning", "library_version"]
+           "UnsupportedOpError", "FallbackWarning", "library_version", "call_path"]
 
 
 def __getattr__(name):
@@ -37,3 +37,10 @@ def library_version() -> str:
     """The loaded libFlexSN's version string."""
     from . import _capi
     return _capi.version()
+
+
+def call_path() -> str:
+    """Which call path runs the kernels, and why: "native: loaded ..."
+    (libFlexSNTorch.so's PyTorch operators) or "ctypes: <reason>"."""
+    from . import _native
+    return _native.status()
