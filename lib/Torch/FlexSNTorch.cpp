@@ -40,9 +40,9 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // The C API's launch (include/flexsn-c/FlexSN.h), by address.
-using LaunchFn = int (*)(const void *kernel, void *const *ptrs,
-                         size_t numPtrs, int64_t T, int64_t NCL, void *stream,
-                         unsigned threads, char **error);
+using LaunchFn = int (*)(const void *kernel, void *const *ptrs, size_t numPtrs,
+                         int64_t T, int64_t NCL, void *stream, unsigned threads,
+                         char **error);
 using FreeFn = void (*)(void *ptr);
 
 std::atomic<LaunchFn> launchFn{nullptr};
@@ -132,7 +132,8 @@ int64_t bindKernel(int64_t kernel, int64_t numPointers, bool cuda,
                   slots.size() == shapes.size(),
               "flexsn_native.bind: malformed layout");
   auto bound = std::make_shared<BoundKernel>();
-  bound->kernel = reinterpret_cast<const void *>(static_cast<uintptr_t>(kernel));
+  bound->kernel =
+      reinterpret_cast<const void *>(static_cast<uintptr_t>(kernel));
   bound->numPointers = static_cast<size_t>(numPointers);
   bound->cuda = cuda;
   auto inRange = [&](int64_t slot) { return slot >= 0 && slot < numPointers; };
@@ -259,8 +260,8 @@ std::vector<at::Tensor> run(const BoundKernel &bound,
       bound.cuda ? reinterpret_cast<void *>(static_cast<uintptr_t>(stream))
                  : nullptr;
   unsigned threads = bound.cuda ? 0 : at::get_num_threads();
-  if (launch(bound.kernel, pointers.data(), bound.numPointers, T, NCL,
-             cuStream, threads, &error) != 0) {
+  if (launch(bound.kernel, pointers.data(), bound.numPointers, T, NCL, cuStream,
+             threads, &error) != 0) {
     std::string message = error ? error : "unknown error";
     if (error)
       freeFn.load()(error);
@@ -269,9 +270,9 @@ std::vector<at::Tensor> run(const BoundKernel &bound,
   return results;
 }
 
-std::vector<at::Tensor> launchOp(int64_t id,
-                                 const c10::List<std::optional<at::Tensor>> &args,
-                                 int64_t stream) {
+std::vector<at::Tensor>
+launchOp(int64_t id, const c10::List<std::optional<at::Tensor>> &args,
+         int64_t stream) {
   std::shared_ptr<const BoundKernel> bound = lookup(kernels, id, "kernel");
   std::vector<at::Tensor> tensors;
   tensors.reserve(args.size());
@@ -356,13 +357,13 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
   }
 };
 
-std::vector<at::Tensor> trainOp(int64_t id,
-                                const c10::List<std::optional<at::Tensor>> &leaves,
-                                int64_t stream) {
+std::vector<at::Tensor>
+trainOp(int64_t id, const c10::List<std::optional<at::Tensor>> &leaves,
+        int64_t stream) {
   c10::intrusive_ptr<BoundTraining> bound = lookup(trainings, id, "training");
   TORCH_CHECK(static_cast<int64_t>(leaves.size()) == bound->numLeaves,
-              "flexsn_native.train: ", leaves.size(), " leaves for a kernel of ",
-              bound->numLeaves);
+              "flexsn_native.train: ", leaves.size(),
+              " leaves for a kernel of ", bound->numLeaves);
   std::vector<at::Tensor> all;
   std::vector<at::Tensor> defined;
   all.reserve(leaves.size());
