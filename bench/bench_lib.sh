@@ -8,6 +8,8 @@ bench_run() {
 }
 # percent of copy bandwidth, e.g. 89
 bench_pct() { sed -n 's/.*kernel median .*, \([0-9]*\)% of copy.*/\1/p' <<<"$1"; }
+# percent of a copy of the same bytes (its time over the kernel's), e.g. 91
+bench_same() { sed -n 's/.*kernel at \([0-9]*\)% of a same-size copy.*/\1/p' <<<"$1"; }
 # kernel median in ms, e.g. 0.0822
 bench_ms() { sed -n 's/.*kernel median \([0-9.]*\) ms.*/\1/p' <<<"$1"; }
 # the entry the launch took, e.g. lif_inference_scalar
