@@ -173,3 +173,30 @@ def test_environment_turns_native_off(monkeypatch):
     finally:
         (_native._loaded, _native._ops, _native._reason, _native.launch,
          _native.train) = saved
+
+
+@pytest.mark.parametrize("path", ["active", "ctypes"])
+def test_retain_graph_and_noncontiguous_gradients(device, monkeypatch, path):
+    """A second backward through a retained graph gives the same gradients
+    again, and gradients arriving as non-contiguous views (a transposed
+    loss) give those of the torch loop, on either path."""
+    def go():
+        c = flexsn.FlexSN(tutorial(), 2, 2, 2, backend=device.type, store_state_seqs=True)
+        x = (torch.randn(6, 5, 3, device=device) * 2).requires_grad_()
+        y = torch.randn(6, 5, 3, device=device).requires_grad_()
+        w = torch.randn(3, 5, 6, device=device)
+        s1, s2 = c(x, y)
+        loss = (s1.transpose(0, 2) * w).sum() + (c.state_seqs[0].permute(2, 1, 0) * w).sum()
+        loss.backward(retain_graph=True)
+        first = (x.grad.clone(), y.grad.clone())
+        x.grad = y.grad = None
+        loss.backward()
+        return first, (x.grad, y.grad), (x, y, w)
+    first, second, (x, y, w) = go() if path == "active" else _run_ctypes(monkeypatch, go)
+    assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])
+    r = flexsn.FlexSN(tutorial(), 2, 2, 2, backend="torch", store_state_seqs=True)
+    xr, yr = x.detach().clone().requires_grad_(), y.detach().clone().requires_grad_()
+    s1, s2 = r(xr, yr)
+    ((s1.transpose(0, 2) * w).sum() + (r.state_seqs[0].permute(2, 1, 0) * w).sum()).backward()
+    assert_close(first[0], xr.grad, what="x.grad")
+    assert_close(first[1], yr.grad, what="y.grad")
