@@ -371,10 +371,12 @@ def measure(args):
         pass
     import flexsn
     versions["flexsn"] = flexsn.__file__
+    versions["flexsn_call_path"] = flexsn.call_path()
     bw = copy_bandwidth(dev)
     append(path, {"kind": "setup", "versions": versions, "copy_bytes_per_s": bw})
     print(f"{versions['device']}: copy {bw / 1e12:.2f} TB/s; torch {versions['torch']}, "
-          f"spikingjelly {versions['spikingjelly']}", flush=True)
+          f"spikingjelly {versions['spikingjelly']}; flexsn call path "
+          f"{versions['flexsn_call_path']}", flush=True)
     shapes = [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")]
     for core in args.cores.split(","):
         for T, N in shapes:
@@ -434,7 +436,8 @@ def report(out):
     v = setup["versions"]
     lines = [f"Device: {v['device']}; copy {setup['copy_bytes_per_s'] / 1e12:.2f} TB/s "
              f"(read + write, measured in the same run); torch {v['torch']}, "
-             f"triton {v.get('triton')}, spikingjelly {v.get('spikingjelly')}.", ""]
+             f"triton {v.get('triton')}, spikingjelly {v.get('spikingjelly')}; flexsn "
+             f"call path: {v.get('flexsn_call_path', 'ctypes (before the native path)')}.", ""]
     cases = []
     for r in data:
         key = (r.get("core"), r.get("T"), r.get("N"), r.get("dtype"))
