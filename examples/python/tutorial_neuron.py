@@ -43,6 +43,7 @@ def main():
     print(f"flexsn {flexsn.__version__} ({flexsn.library_version()}), torch "
           f"{torch.__version__}, device {device}"
           + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
+    print(f"call path: {flexsn.call_path()}")
     ex = tuple(torch.zeros(1, device=device) for _ in range(4))
     # PyTorch's own start-up stays out of the timing: CUDA's, and that of
     # its first backward with a gradient tensor (autograd then imports
