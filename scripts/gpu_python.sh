@@ -16,7 +16,7 @@ export PYTHONPATH=/tmp/site FLEXSN_TEST_INSTALLED=1
 ln -sf /tmp/site/flexsn/libFlexSN.so build/lib/libFlexSN.so
 cp .gpu/flexsn-capi-test build/bin/
 nvidia-smi -L | tee "$OUT/device.txt"
-python3 -c 'import torch, flexsn; print("torch", torch.__version__, torch.cuda.get_device_name(), "| flexsn from", flexsn.__file__)' | tee -a "$OUT/device.txt"
+python3 -c 'import torch, flexsn; print("torch", torch.__version__, torch.cuda.get_device_name(), "| flexsn from", flexsn.__file__, "|", flexsn.call_path())' | tee -a "$OUT/device.txt"
 echo "== C API v2 (cuda mode)"
 build/bin/flexsn-capi-test examples/lif.mlir cuda 2>&1 | tee "$OUT/capi.log" | grep -v '^ok'
 echo "== pytest (cpu + cuda), installed wheel"
@@ -24,6 +24,9 @@ echo "== pytest (cpu + cuda), installed wheel"
 # installed package, not the checkout's python-bindings/flexsn.
 (cd python-bindings && python3 -P -c 'import flexsn; print("tests import", flexsn.__file__)' &&
  python3 -P -m pytest -q -p no:cacheprovider tests 2>&1) | tee "$OUT/pytest.log" | tail -4
+echo "== pytest -m cuda, ctypes call path (FLEXSN_NATIVE=0): test_flexsn, test_native"
+(cd python-bindings && FLEXSN_NATIVE=0 python3 -P -m pytest -q -p no:cacheprovider -m cuda \
+   tests/test_flexsn.py tests/test_native.py 2>&1) | tee "$OUT/pytest-ctypes.log" | tail -2
 echo "== first call"
 python3 bench/first_call.py cuda 2>&1 | tee "$OUT/first_call.log"
 echo "== main job"
