@@ -270,15 +270,21 @@ std::vector<at::Tensor> run(const BoundKernel &bound,
   return results;
 }
 
+/// A Tensor?[] argument as tensors, undefined where it holds None.
+std::vector<at::Tensor>
+asTensors(const c10::List<std::optional<at::Tensor>> &list) {
+  std::vector<at::Tensor> tensors;
+  tensors.reserve(list.size());
+  for (const std::optional<at::Tensor> &t : list)
+    tensors.push_back(t.has_value() ? *t : at::Tensor());
+  return tensors;
+}
+
 std::vector<at::Tensor>
 launchOp(int64_t id, const c10::List<std::optional<at::Tensor>> &args,
          int64_t stream) {
   std::shared_ptr<const BoundKernel> bound = lookup(kernels, id, "kernel");
-  std::vector<at::Tensor> tensors;
-  tensors.reserve(args.size());
-  for (const std::optional<at::Tensor> &t : args)
-    tensors.push_back(t.has_value() ? *t : at::Tensor());
-  return run(*bound, tensors, stream);
+  return run(*bound, asTensors(args), stream);
 }
 
 /// The training forward as an autograd node; its backward runs the backward
@@ -364,14 +370,11 @@ trainOp(int64_t id, const c10::List<std::optional<at::Tensor>> &leaves,
   TORCH_CHECK(static_cast<int64_t>(leaves.size()) == bound->numLeaves,
               "flexsn_native.train: ", leaves.size(),
               " leaves for a kernel of ", bound->numLeaves);
-  std::vector<at::Tensor> all;
+  std::vector<at::Tensor> all = asTensors(leaves);
   std::vector<at::Tensor> defined;
-  all.reserve(leaves.size());
-  for (const std::optional<at::Tensor> &t : leaves) {
-    all.push_back(t.has_value() ? *t : at::Tensor());
-    if (all.back().defined())
-      defined.push_back(all.back());
-  }
+  for (const at::Tensor &t : all)
+    if (t.defined())
+      defined.push_back(t);
   return ScanNode::apply(bound, stream, &all, at::TensorList(defined));
 }
 

@@ -90,7 +90,7 @@ def lib() -> ctypes.CDLL:
             global _build, _path
             stat = path.stat()
             _path = str(path.resolve())
-            _build = f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+            _build = f"{_path}:{stat.st_size}:{stat.st_mtime_ns}"
             version = handle.flexsn_api_version()
             if version != API_VERSION:
                 raise FlexSNError(

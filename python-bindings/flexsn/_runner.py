@@ -159,7 +159,6 @@ class TrainPrep:
                 self.forward.native, self.backward.native, self.out_ix, self.seq_ix,
                 [-1 if ix is None else ix for ix in self.grad_ix],
                 list(self.non_differentiable))
-        self.cuda, self.device_index = self.forward.cuda, self.forward.device
 
     def __del__(self):
         _native.release(getattr(self, "native", None))
@@ -421,8 +420,9 @@ def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bo
     prep = prepare_train(cc, first.dtype, device, p_dtypes, p_scalar, mask)
     prep.preload(NCL)
     if prep.native is not None:
+        fwd = prep.forward
         res = _native.train(prep.native, xs + s0 + ps,
-                            _program.current_stream(prep.device_index) if prep.cuda else 0)
+                            _program.current_stream(fwd.device) if fwd.cuda else 0)
     else:
         res = ScanFunction.apply(prep, geom, *xs, *s0, *ps)
     no = cc.num_outputs

@@ -142,37 +142,34 @@ def test_native_launch_checks_input0_and_positions():
         ops.launch(ident, [x], 0)
 
 
-def test_fallback_when_built_for_another_torch(monkeypatch):
+@pytest.fixture
+def unloaded(monkeypatch):
+    """_native as before its first load (its state comes back afterwards)."""
+    for name in ("_reason", "launch", "train"):
+        monkeypatch.setattr(_native, name, getattr(_native, name))
+    monkeypatch.setattr(_native, "_loaded", False)
+    monkeypatch.setattr(_native, "_ops", None)
+
+
+def test_fallback_when_built_for_another_torch(monkeypatch, unloaded):
     """A libFlexSNTorch.so built for another PyTorch version is not loaded:
     the ctypes path runs, and status() says why."""
-    saved = (_native._loaded, _native._ops, _native._reason, _native.launch, _native.train)
-    try:
-        _native._loaded, _native._ops = False, None
-        monkeypatch.delenv("FLEXSN_NATIVE", raising=False)
-        monkeypatch.setattr(torch, "__version__", "1.99.0+cpu")
-        s = _native.status()
-        if "no libFlexSNTorch.so" in s:
-            pytest.skip(s)
-        assert s.startswith("ctypes: libFlexSNTorch.so was built for PyTorch "), s
-        assert s.endswith("this is 1.99.0+cpu"), s
-        k = flexsn.FlexSNKernel(lif(), 1, 1, backend="cpu")
-        with torch.no_grad():
-            outs, _, _ = k.run([torch.randn(3, 4)], [torch.zeros(4)], want_seqs=False)
-        assert next(iter(k.compiled.prepared.values())).kernel.native is None
-    finally:
-        (_native._loaded, _native._ops, _native._reason, _native.launch,
-         _native.train) = saved
+    monkeypatch.delenv("FLEXSN_NATIVE", raising=False)
+    monkeypatch.setattr(torch, "__version__", "1.99.0+cpu")
+    s = _native.status()
+    if "no libFlexSNTorch.so" in s:
+        pytest.skip(s)
+    assert s.startswith("ctypes: libFlexSNTorch.so was built for PyTorch "), s
+    assert s.endswith("this is 1.99.0+cpu"), s
+    k = flexsn.FlexSNKernel(lif(), 1, 1, backend="cpu")
+    with torch.no_grad():
+        outs, _, _ = k.run([torch.randn(3, 4)], [torch.zeros(4)], want_seqs=False)
+    assert next(iter(k.compiled.prepared.values())).kernel.native is None
 
 
-def test_environment_turns_native_off(monkeypatch):
-    saved = (_native._loaded, _native._ops, _native._reason, _native.launch, _native.train)
-    try:
-        _native._loaded, _native._ops = False, None
-        monkeypatch.setenv("FLEXSN_NATIVE", "0")
-        assert _native.status() == "ctypes: FLEXSN_NATIVE=0"
-    finally:
-        (_native._loaded, _native._ops, _native._reason, _native.launch,
-         _native.train) = saved
+def test_environment_turns_native_off(monkeypatch, unloaded):
+    monkeypatch.setenv("FLEXSN_NATIVE", "0")
+    assert _native.status() == "ctypes: FLEXSN_NATIVE=0"
 
 
 @pytest.mark.parametrize("path", ["active", "ctypes"])
