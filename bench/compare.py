@@ -176,6 +176,14 @@ def make_system(name, core, dev):
     raise ValueError(f"unknown system {name}")
 
 
+def without_fast_path(built):
+    """Our module of make_system("flexsn", ...) with FlexSN.forward's fast
+    path off: every call takes the general path (for A/B timings)."""
+    call, reset = built
+    reset.__self__.__dict__["_fast"] = lambda inputs: None
+    return call, reset
+
+
 def _tuple(r):
     return r if isinstance(r, tuple) else (r,)
 

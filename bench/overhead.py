@@ -1,10 +1,11 @@
 """Per-call overhead of a FlexSN call from Python: wall time of one call at
 T=1, NCL=1024 (LIF), minus the kernels' own time, for the eager path
-(direct ctypes launch) and the custom-op path that torch.compile uses
-(the same call through torch.ops.flexsn.*), inference and a training step
-(forward + backward), next to the Python loop's training step and to
-PyTorch's own floor for a step (one op, a sum, their backward). Then the
-modules as users call them, each reset before a call: our FlexSN, and,
+(FlexSNKernel.run: the native operators, or ctypes) and the custom-op path
+that torch.compile uses (the same call through torch.ops.flexsn.*),
+inference and a training step (forward + backward), next to the Python
+loop's training step and to PyTorch's own floors (one op; one op, a sum,
+their backward). Then the modules as users call them, each reset before a
+call: our FlexSN (and again with its fast path off), and,
 when SpikingJelly 2.0 is installed, its FlexSN and LIFNode (the Triton
 backend on CUDA), with the same core (bench/compare.py builds all three).
 Median wall time of 2000 calls after warm-up (500 for the modules). At this
@@ -51,6 +52,9 @@ def main():
         # to its device thread and back included). Ours minus this is what
         # the package adds.
         "torch  mul+sum bwd": lambda: (xg * 2).sum().backward(),
+        # and for an inference call: one elementwise op that allocates its
+        # result and launches one kernel
+        "torch  mul": lambda: x * 2,
     }
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     print(f"device {dev}" + (f" ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else "")
@@ -71,9 +75,13 @@ def main():
     for name, fn in paths.items():
         report(name, fn, 2000)
     # The modules as a user calls them: reset, then a call on [T=1, NCL].
-    for system in ("flexsn", "sj-flexsn", "sj-lifnode"):
+    # "flexsn general": ours with the fast path off (every call through the
+    # general path's checks and lookups), for the difference it makes.
+    for system in ("flexsn", "flexsn general", "sj-flexsn", "sj-lifnode"):
         try:
-            built = compare.make_system(system, "lif", dev.type)
+            built = compare.make_system(system.split()[0], "lif", dev.type)
+            if built is not None and system == "flexsn general":
+                built = compare.without_fast_path(built)
         except Exception as e:  # noqa: BLE001 (a peer that cannot run here)
             print(f"{system:24s} not run: {type(e).__name__}: {str(e).splitlines()[0][:80]}")
             continue

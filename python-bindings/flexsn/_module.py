@@ -134,8 +134,9 @@ class FlexSNKernel:
         return self.compiled.param_tensors(statics)
 
     def run(self, inputs, init_states, *, want_seqs: bool, static_inputs=None,
-            out_dtypes=None):
-        """(outputs, state sequences or None, final states)."""
+            out_dtypes=None, plan: Optional[list] = None):
+        """(outputs, state sequences or None, final states). `plan`: see
+        _runner.run_compiled (left empty when the call does not run there)."""
         statics = self.static_inputs if static_inputs is None else static_inputs
         device = inputs[0].device
         _check_device(self.backend, device)
@@ -156,7 +157,7 @@ class FlexSNKernel:
                             want_seqs=want_seqs, grad_mask=mask)
         return _runner.run_compiled(self.compiled, inputs, init_states,
                                     self.compiled.param_tensors(statics),
-                                    want_seqs=want_seqs, grad_mask=mask)
+                                    want_seqs=want_seqs, grad_mask=mask, plan=plan)
 
     def __call__(self, *tensors):
         n = self.num_inputs + self.num_states
@@ -275,6 +276,7 @@ class FlexSN(nn.Module):
         # Copies and pickles carry the states detached (mid-training they are
         # non-leaf tensors, which deepcopy refuses).
         state = dict(self.__dict__)
+        state.pop("_plans", None)  # closures over this process's kernels
         for key in ("states", "state_seqs"):
             if state.get(key) is not None:
                 state[key] = [t.detach() for t in state[key]]
@@ -306,7 +308,48 @@ class FlexSN(nn.Module):
         self.__dict__["states"] = None
         self.__dict__["state_seqs"] = None
 
+    def _plan_key(self) -> tuple:
+        """What a fast-path plan also depends on besides the tensors."""
+        k = self.kernel
+        return (self.step_mode, self.store_state_seqs, self.backend, k.backend,
+                k.compiled, type(self).init_states,
+                self.__dict__.get("_default_zero_states"))
+
+    def _fast(self, inputs):
+        """The call through the plan of the last call that, like this one,
+        started from given states or from none (see _runner.Plan); None when
+        this call does not match it."""
+        states = self.__dict__["states"]
+        entry = self.__dict__["_plans"][states is None]
+        if entry is None:
+            return None
+        plan, key = entry
+        if key != self._plan_key() or len(inputs) != self.num_inputs:
+            return None
+        if self.step_mode == "s":
+            if not all(isinstance(x, torch.Tensor) for x in inputs):
+                return None
+            inputs = [x.unsqueeze(0) for x in inputs]
+        cc = self.kernel.compiled
+        params = cc.param_tensors(self.static_inputs) if cc.traced.params else ()
+        if not plan.matches(inputs, states, params):
+            return None
+        args = list(inputs)
+        args += [None] * self.num_states if states is None else states
+        args += params
+        outs, seqs, finals = plan.run(args)
+        self.__dict__["states"] = finals
+        self.__dict__["state_seqs"] = seqs
+        if self.step_mode == "s":
+            outs = [o[0] for o in outs]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
     def forward(self, *inputs):
+        compiling = torch.compiler.is_compiling()  # Dynamo traces the general path
+        if not compiling and "_plans" in self.__dict__:
+            r = self._fast(inputs)
+            if r is not None:
+                return r
         if len(inputs) != self.num_inputs:
             raise TypeError(f"expected {self.num_inputs} input tensor(s), got {len(inputs)}")
         states = self.states
@@ -321,9 +364,17 @@ class FlexSN(nn.Module):
         if single:
             inputs = [x.unsqueeze(0) for x in inputs]
         out_dtypes = [e.dtype for e in self.example_outputs] if self.example_outputs else None
+        plan: Optional[list] = None if compiling else []
         outs, seqs, finals = self.kernel.run(
             inputs, states, want_seqs=self.store_state_seqs,
-            static_inputs=self.static_inputs, out_dtypes=out_dtypes)
+            static_inputs=self.static_inputs, out_dtypes=out_dtypes, plan=plan)
+        if plan is not None:
+            # The next call with this configuration skips the checks above.
+            # Two plans: a sequence's first call starts from no states
+            # (zeros), the next ones from the states before them.
+            plans = self.__dict__.setdefault("_plans", [None, None])
+            plans[states is None] = (plan[0], self._plan_key()) \
+                if plan and plan[0] is not None else None
         if out_dtypes and inputs[0].shape[0] == 0:
             outs = [o.to(d) for o, d in zip(outs, out_dtypes)]
         self.__dict__["states"] = list(finals)

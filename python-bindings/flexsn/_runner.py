@@ -391,12 +391,111 @@ def run_empty(cc: CompiledCore, inputs, init_states, training: bool, want_seqs: 
     return outs, seqs, finals
 
 
+class Plan:
+    """How run_compiled ran one call, to run the next call of the same
+    configuration with none of the general path's checks, conversions and
+    lookups (FlexSN.forward's fast path). The configuration: grad mode and
+    which tensors require grad, the inputs' dtype, device and full shape,
+    initial states absent or one contiguous step each, parameters of the
+    same dtype, device and shape, every tensor contiguous. :meth:`matches`
+    tests a call against it; anything else takes the general path."""
+
+    __slots__ = ("grad", "flags", "dtype", "device", "shape", "step", "states_none",
+                 "param_shapes", "run")
+
+    def __init__(self, inputs, init_states, params, grad: bool, run: Callable):
+        first = inputs[0]
+        self.grad, self.run = grad, run
+        self.dtype, self.device, self.shape = first.dtype, first.device, first.shape
+        self.step = first.shape[1:]
+        self.states_none = init_states is None
+        self.param_shapes = [(p.dtype, p.shape) for p in params]
+        tensors = list(inputs) + list(init_states or []) + list(params)
+        self.flags = [t.requires_grad for t in tensors] if grad else None
+
+    def matches(self, inputs, init_states, params) -> bool:
+        """True when a call with these tensors has this plan's configuration
+        (tensors as run_compiled takes them: sequences [T, *S])."""
+        try:
+            if torch.is_grad_enabled() is not self.grad \
+                    or (init_states is None) is not self.states_none:
+                return False
+            dtype, device = self.dtype, self.device
+            for t in inputs:
+                if t.dtype is not dtype or t.shape != self.shape or t.device != device \
+                        or not t.is_contiguous():
+                    return False
+            if init_states is not None:
+                for t in init_states:
+                    if t.dtype is not dtype or t.shape != self.step \
+                            or t.device != device or not t.is_contiguous():
+                        return False
+            for t, (pd, ps) in zip(params, self.param_shapes):
+                if t.dtype is not pd or t.shape != ps or t.device != device \
+                        or not t.is_contiguous():
+                    return False
+            if self.grad:
+                flags = self.flags
+                k = 0
+                for group in (inputs, init_states or (), params):
+                    for t in group:
+                        if t.requires_grad is not flags[k]:
+                            return False
+                        k += 1
+            return True
+        except AttributeError:  # not a tensor: the general path names it
+            return False
+
+
+def _plan_for(prep, geom, inputs, init_states, params, ps, training: bool,
+              want_seqs: bool) -> Optional[Plan]:
+    """The Plan of a call run_compiled just ran, or None when the call
+    converted a tensor (a copy, a move, a broadcast), which a plan does not
+    repeat."""
+    if len(params) != len(ps) or any(a is not b for a, b in zip(params, ps)):
+        return None
+    for group in (inputs, init_states or ()):
+        if any(not t.is_contiguous() for t in group):
+            return None
+    if any(not t.is_contiguous() for t in ps):
+        return None
+    if init_states is not None and any(t.shape != geom[3] for t in init_states):
+        return None
+    grad = torch.is_grad_enabled()
+    if not training:
+        def run(args, prep=prep, geom=geom):
+            outs, rest = prep(args, *geom)
+            if want_seqs:
+                return outs, rest, [q[-1] for q in rest]
+            return outs, None, rest
+    else:
+        no = len(prep.out_ix)
+        if prep.native is not None:
+            fwd = prep.forward
+            cuda, index, native = fwd.cuda, fwd.device, prep.native
+
+            def launch(args):
+                return _native.train(native, args, _program.current_stream(index)
+                                     if cuda else 0)
+        else:
+            def launch(args):
+                return ScanFunction.apply(prep, geom, *args)
+
+        def run(args):
+            res = launch(args)
+            seqs = list(res[no:])
+            return list(res[:no]), (seqs if want_seqs else None), [q[-1] for q in seqs]
+    return Plan(inputs, init_states, params, grad, run)
+
+
 def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bool,
-                 grad_mask: Optional[Sequence[bool]] = None):
+                 grad_mask: Optional[Sequence[bool]] = None, plan: Optional[list] = None):
     """Runs `cc` on `inputs` ([T, *S]) from `init_states` ([*S]; None: zeros)
     with `params`; returns (outputs [T, *S], state sequences [T, *S] or None,
     final states [*S]). The kernels and their bound arguments are looked up
-    by the call's configuration, prepared on its first call."""
+    by the call's configuration, prepared on its first call. `plan`, a list:
+    the call's Plan is appended to it (None appended when the call has
+    none)."""
     first = inputs[0]
     geom = geometry(first)
     T, NCL, _, step, device = geom
@@ -406,6 +505,8 @@ def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bo
         if not any(mask):
             mask = None
     if T == 0:
+        if plan is not None:
+            plan.append(None)
         return run_empty(cc, inputs, init_states, mask is not None, want_seqs)
     ps, p_dtypes, p_scalar = flat_params(params, step, device)
     xs = as_contiguous(inputs)
@@ -413,12 +514,18 @@ def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bo
     s0 = [None] * cc.num_states if init_states is None else as_contiguous(init_states)
     if mask is None:
         prep = prepare_infer(cc, first.dtype, device, want_seqs, p_dtypes, p_scalar)
+        if plan is not None:
+            plan.append(_plan_for(prep, geom, inputs, init_states, params, ps, False,
+                                  want_seqs))
         outs, rest = prep(xs + s0 + ps, *geom)
         if want_seqs:
             return outs, rest, [q[-1] for q in rest]
         return outs, None, rest
     prep = prepare_train(cc, first.dtype, device, p_dtypes, p_scalar, mask)
     prep.preload(NCL)
+    if plan is not None:
+        plan.append(_plan_for(prep, geom, inputs, init_states, params, ps, True,
+                              want_seqs))
     if prep.native is not None:
         fwd = prep.forward
         res = _native.train(prep.native, xs + s0 + ps,
