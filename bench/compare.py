@@ -19,13 +19,17 @@ training also writes the state sequences it needs (forward) and reads them
 back with the inputs and output gradients to write the input gradients
 (backward), (3 n_in + 2 n_out + 2 n_states) T NCL b.
 
+With --graph, also each system's call and training step captured whole
+into a CUDA graph (torch.cuda.graph) and replayed: the device's time with
+the host out of the way, for a user who captures a step.
+
 Also: peak extra GPU memory of a training step, first-call time of our
 package at each T (a fresh process, an empty compilation cache), and
 kernel-only figures from `flexsn-run --bench` when --flexsn-run is given.
 
     python3 bench/compare.py [--reps 30] [--out DIR] [--cores lif,2in2st]
         [--shapes 4x4194304,32x262144,256x65536] [--dtypes float32,bfloat16]
-        [--systems flexsn,sj-flexsn,...] [--flexsn-run build/bin/flexsn-run]
+        [--systems flexsn,sj-flexsn,...] [--flexsn-run build/bin/flexsn-run] [--graph]
     python3 bench/compare.py --report DIR   # results.json -> tables + plot
 
 Results go to DIR/results.json (appended per case, so a run cut short
@@ -249,7 +253,32 @@ def copy_bandwidth(dev):
     return 2 * n * 4 / (statistics.median(times) * 1e-3)
 
 
-def run_case(system, core, T, N, dtype_name, reps, dev):
+def time_graphed(body, reset, reps):
+    """Median time of one replay of `body` (reset first) captured whole into
+    a CUDA graph: the device's time for the call with no host in between.
+    Warm-up on a side stream, as capture requires."""
+    import torch
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            reset()
+            body()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        reset()
+        body()
+    try:
+        return time_cuda(graph.replay, lambda: None, reps)
+    finally:
+        del graph
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+def run_case(system, core, T, N, dtype_name, reps, dev, graph=False):
     import torch
     dtype = getattr(torch, dtype_name)
     made = make_system(system, core, dev)
@@ -257,8 +286,11 @@ def run_case(system, core, T, N, dtype_name, reps, dev):
         return None
     fn, reset = made
     n_in = CORE_SHAPES[core][0]
-    g = torch.Generator(device=dev).manual_seed(0)
-    xs = [torch.randn(T, N, device=dev, generator=g).to(dtype) * 1.5 for _ in range(n_in)]
+    # Data drawn on the CPU: the CUDA generator, once used, breaks a later
+    # CUDA graph capture in this process after an earlier one was freed
+    # (run 100).
+    g = torch.Generator().manual_seed(0)
+    xs = [(torch.randn(T, N, generator=g) * 1.5).to(dev, dtype) for _ in range(n_in)]
     result = {}
     t0 = time.perf_counter()
     with torch.no_grad():
@@ -271,7 +303,8 @@ def run_case(system, core, T, N, dtype_name, reps, dev):
     xg = [x.clone().requires_grad_() for x in xs]
     reset()
     outs = fn(*xg)
-    grads = [torch.randn_like(o) for o in outs]
+    grads = [torch.randn(o.shape, generator=g).to(dev, o.dtype) for o in outs]
+    del outs  # its graph would keep the leaves' gradient accumulators alive
 
     def train():
         for x in xg:
@@ -295,6 +328,27 @@ def run_case(system, core, T, N, dtype_name, reps, dev):
     train()
     torch.cuda.synchronize()
     result["peak_extra_mib"] = (torch.cuda.max_memory_allocated(dev) - base) / 2**20
+    if graph:
+        # The whole call, and the whole training step, replayed from a CUDA
+        # graph: what a user who captures a step gets, host overhead gone.
+        def infer():
+            with torch.no_grad():
+                fn(*xs)
+        # Fresh leaves: their gradient accumulators are made on the side
+        # stream or in the capture. One made on the default stream earlier
+        # (an xg of the eager timings) has the backward end with an event on
+        # that stream, which invalidates the capture (run 104).
+        leaves = [x.detach().clone().requires_grad_() for x in xs]
+
+        def train_captured():
+            for x in leaves:
+                x.grad = None
+            torch.autograd.backward(fn(*leaves), grads)
+        for what, body in (("inference", infer), ("training", train_captured)):
+            try:
+                result[f"graph_{what}_ms"] = time_graphed(body, reset, reps)
+            except Exception as e:  # noqa: BLE001 (a system that cannot be captured)
+                result[f"graph_{what}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
     return result
 
 
@@ -405,7 +459,8 @@ def measure(args):
                                       "T": T, "N": N, "dtype": dtype_name})
                         continue
                     try:
-                        r = run_case(system, core, T, N, dtype_name, args.reps, dev)
+                        r = run_case(system, core, T, N, dtype_name, args.reps, dev,
+                                     graph=args.graph)
                     except Exception as e:  # a peer that cannot run a case
                         r = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
                     if dev == "cuda":
@@ -419,6 +474,11 @@ def measure(args):
                         f"{r['training_ms']:.4f} ms  peak +{r['peak_extra_mib']:.0f} MiB  "
                         f"first {r['first_inference_s']:.2f}/{r['first_training_s']:.2f} s"
                         if "error" not in r else r["error"]), flush=True)
+                    if args.graph and "error" not in r:
+                        print(f"  {system:14s} graph replay: " + "  ".join(
+                            f"{w} {r[f'graph_{w}_ms']:.4f} ms" if f"graph_{w}_ms" in r
+                            else f"{w} {r.get(f'graph_{w}_error')}"
+                            for w in ("inference", "training")), flush=True)
                 if args.flexsn_run:
                     k = kernel_only(args.flexsn_run, core, T, N, dtype_name)
                     append(path, {"kind": "kernel", "core": core, "T": T, "N": N,
@@ -462,8 +522,14 @@ def report(out):
     skipped = {(r["core"], r["T"], r["N"], r["dtype"], r["system"])
                for r in data if r["kind"] == "skipped"}
     present = [s for s in SYSTEMS if any(k[-1] == s for k in times)]
-    for what in ("inference", "training"):
-        lines.append(f"### {what} (ms, CUDA events around the call, median)")
+    tables = [(w, w, f"### {w} (ms, CUDA events around the call, median)")
+              for w in ("inference", "training")]
+    tables += [(w, f"graph_{w}", f"### {w}, the whole {'call' if w == 'inference' else 'step'}"
+                f" replayed from a CUDA graph (ms, median of replays)")
+               for w in ("inference", "training")
+               if any(f"graph_{w}_ms" in r or f"graph_{w}_error" in r for r in times.values())]
+    for what, field, title in tables:
+        lines.append(title)
         lines.append("")
         lines.append("| case | floor | " + " | ".join(present) + " |")
         lines.append("|---|---|" + "---|" * len(present))
@@ -474,10 +540,12 @@ def report(out):
                 r = times.get(key + (s,))
                 if r is None:
                     row.append("not run" if key + (s,) in skipped else "–")
-                elif "error" in r:
+                elif "error" in r or f"{field}_error" in r:
                     row.append("error")
+                elif f"{field}_ms" not in r:
+                    row.append("–")
                 else:
-                    row.append(f"{r[what + '_ms']:.4f}")
+                    row.append(f"{r[field + '_ms']:.4f}")
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
     lines.append("### peak extra GPU memory in training (MiB)")
@@ -551,6 +619,8 @@ def main():
                         "to run, e.g. 'sj-*:*:256:*' (SpikingJelly compiles per T)")
     p.add_argument("--flexsn-run", default=None)
     p.add_argument("--first-call", action="store_true")
+    p.add_argument("--graph", action="store_true",
+                   help="also time each call and training step replayed from a CUDA graph")
     p.add_argument("--report", default=None, metavar="DIR")
     args = p.parse_args()
     if args.report:
