@@ -286,9 +286,10 @@ def run_case(system, core, T, N, dtype_name, reps, dev, graph=False):
         return None
     fn, reset = made
     n_in = CORE_SHAPES[core][0]
-    # Data drawn on the CPU: the CUDA generator, once used, breaks a later
-    # CUDA graph capture in this process after an earlier one was freed
-    # (run 100).
+    # Data drawn on the CPU: after a failed CUDA graph capture (--graph),
+    # every later draw from the CUDA generator in the process failed
+    # ("Offset increment outside graph capture", run 100), so one case's
+    # failure failed all the cases after it.
     g = torch.Generator().manual_seed(0)
     xs = [(torch.randn(T, N, generator=g) * 1.5).to(dev, dtype) for _ in range(n_in)]
     result = {}
@@ -334,10 +335,11 @@ def run_case(system, core, T, N, dtype_name, reps, dev, graph=False):
         def infer():
             with torch.no_grad():
                 fn(*xs)
-        # Fresh leaves: their gradient accumulators are made on the side
-        # stream or in the capture. One made on the default stream earlier
-        # (an xg of the eager timings) has the backward end with an event on
-        # that stream, which invalidates the capture (run 104).
+        # Fresh leaves: with the eager timings' xg, the first captured step
+        # of a process failed (cudaErrorStreamCaptureInvalidated, ours and
+        # torch.compile alike, runs 100-104); with these it captures (run
+        # 105). Likely cause: a leaf's gradient accumulator made on the
+        # default stream, which the backward's end then synchronizes with.
         leaves = [x.detach().clone().requires_grad_() for x in xs]
 
         def train_captured():
