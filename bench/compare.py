@@ -584,22 +584,24 @@ def report(out):
     except Exception:
         print("(matplotlib not installed: no plot)")
         return
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, what in zip(axes, ("inference", "training")):
-        lif = [k for k in cases if k[0] == "lif" and k[3] == "float32"]
-        lif.sort(key=lambda k: k[1])
+    # One panel per table above: eager, and replayed from a CUDA graph when
+    # the run has those figures.
+    rows = (len(tables) + 1) // 2
+    fig, axes = plt.subplots(rows, 2, figsize=(11, 4 * rows), squeeze=False)
+    lif = sorted((k for k in cases if k[0] == "lif" and k[3] == "float32"), key=lambda k: k[1])
+    for ax, (what, field, title) in zip(axes.flat, tables):
         xs = [k[1] for k in lif]
         ax.plot(xs, [floors[k][what + "_ms"] for k in lif], "k--", label="floor")
         for s in present:
-            pts = [(k[1], times[k + (s,)][what + "_ms"]) for k in lif
-                   if k + (s,) in times and "error" not in times[k + (s,)]]
+            pts = [(k[1], times[k + (s,)][field + "_ms"]) for k in lif
+                   if field + "_ms" in times.get(k + (s,), {})]
             if pts:
                 ax.plot(*zip(*pts), "o-", label=s)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("T (T * NCL = 2^24 ... 2^24; see the table)")
+        ax.set_xlabel("T (NCL " + ", ".join(f"{k[2]}" for k in lif) + ")")
         ax.set_ylabel("ms")
-        ax.set_title(f"lif fp32 {what}")
+        ax.set_title(f"lif fp32 {what}" + (", CUDA graph replay" if field != what else ""))
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "lif.png"), dpi=110)
