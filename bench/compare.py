@@ -10,6 +10,7 @@ random output gradients):
   sj-lifnode    SpikingJelly's LIFNode(step_mode="m") (lif only)
   torch-eager   the step loop in plain PyTorch
   torch-compile the same loop under torch.compile
+  torch-compile-step  the single step under torch.compile, looped in Python
   floor         the fewest bytes the job must move / device copy bandwidth
                 measured in this run
 
@@ -104,7 +105,9 @@ def sj_cores():
     return _cores(surrogate)
 
 
-def torch_loops():
+def torch_steps():
+    """The plain-PyTorch single steps: core -> step(*inputs_t, *states) ->
+    (*outputs_t, *new states)."""
     import torch
 
     def heaviside_sigmoid(x, alpha=4.0):
@@ -115,33 +118,45 @@ def torch_loops():
         sg = torch.atan(math.pi / 2 * alpha * x) / math.pi + 0.5
         return (x >= 0).to(x.dtype).detach() + (sg - sg.detach())
 
-    def lif(x):
-        v = torch.zeros_like(x[0])
-        out = []
-        for t in range(x.shape[0]):
-            h = v + (x[t] - v) / 2.0
-            s = heaviside_sigmoid(h - 1.0)
-            v = h * (1.0 - s)
-            out.append(s)
-        return (torch.stack(out),)
+    def lif(x, v):
+        h = v + (x - v) / 2.0
+        s = heaviside_sigmoid(h - 1.0)
+        return s, h * (1.0 - s)
 
-    def tut(x, y):
-        v = torch.zeros_like(x[0])
-        rho = torch.zeros_like(x[0])
-        o1, o2 = [], []
-        for t in range(x.shape[0]):
-            h = 0.5 * v + x[t]
-            s1 = heaviside_atan(h - (rho + 1.0))
-            s2 = heaviside_atan(h - 1.0)
-            rho = 0.9 * rho + s1
-            v1 = h * (1.0 - s1)
-            v2 = h - s2
-            yy = torch.sigmoid(y[t])
-            v = v1 * yy + v2 * (1.0 - yy)
-            o1.append(s1)
-            o2.append(s2)
-        return torch.stack(o1), torch.stack(o2)
+    def tut(x, y, v, rho):
+        h = 0.5 * v + x
+        s1 = heaviside_atan(h - (rho + 1.0))
+        s2 = heaviside_atan(h - 1.0)
+        rho = 0.9 * rho + s1
+        v1 = h * (1.0 - s1)
+        v2 = h - s2
+        yy = torch.sigmoid(y)
+        v = v1 * yy + v2 * (1.0 - yy)
+        return s1, s2, v, rho
     return {"lif": lif, "2in2st": tut}
+
+
+def step_loop(step, core):
+    """The loop over T of a single step (states from zeros), returning the
+    stacked output sequences."""
+    import torch
+    n_in, n_st, n_out = CORE_SHAPES[core]
+
+    def run(*xs):
+        states = [torch.zeros_like(xs[0][0]) for _ in range(n_st)]
+        outs = [[] for _ in range(n_out)]
+        for t in range(xs[0].shape[0]):
+            r = step(*[x[t] for x in xs], *states)
+            for k in range(n_out):
+                outs[k].append(r[k])
+            states = list(r[n_out:])
+        return tuple(torch.stack(o) for o in outs)
+    return run
+
+
+def torch_loops():
+    """The whole loop in plain PyTorch (torch.compile unrolls it)."""
+    return {core: step_loop(step, core) for core, step in torch_steps().items()}
 
 
 # --- systems ------------------------------------------------------------------
@@ -177,6 +192,11 @@ def make_system(name, core, dev):
         return torch_loops()[core], (lambda: None)
     if name == "torch-compile":
         return torch.compile(torch_loops()[core]), (lambda: None)
+    if name == "torch-compile-step":
+        # The single step compiled, the loop over T in Python: how a long T
+        # is run under torch.compile (the whole loop unrolls T steps into
+        # one graph, whose compile at T=256 outlasts a device call, run 86).
+        return step_loop(torch.compile(torch_steps()[core]), core), (lambda: None)
     raise ValueError(f"unknown system {name}")
 
 
@@ -497,7 +517,8 @@ def measure(args):
 
 # --- report -------------------------------------------------------------------
 
-SYSTEMS = ["flexsn", "sj-flexsn", "sj-lifnode", "torch-compile", "torch-eager"]
+SYSTEMS = ["flexsn", "sj-flexsn", "sj-lifnode", "torch-compile", "torch-compile-step",
+           "torch-eager"]
 
 
 def report(out):
