@@ -42,6 +42,9 @@ def main():
     cc = k.compiled
     paths = {
         "eager  inference": lambda: k.run([x], [v0], want_seqs=False),
+        # the functional API as users call it (its fast path after the first)
+        "kernel inference": lambda: k(x, v0),
+        "kernel train step": lambda: k(xg, v0)[0].sum().backward(),
         "op     inference": lambda: _ops.run(cc, [x], [v0], [], want_seqs=False),
         "eager  train step": lambda: k.run([xg], [v0], want_seqs=False)[0][0].sum().backward(),
         "op     train step": lambda: _ops.run(cc, [xg], [v0], [], want_seqs=False)[0][0].sum().backward(),

@@ -31,6 +31,17 @@ def _check_device(backend: Optional[str], device: torch.device) -> None:
                          "use backend='torch'")
 
 
+_NO_PLANS = (None,) * 4
+
+
+def _slot(states) -> int:
+    """Which of a module's or kernel's plans (see _runner.Plan) a call may
+    take: one per grad mode and per start from given states or from none
+    (a sequence's first call after reset() and the calls after it), so that
+    alternating between them keeps every plan."""
+    return 2 * torch.is_grad_enabled() + (states is None)
+
+
 def _num_step_inputs(core: Callable, num_states: int, num_static: int) -> int:
     try:
         sig = inspect.signature(core)
@@ -106,6 +117,7 @@ class FlexSNKernel:
         # are rebuilt from the core on first use after unpickling.
         state = dict(self.__dict__)
         state["compiled"] = "rebuild" if self.compiled is not None else None
+        state.pop("_plans", None)  # closures over this process's kernels
         return state
 
     def __setstate__(self, state):
@@ -165,9 +177,28 @@ class FlexSNKernel:
             raise TypeError(f"expected {self.num_inputs} input sequence(s) and "
                             f"{self.num_states} initial state(s), got {len(tensors)} tensors")
         inputs, states = tensors[:self.num_inputs], tensors[self.num_inputs:]
+        compiling = torch.compiler.is_compiling()  # Dynamo traces the general path
+        entry = None if compiling else self.__dict__.get("_plans", _NO_PLANS)[_slot(())]
+        if entry is not None and entry[1] == self._plan_key():
+            # The last call's configuration (see _runner.Plan): no checks,
+            # conversions or lookups.
+            plan, cc = entry[0], self.compiled
+            params = cc.param_tensors(self.static_inputs) if cc.traced.params else ()
+            if plan.matches(inputs, states, params):
+                outs, seqs, finals = plan.run([*inputs, *states, *params])
+                return (*outs, *(finals if self.final_state else seqs))
         _runner.validate_sequences(inputs, states, self.num_inputs, self.num_states)
-        outs, seqs, finals = self.run(inputs, states, want_seqs=not self.final_state)
+        record: Optional[list] = None if compiling else []
+        outs, seqs, finals = self.run(inputs, states, want_seqs=not self.final_state,
+                                      plan=record)
+        if record is not None:
+            self.__dict__.setdefault("_plans", [None] * 4)[_slot(())] = \
+                (record[0], self._plan_key()) if record and record[0] is not None else None
         return (*outs, *(finals if self.final_state else seqs))
+
+    def _plan_key(self) -> tuple:
+        """What a call's plan also depends on besides the tensors."""
+        return (self.final_state, self.backend, self.compiled, self.requires_grad)
 
 
 class FlexSN(nn.Module):
@@ -320,7 +351,7 @@ class FlexSN(nn.Module):
         started from given states or from none (see _runner.Plan); None when
         this call does not match it."""
         states = self.__dict__["states"]
-        entry = self.__dict__["_plans"][states is None]
+        entry = self.__dict__["_plans"][_slot(states)]
         if entry is None:
             return None
         plan, key = entry
@@ -370,10 +401,8 @@ class FlexSN(nn.Module):
             static_inputs=self.static_inputs, out_dtypes=out_dtypes, plan=plan)
         if plan is not None:
             # The next call with this configuration skips the checks above.
-            # Two plans: a sequence's first call starts from no states
-            # (zeros), the next ones from the states before them.
-            plans = self.__dict__.setdefault("_plans", [None, None])
-            plans[states is None] = (plan[0], self._plan_key()) \
+            plans = self.__dict__.setdefault("_plans", [None] * 4)
+            plans[_slot(states)] = (plan[0], self._plan_key()) \
                 if plan and plan[0] is not None else None
         if out_dtypes and inputs[0].shape[0] == 0:
             outs = [o.to(d) for o, d in zip(outs, out_dtypes)]

@@ -1,6 +1,7 @@
-"""FlexSN.forward's fast path: a call with the configuration of the one
-before it (dtype, device, shape, grad mode, which tensors require grad,
-states, parameters) runs through that call's plan, without the general
+"""The fast path of FlexSN.forward and FlexSNKernel.__call__: a call with
+the configuration of an earlier one in its slot (grad mode; from given
+states or from none) — dtype, device, shape, which tensors require grad,
+states, parameters — runs through that call's plan, without the general
 path's checks and lookups. It must give the general path's results bit for
 bit and step aside for any call that differs."""
 
@@ -91,6 +92,25 @@ def test_training_through_the_plan_matches(device, dtype, monkeypatch):
         same(leaves[0][0], leaves[1][0], f"outputs, step {step}")
         same(leaves[0][1], leaves[1][1], f"input gradients, step {step}")
     assert counted.general == 1 + 3
+
+
+def test_alternating_training_and_inference_keeps_both_plans(device, monkeypatch):
+    counted = Counted(monkeypatch)
+    fast, slow = pair(lambda: flexsn.FlexSN(lif(), num_states=1).to(device))
+    x = torch.randn(4, 16, device=device) * 2
+    for _ in range(4):
+        grads, evals = [], []
+        for m in (fast, slow):
+            m.reset()
+            xg = x.clone().requires_grad_()
+            m(xg).sum().backward()
+            grads.append(xg.grad)
+            m.reset()
+            with torch.no_grad():
+                evals.append(m(x))
+        same(grads[0], grads[1], "training step")
+        same(evals[0], evals[1], "evaluation")
+    assert counted.general == 2 + 8  # fast: the first of each; slow: all
 
 
 def test_states_carried_in_training_keep_their_gradient(device):
@@ -237,7 +257,7 @@ def test_pickle_and_deepcopy_after_planned_calls(device):
     x = torch.randn(3, 8, device=device)
     m(x)
     m(x)
-    assert m.__dict__["_plans"] != [None, None]
+    assert any(p is not None for p in m.__dict__["_plans"])
     for clone in (copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
         assert "_plans" not in clone.__dict__
         clone.reset()
@@ -259,3 +279,65 @@ def test_plan_launches_one_kernel_per_call(device, monkeypatch):
             m(x)
     # final_state kernels, each reading a null initial state
     assert spy.launches == [("final_state", [("init_state", 0)])] * 2
+
+
+def kernel_pair(**kw):
+    """Two equal FlexSNKernels (the tutorial's functional API); the second
+    never takes the fast path."""
+    fast = flexsn.FlexSNKernel(tutorial(), 2, 2, **kw)
+    slow = flexsn.FlexSNKernel(tutorial(), 2, 2, **kw)
+    slow._plan_key = lambda: object()  # never equal to a recorded key
+    return fast, slow
+
+
+@pytest.mark.parametrize("final_state", [False, True])
+def test_functional_kernel_repeated_calls(device, final_state, monkeypatch):
+    counted = Counted(monkeypatch)
+    fast, slow = kernel_pair(final_state=final_state)
+    g = torch.Generator().manual_seed(11)
+    for step in range(3):
+        x = (torch.randn(5, 2, 6, generator=g) * 2).to(device)
+        y = torch.randn(5, 2, 6, generator=g).to(device)
+        v, rho = (torch.randn(2, 6, generator=g).to(device) for _ in range(2))
+        with torch.no_grad():
+            same(fast(x, y, v, rho), slow(x, y, v, rho), f"inference, call {step}")
+        res = []
+        for k in (fast, slow):
+            xs = [x.clone().requires_grad_(), y.clone().requires_grad_(),
+                  v.clone().requires_grad_(), rho.clone()]
+            out = k(*xs)
+            torch.autograd.backward([out[0], out[2]], [torch.ones_like(out[0]),
+                                                       torch.ones_like(out[2])])
+            res.append((out, [t.grad for t in xs]))
+        same(res[0][0], res[1][0], f"training outputs, call {step}")
+        same(res[0][1], res[1][1], f"gradients, call {step}")
+    # the general path: fast's first inference and first training call,
+    # and every call of slow
+    assert counted.general == 2 + 6
+
+
+def test_functional_kernel_checks_what_changed(device):
+    fast, slow = kernel_pair()
+    x, y = torch.randn(4, 6, device=device), torch.randn(4, 6, device=device)
+    v, rho = torch.zeros(6, device=device), torch.zeros(6, device=device)
+    for k in (fast, slow):
+        k(x, y, v, rho)
+        k(x, y, v, rho)
+        with pytest.raises(ValueError, match="state #0 has 5 elements per step"):
+            k(x, y, torch.zeros(5, device=device), rho)
+        with pytest.raises(TypeError, match="dtype"):
+            k(x, y.double(), v, rho)
+        with pytest.raises(TypeError, match="expected 2 input sequence"):
+            k(x, y, v)
+    same(fast(x[:2], y[:2], v, rho), slow(x[:2], y[:2], v, rho), "another T")
+    same(fast(x.t().contiguous().t(), y, v, rho), slow(x, y, v, rho), "a copy of x")
+
+
+def test_functional_kernel_pickles_without_its_plan():
+    k = flexsn.FlexSNKernel(module_level_lif, 1, 1)
+    x, v = torch.randn(3, 4), torch.zeros(4)
+    k(x, v)
+    assert any(p is not None for p in k.__dict__["_plans"])
+    k2 = pickle.loads(pickle.dumps(k))
+    assert "_plans" not in k2.__dict__
+    same(k2(x, v), k(x, v), "the unpickled kernel")
