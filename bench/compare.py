@@ -22,7 +22,9 @@ back with the inputs and output gradients to write the input gradients
 
 With --graph, also each system's call and training step captured whole
 into a CUDA graph (torch.cuda.graph) and replayed: the device's time with
-the host out of the way, for a user who captures a step.
+the host out of the way, for a user who captures a step. --graph-calls N
+captures N calls in one graph and divides its replay time among them (a
+graph's own launch swamps kernels of 10 us or less).
 
 Also: peak extra GPU memory of a training step, first-call time of our
 package at each T (a fresh process, an empty compilation cache), and
@@ -30,7 +32,7 @@ kernel-only figures from `flexsn-run --bench` when --flexsn-run is given.
 
     python3 bench/compare.py [--reps 30] [--out DIR] [--cores lif,2in2st]
         [--shapes 4x4194304,32x262144,256x65536] [--dtypes float32,bfloat16]
-        [--systems flexsn,sj-flexsn,...] [--flexsn-run build/bin/flexsn-run] [--graph]
+        [--systems flexsn,sj-flexsn,...] [--flexsn-run build/bin/flexsn-run] [--graph [--graph-calls N]]
     python3 bench/compare.py --report DIR   # results.json -> tables + plot
 
 Results go to DIR/results.json (appended per case, so a run cut short
@@ -278,9 +280,12 @@ def copy_bandwidth(dev):
     return 2 * n * 4 / (statistics.median(times) * 1e-3)
 
 
-def time_graphed(body, reset, reps):
+def time_graphed(body, reset, reps, calls=1):
     """Median time of one replay of `body` (reset first) captured whole into
-    a CUDA graph: the device's time for the call with no host in between.
+    a CUDA graph, over `calls`: the device's time for the call with no host
+    in between. With calls > 1 the graph holds that many calls and the
+    replay's time is divided among them, so that a graph's launch (10-20
+    us, varying by 10 us; NOTES run 114) does not swamp a small kernel.
     Warm-up on a side stream, as capture requires."""
     import torch
     side = torch.cuda.Stream()
@@ -293,17 +298,18 @@ def time_graphed(body, reset, reps):
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        reset()
-        body()
+        for _ in range(calls):
+            reset()
+            body()
     try:
-        return time_cuda(graph.replay, lambda: None, reps)
+        return time_cuda(graph.replay, lambda: None, reps) / calls
     finally:
         del graph
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
 
 
-def run_case(system, core, T, N, dtype_name, reps, dev, graph=False):
+def run_case(system, core, T, N, dtype_name, reps, dev, graph=False, graph_calls=1):
     import torch
     dtype = getattr(torch, dtype_name)
     made = make_system(system, core, dev)
@@ -373,7 +379,8 @@ def run_case(system, core, T, N, dtype_name, reps, dev, graph=False):
             torch.autograd.backward(fn(*leaves), grads)
         for what, body in (("inference", infer), ("training", train_captured)):
             try:
-                result[f"graph_{what}_ms"] = time_graphed(body, reset, reps)
+                result[f"graph_{what}_ms"] = time_graphed(body, reset, reps, graph_calls)
+                result["graph_calls"] = graph_calls
             except Exception as e:  # noqa: BLE001 (a system that cannot be captured)
                 result[f"graph_{what}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
     return result
@@ -487,7 +494,7 @@ def measure(args):
                         continue
                     try:
                         r = run_case(system, core, T, N, dtype_name, args.reps, dev,
-                                     graph=args.graph)
+                                     graph=args.graph, graph_calls=args.graph_calls)
                     except Exception as e:  # a peer that cannot run a case
                         r = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
                     if dev == "cuda":
@@ -552,8 +559,11 @@ def report(out):
     present = [s for s in SYSTEMS if any(k[-1] == s for k in times)]
     tables = [(w, w, f"### {w} (ms, CUDA events around the call, median)")
               for w in ("inference", "training")]
+    ncalls = sorted({r.get("graph_calls", 1) for r in times.values() if "graph_calls" in r})
+    per = "" if ncalls in ([], [1]) else \
+        f", per call of {'/'.join(map(str, ncalls))} captured in one graph"
     tables += [(w, f"graph_{w}", f"### {w}, the whole {'call' if w == 'inference' else 'step'}"
-                f" replayed from a CUDA graph (ms, median of replays)")
+                f" replayed from a CUDA graph (ms, median of replays{per})")
                for w in ("inference", "training")
                if any(f"graph_{w}_ms" in r or f"graph_{w}_error" in r for r in times.values())]
     for what, field, title in tables:
@@ -651,6 +661,8 @@ def main():
     p.add_argument("--first-call", action="store_true")
     p.add_argument("--graph", action="store_true",
                    help="also time each call and training step replayed from a CUDA graph")
+    p.add_argument("--graph-calls", type=int, default=1,
+                   help="calls captured in one graph (its replay time divided among them)")
     p.add_argument("--report", default=None, metavar="DIR")
     args = p.parse_args()
     if args.report:
