@@ -508,7 +508,7 @@ def measure(args):
                         f"{r['training_ms']:.4f} ms  peak +{r['peak_extra_mib']:.0f} MiB  "
                         f"first {r['first_inference_s']:.2f}/{r['first_training_s']:.2f} s"
                         if "error" not in r else r["error"]), flush=True)
-                    if args.graph and "error" not in r:
+                    if args.graph and "error" not in r and dev == "cuda":
                         print(f"  {system:14s} graph replay: " + "  ".join(
                             f"{w} {r[f'graph_{w}_ms']:.4f} ms" if f"graph_{w}_ms" in r
                             else f"{w} {r.get(f'graph_{w}_error')}"
