@@ -42,6 +42,31 @@ def _slot(states) -> int:
     return 2 * torch.is_grad_enabled() + (states is None)
 
 
+def _run_planned(owner, cc, inputs, states, statics):
+    """A call ([T, *S] inputs) through the plan `owner` (a FlexSN or a
+    FlexSNKernel, whose compiled core is `cc`) keeps for it: (outputs, state
+    sequences or None, final states), or None when it has none or the call
+    does not match it."""
+    entry = owner.__dict__.get("_plans", _NO_PLANS)[_slot(states)]
+    if entry is None or entry[1] != owner._plan_key():
+        return None  # (a matching key also means `cc` is the plan's core)
+    plan = entry[0]
+    params = cc.param_tensors(statics) if cc.traced.params else ()
+    if not plan.matches(inputs, states, params):
+        return None
+    args = list(inputs)
+    args += [None] * cc.num_states if states is None else states
+    args += params
+    return plan.run(args)
+
+
+def _keep_plan(owner, states, record: list) -> None:
+    """Keeps the plan run_compiled left in `record` (or none) in the slot of
+    a call from `states`."""
+    owner.__dict__.setdefault("_plans", [None] * 4)[_slot(states)] = \
+        (record[0], owner._plan_key()) if record and record[0] is not None else None
+
+
 def _num_step_inputs(core: Callable, num_states: int, num_static: int) -> int:
     try:
         sig = inspect.signature(core)
@@ -178,22 +203,15 @@ class FlexSNKernel:
                             f"{self.num_states} initial state(s), got {len(tensors)} tensors")
         inputs, states = tensors[:self.num_inputs], tensors[self.num_inputs:]
         compiling = torch.compiler.is_compiling()  # Dynamo traces the general path
-        entry = None if compiling else self.__dict__.get("_plans", _NO_PLANS)[_slot(())]
-        if entry is not None and entry[1] == self._plan_key():
-            # The last call's configuration (see _runner.Plan): no checks,
-            # conversions or lookups.
-            plan, cc = entry[0], self.compiled
-            params = cc.param_tensors(self.static_inputs) if cc.traced.params else ()
-            if plan.matches(inputs, states, params):
-                outs, seqs, finals = plan.run([*inputs, *states, *params])
-                return (*outs, *(finals if self.final_state else seqs))
-        _runner.validate_sequences(inputs, states, self.num_inputs, self.num_states)
-        record: Optional[list] = None if compiling else []
-        outs, seqs, finals = self.run(inputs, states, want_seqs=not self.final_state,
-                                      plan=record)
-        if record is not None:
-            self.__dict__.setdefault("_plans", [None] * 4)[_slot(())] = \
-                (record[0], self._plan_key()) if record and record[0] is not None else None
+        r = None if compiling else \
+            _run_planned(self, self.compiled, inputs, states, self.static_inputs)
+        if r is None:
+            _runner.validate_sequences(inputs, states, self.num_inputs, self.num_states)
+            record: Optional[list] = None if compiling else []
+            r = self.run(inputs, states, want_seqs=not self.final_state, plan=record)
+            if record is not None:
+                _keep_plan(self, states, record)
+        outs, seqs, finals = r
         return (*outs, *(finals if self.final_state else seqs))
 
     def _plan_key(self) -> tuple:
@@ -347,28 +365,19 @@ class FlexSN(nn.Module):
                 self.__dict__.get("_default_zero_states"))
 
     def _fast(self, inputs):
-        """The call through the plan of the last call that, like this one,
-        started from given states or from none (see _runner.Plan); None when
-        this call does not match it."""
-        states = self.__dict__["states"]
-        entry = self.__dict__["_plans"][_slot(states)]
-        if entry is None:
-            return None
-        plan, key = entry
-        if key != self._plan_key() or len(inputs) != self.num_inputs:
+        """The call through the plan this module keeps for it (see
+        _runner.Plan); None when it has none or the call does not match."""
+        if len(inputs) != self.num_inputs:
             return None
         if self.step_mode == "s":
             if not all(isinstance(x, torch.Tensor) for x in inputs):
                 return None
             inputs = [x.unsqueeze(0) for x in inputs]
-        cc = self.kernel.compiled
-        params = cc.param_tensors(self.static_inputs) if cc.traced.params else ()
-        if not plan.matches(inputs, states, params):
+        r = _run_planned(self, self.kernel.compiled, inputs, self.__dict__["states"],
+                         self.static_inputs)
+        if r is None:
             return None
-        args = list(inputs)
-        args += [None] * self.num_states if states is None else states
-        args += params
-        outs, seqs, finals = plan.run(args)
+        outs, seqs, finals = r
         self.__dict__["states"] = finals
         self.__dict__["state_seqs"] = seqs
         if self.step_mode == "s":
@@ -377,7 +386,7 @@ class FlexSN(nn.Module):
 
     def forward(self, *inputs):
         compiling = torch.compiler.is_compiling()  # Dynamo traces the general path
-        if not compiling and "_plans" in self.__dict__:
+        if not compiling and "_plans" in self.__dict__:  # a call has left plans
             r = self._fast(inputs)
             if r is not None:
                 return r
@@ -401,9 +410,7 @@ class FlexSN(nn.Module):
             static_inputs=self.static_inputs, out_dtypes=out_dtypes, plan=plan)
         if plan is not None:
             # The next call with this configuration skips the checks above.
-            plans = self.__dict__.setdefault("_plans", [None] * 4)
-            plans[_slot(states)] = (plan[0], self._plan_key()) \
-                if plan and plan[0] is not None else None
+            _keep_plan(self, states, plan)
         if out_dtypes and inputs[0].shape[0] == 0:
             outs = [o.to(d) for o, d in zip(outs, out_dtypes)]
         self.__dict__["states"] = list(finals)

@@ -10,6 +10,7 @@ are scalars when they hold one element, otherwise they are broadcast to
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import Callable, Optional, Sequence
@@ -115,6 +116,14 @@ class InferPrep:
         res = self.kernel(args, T, NCL, seq_shape, step_shape, device)
         return [res[i] for i in self.out_ix], [res[i] for i in self.rest_ix]
 
+    def run(self, args, geom, want_seqs: bool):
+        """A call as run_compiled returns it: (outputs, state sequences or
+        None, final states); `want_seqs` as this kernel was prepared."""
+        outs, rest = self(args, *geom)
+        if want_seqs:
+            return outs, rest, [q[-1] for q in rest]
+        return outs, None, rest
+
 
 class TrainPrep:
     """The training kernels (forward, and backward for BPTT) of one
@@ -169,6 +178,20 @@ class TrainPrep:
         if self._preloaded != NCL:
             self._backward_launcher.preload(NCL)
             self._preloaded = NCL
+
+    def run(self, leaves, geom, want_seqs: bool):
+        """A training call as run_compiled returns it: (outputs, state
+        sequences or None, final states), through the native autograd node
+        or ScanFunction."""
+        if self.native is not None:
+            fwd = self.forward
+            res = _native.train(self.native, leaves,
+                                _program.current_stream(fwd.device) if fwd.cuda else 0)
+        else:
+            res = ScanFunction.apply(self, geom, *leaves)
+        no = len(self.out_ix)
+        seqs = list(res[no:])
+        return list(res[:no]), (seqs if want_seqs else None), [q[-1] for q in seqs]
 
     def run_forward(self, leaves, geom):
         res = self.forward(leaves, *geom)
@@ -447,45 +470,20 @@ class Plan:
             return False
 
 
-def _plan_for(prep, geom, inputs, init_states, params, ps, training: bool,
-              want_seqs: bool) -> Optional[Plan]:
-    """The Plan of a call run_compiled just ran, or None when the call
-    converted a tensor (a copy, a move, a broadcast), which a plan does not
-    repeat."""
-    if len(params) != len(ps) or any(a is not b for a, b in zip(params, ps)):
-        return None
-    for group in (inputs, init_states or ()):
-        if any(not t.is_contiguous() for t in group):
+def _plan_for(prep, geom, want_seqs: bool, tensors, taken) -> Optional[Plan]:
+    """The Plan of a call run_compiled ran with `prep`, or None when it took
+    a tensor other than the one given (a contiguous copy, a move, a
+    broadcast), which a plan does not repeat. `tensors`: (inputs, initial
+    states or None, parameters) as given; `taken`: as the kernels took
+    them."""
+    inputs, init_states, params = tensors
+    for given, took in zip(tensors, taken):
+        if given is not None and any(a is not b for a, b in zip(given, took)):
             return None
-    if any(not t.is_contiguous() for t in ps):
-        return None
     if init_states is not None and any(t.shape != geom[3] for t in init_states):
         return None
-    grad = torch.is_grad_enabled()
-    if not training:
-        def run(args, prep=prep, geom=geom):
-            outs, rest = prep(args, *geom)
-            if want_seqs:
-                return outs, rest, [q[-1] for q in rest]
-            return outs, None, rest
-    else:
-        no = len(prep.out_ix)
-        if prep.native is not None:
-            fwd = prep.forward
-            cuda, index, native = fwd.cuda, fwd.device, prep.native
-
-            def launch(args):
-                return _native.train(native, args, _program.current_stream(index)
-                                     if cuda else 0)
-        else:
-            def launch(args):
-                return ScanFunction.apply(prep, geom, *args)
-
-        def run(args):
-            res = launch(args)
-            seqs = list(res[no:])
-            return list(res[:no]), (seqs if want_seqs else None), [q[-1] for q in seqs]
-    return Plan(inputs, init_states, params, grad, run)
+    return Plan(inputs, init_states, params, torch.is_grad_enabled(),
+                functools.partial(prep.run, geom=geom, want_seqs=want_seqs))
 
 
 def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bool,
@@ -514,27 +512,13 @@ def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bo
     s0 = [None] * cc.num_states if init_states is None else as_contiguous(init_states)
     if mask is None:
         prep = prepare_infer(cc, first.dtype, device, want_seqs, p_dtypes, p_scalar)
-        if plan is not None:
-            plan.append(_plan_for(prep, geom, inputs, init_states, params, ps, False,
-                                  want_seqs))
-        outs, rest = prep(xs + s0 + ps, *geom)
-        if want_seqs:
-            return outs, rest, [q[-1] for q in rest]
-        return outs, None, rest
-    prep = prepare_train(cc, first.dtype, device, p_dtypes, p_scalar, mask)
-    prep.preload(NCL)
-    if plan is not None:
-        plan.append(_plan_for(prep, geom, inputs, init_states, params, ps, True,
-                              want_seqs))
-    if prep.native is not None:
-        fwd = prep.forward
-        res = _native.train(prep.native, xs + s0 + ps,
-                            _program.current_stream(fwd.device) if fwd.cuda else 0)
     else:
-        res = ScanFunction.apply(prep, geom, *xs, *s0, *ps)
-    no = cc.num_outputs
-    outs, seqs = list(res[:no]), list(res[no:])
-    return outs, (seqs if want_seqs else None), [q[-1] for q in seqs]
+        prep = prepare_train(cc, first.dtype, device, p_dtypes, p_scalar, mask)
+        prep.preload(NCL)
+    if plan is not None:
+        plan.append(_plan_for(prep, geom, want_seqs, (inputs, init_states, params),
+                              (xs, s0, ps)))
+    return prep.run(xs + s0 + ps, geom, want_seqs)
 
 
 def as_tuple(r, num_outputs_and_states: int):
