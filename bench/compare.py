@@ -67,28 +67,39 @@ def minimal_bytes(core, T, N, elem, training):
 # surrogate spike). The plain-PyTorch baselines use a straight-through spike
 # written with ordinary ops, so that torch.compile can fuse it.
 
-# Module globals, not closures: SpikingJelly refuses a core that captures a
-# module (its surrogate) in a closure.
-_SPIKE = {}
-
-
-def _lif(x, v):
+# The arithmetic of each core, with its spike function as an argument:
+# the surrogate for ours and SpikingJelly's, the straight-through spike for
+# the plain-PyTorch loops.
+def _lif_step(x, v, spike):
     h = v + (x - v) / 2.0
-    s = _SPIKE["sigmoid"](h - 1.0)
+    s = spike(h - 1.0)
     return s, h * (1.0 - s)
 
 
-def _tut(x, y, v, rho):
+def _tut_step(x, y, v, rho, spike):
     import torch
     h = 0.5 * v + x
-    s1 = _SPIKE["atan"](h - (rho + 1.0))
-    s2 = _SPIKE["atan"](h - 1.0)
+    s1 = spike(h - (rho + 1.0))
+    s2 = spike(h - 1.0)
     rho = 0.9 * rho + s1
     v1 = h * (1.0 - s1)
     v2 = h - s2
     yy = torch.sigmoid(y)
     v = v1 * yy + v2 * (1.0 - yy)
     return s1, s2, v, rho
+
+
+# Module globals, not closures: SpikingJelly refuses a core that captures a
+# module (its surrogate) in a closure.
+_SPIKE = {}
+
+
+def _lif(x, v):
+    return _lif_step(x, v, _SPIKE["sigmoid"])
+
+
+def _tut(x, y, v, rho):
+    return _tut_step(x, y, v, rho, _SPIKE["atan"])
 
 
 def _cores(surrogates):
@@ -121,20 +132,10 @@ def torch_steps():
         return (x >= 0).to(x.dtype).detach() + (sg - sg.detach())
 
     def lif(x, v):
-        h = v + (x - v) / 2.0
-        s = heaviside_sigmoid(h - 1.0)
-        return s, h * (1.0 - s)
+        return _lif_step(x, v, heaviside_sigmoid)
 
     def tut(x, y, v, rho):
-        h = 0.5 * v + x
-        s1 = heaviside_atan(h - (rho + 1.0))
-        s2 = heaviside_atan(h - 1.0)
-        rho = 0.9 * rho + s1
-        v1 = h * (1.0 - s1)
-        v2 = h - s2
-        yy = torch.sigmoid(y)
-        v = v1 * yy + v2 * (1.0 - yy)
-        return s1, s2, v, rho
+        return _tut_step(x, y, v, rho, heaviside_atan)
     return {"lif": lif, "2in2st": tut}
 
 
