@@ -23,7 +23,6 @@
 #include <ATen/Parallel.h>
 #include <c10/util/SmallVector.h>
 #include <torch/autograd.h>
-#include <torch/custom_class.h>
 #include <torch/library.h>
 
 #include <atomic>
@@ -68,10 +67,10 @@ struct BoundKernel {
 };
 
 /// The training forward and backward kernels of one configuration, and
-/// where the forward's results and the backward's gradients sit. A custom
-/// class, so that an autograd node can hold it (ctx->saved_data) for as
-/// long as its graph lives, whatever the package releases meanwhile.
-struct BoundTraining : torch::CustomClassHolder {
+/// where the forward's results and the backward's gradients sit. An
+/// autograd node holds it through a keeper tensor (keeperOf) for as long
+/// as its graph lives, whatever the package releases meanwhile.
+struct BoundTraining : c10::intrusive_ptr_target {
   std::shared_ptr<const BoundKernel> forward, backward;
   std::vector<int64_t> outputIndex, stateSeqIndex; // into forward's results
   // per leaf (inputs, initial states, parameters): its gradient's index in
@@ -287,12 +286,61 @@ launchOp(int64_t id, const c10::List<std::optional<at::Tensor>> &args,
   return run(*bound, asTensors(args), stream);
 }
 
+/// A training binding held by a tensor: a one-element int64 CPU tensor
+/// holding the binding's id, whose storage's context owns a reference to
+/// the binding. Saved with the node's tensors, it keeps the binding alive
+/// while the graph lives, and it is a plain tensor to torch.compile's
+/// compiled autograd, which lifts a node's saved tensors into its graph but
+/// cannot hash an opaque object in its saved data.
+struct Keeper {
+  int64_t id;
+  c10::intrusive_ptr<BoundTraining> bound;
+};
+
+void deleteKeeper(void *keeper) { delete static_cast<Keeper *>(keeper); }
+
+at::Tensor keeperOf(int64_t id, const c10::intrusive_ptr<BoundTraining> &bound) {
+  auto *keeper = new Keeper{id, bound};
+  return at::for_blob(&keeper->id, {1})
+      .context(keeper, &deleteKeeper)
+      .options(at::TensorOptions().dtype(at::kLong).device(at::kCPU))
+      .make_tensor();
+}
+
+/// The binding a saved keeper holds. A saved-tensor hook that copies what
+/// it saves (torch.autograd.graph.save_on_cpu(pin_memory=True)) hands back
+/// a copy without the reference: then the id finds the binding, as long as
+/// the package has not released it.
+c10::intrusive_ptr<BoundTraining> boundOf(const at::Tensor &keeper) {
+  if (keeper.defined() && keeper.has_storage() &&
+      keeper.storage().data_ptr().get_deleter() == &deleteKeeper)
+    return static_cast<Keeper *>(keeper.storage().data_ptr().get_context())
+        ->bound;
+  TORCH_CHECK(keeper.defined() && keeper.numel() == 1 &&
+                  keeper.scalar_type() == at::kLong,
+              "flexsn: a FlexSN training node's saved tensors lack the one "
+              "that names its kernels (did a saved-tensor hook drop it?)");
+  int64_t id = keeper.item<int64_t>();
+  std::lock_guard<std::mutex> lock(registryMutex);
+  auto it = trainings.find(id);
+  TORCH_CHECK(it != trainings.end(),
+              "flexsn: the kernels of this FlexSN training node were released "
+              "(its module or kernel was deleted) and a saved-tensor hook "
+              "copied the tensor that kept them alive; keep the module alive "
+              "until its backward has run");
+  return it->second;
+}
+
 /// The training forward as an autograd node; its backward runs the backward
 /// kernel on the forward's stream (PyTorch runs a node's backward on the
 /// stream its forward used). Saved: the leaves (undefined where a call
-/// passed none: an initial state of zeros) and the state sequences.
+/// passed none: an initial state of zeros), the state sequences and the
+/// binding's keeper; in saved_data only the stream (an integer, which
+/// compiled autograd lifts into its graph as an input). The node marks
+/// nothing non-differentiable (compiled autograd refuses such nodes):
+/// trainOp detaches those results instead.
 struct ScanNode : public torch::autograd::Function<ScanNode> {
-  static variable_list forward(AutogradContext *ctx,
+  static variable_list forward(AutogradContext *ctx, int64_t id,
                                const c10::intrusive_ptr<BoundTraining> &bound,
                                int64_t stream,
                                const std::vector<at::Tensor> *leaves,
@@ -308,22 +356,19 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
       outputs.push_back(results[i]);
       toSave.push_back(results[i]);
     }
+    toSave.push_back(keeperOf(id, bound));
     ctx->set_materialize_grads(false);
     ctx->save_for_backward(std::move(toSave));
     ctx->saved_data["stream"] = stream;
-    ctx->saved_data["bound"] = c10::IValue(bound);
-    if (!bound->nonDifferentiable.empty()) {
-      variable_list fixed;
-      for (int64_t i : bound->nonDifferentiable)
-        fixed.push_back(outputs[i]);
-      ctx->mark_non_differentiable(fixed);
-    }
     return outputs;
   }
 
   static variable_list backward(AutogradContext *ctx, variable_list grads) {
-    c10::intrusive_ptr<BoundTraining> bound =
-        ctx->saved_data["bound"].toCustomClass<BoundTraining>();
+    variable_list saved = ctx->get_saved_variables();
+    TORCH_CHECK(!saved.empty(), "flexsn: a FlexSN training node without its "
+                                "saved tensors");
+    c10::intrusive_ptr<BoundTraining> bound = boundOf(saved.back());
+    saved.pop_back();
     // The kernels compute first-order gradients only: a graph of the
     // backward (create_graph=True) would silently lack their terms.
     if (torch::autograd::GradMode::is_enabled())
@@ -332,7 +377,6 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
                     "flexsn: the backward of a compiled core is not "
                     "differentiable (create_graph=True, double backward); "
                     "run the core with backend='torch' for that");
-    variable_list saved = ctx->get_saved_variables();
     int64_t n = bound->numLeaves;
     std::vector<at::Tensor> args(saved.begin(), saved.end());
     for (at::Tensor &g : grads)
@@ -340,9 +384,9 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
                                                        : std::move(g));
     std::vector<at::Tensor> results =
         run(*bound->backward, args, ctx->saved_data["stream"].toInt());
-    // Two untracked arguments (bound, stream), the leaves' pointer, then
-    // one gradient per tracked (defined) leaf.
-    variable_list out(3);
+    // Three untracked arguments (id, bound, stream), the leaves' pointer,
+    // then one gradient per tracked (defined) leaf.
+    variable_list out(4);
     for (int64_t j = 0; j < n; ++j) {
       const at::Tensor &leaf = saved[j];
       if (!leaf.defined())
@@ -375,13 +419,16 @@ trainOp(int64_t id, const c10::List<std::optional<at::Tensor>> &leaves,
   for (const at::Tensor &t : all)
     if (t.defined())
       defined.push_back(t);
-  return ScanNode::apply(bound, stream, &all, at::TensorList(defined));
+  std::vector<at::Tensor> outputs =
+      ScanNode::apply(id, bound, stream, &all, at::TensorList(defined));
+  for (int64_t i : bound->nonDifferentiable)
+    outputs[i] = outputs[i].detach();
+  return outputs;
 }
 
 } // namespace
 
 TORCH_LIBRARY(flexsn_native, m) {
-  m.class_<BoundTraining>("BoundTraining");
   m.def("init(int launch, int free) -> ()", &init);
   m.def("bind(int kernel, int num_pointers, bool cuda, int[] reads, "
         "int[] result_slots, str[] result_dtypes, int[] result_shapes) -> int",

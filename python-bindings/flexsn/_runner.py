@@ -247,7 +247,25 @@ class ScanFunction(torch.autograd.Function):
         prep: TrainPrep = ctx.prep
         n = prep.num_leaves
         saved = ctx.saved_tensors
+        if torch.compiler.is_compiling():
+            # Compiled autograd traces this backward; the ctypes launch is a
+            # call Dynamo cannot trace, so it runs as an opaque call.
+            return (None, None, *_opaque_backward()(prep, saved[:n], saved[n:], grads, ctx.geom))
         return (None, None, *prep.run_backward(saved[:n], saved[n:], grads, ctx.geom))
+
+
+_OPAQUE_BACKWARD = None
+
+
+def _opaque_backward():
+    """TrainPrep.run_backward behind torch._dynamo.disable, made on first use
+    (importing Dynamo takes a second; only a compiled backward needs it)."""
+    global _OPAQUE_BACKWARD
+    if _OPAQUE_BACKWARD is None:
+        import torch._dynamo
+        _OPAQUE_BACKWARD = torch._dynamo.disable(
+            lambda prep, leaves, seqs, grads, geom: prep.run_backward(leaves, seqs, grads, geom))
+    return _OPAQUE_BACKWARD
 
 
 def validate_sequences(inputs, states, num_inputs, num_states, step_mode="m"):
