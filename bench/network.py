@@ -22,13 +22,15 @@ time steps folded into the batch). Systems, the neuron (tau 2, threshold
   torch-eager    the step loop in plain PyTorch
   torch-compile  the whole network, torch-eager's neurons, under
                  torch.compile
+  flexsn-compile the whole network, our neurons, under torch.compile
+                 (each FlexSN an opaque custom op in the compiled graph)
 
 Per system: the training step (forward, cross-entropy, backward; no
 optimizer step) and inference (evaluation mode, no_grad), CUDA events around the call,
 median of --reps; peak extra GPU memory of a training step; the first
 training step's time (compiles included); and the loss and the last
-layer's weight gradient against torch-eager's from the same weights and
-input (thresholds make a 1-ulp difference flip a spike, so these are
+layer's weight gradient against torch-eager's (or the first system's,
+without it) from the same weights and input (thresholds make a 1-ulp difference flip a spike, so these are
 reported, not asserted).
 
     python3 bench/network.py [--T 4,16] [--batch 64] [--width 64]
@@ -48,7 +50,8 @@ sys.path.insert(0, HERE)
 
 import compare  # noqa: E402  (the cores and the plain-PyTorch step)
 
-SYSTEMS = ["flexsn", "sj-flexsn", "sj-lifnode", "torch-eager", "torch-compile"]
+SYSTEMS = ["flexsn", "flexsn-compile", "sj-flexsn", "sj-lifnode", "torch-eager",
+           "torch-compile"]
 
 
 def neuron_factory(system):
@@ -56,7 +59,7 @@ def neuron_factory(system):
     None when it is not installed."""
     import torch
     from torch import nn
-    if system == "flexsn":
+    if system in ("flexsn", "flexsn-compile"):
         import flexsn
         core = compare.flexsn_cores()["lif"]
         return lambda: flexsn.FlexSN(core, num_states=1)
@@ -164,7 +167,7 @@ def run_system(system, args, dtype, data, reference):
     dev = args.device
     net = build_net(make, args.width).to(dev, dtype)
     model = net
-    if system == "torch-compile":
+    if system in ("torch-compile", "flexsn-compile"):
         torch._dynamo.reset()
         model = torch.compile(net)
     x, y = data
@@ -246,7 +249,7 @@ def main():
         g = torch.Generator().manual_seed(1)
         x = torch.rand(T, args.batch, 3, 32, 32, generator=g).to(args.device, dtype) * 2
         y = torch.randint(0, 10, (args.batch,), generator=g).to(args.device)
-        reference = None
+        reference, ref_name = None, None
         print(f"T={T} batch={args.batch} width={args.width} {dtype_name}", flush=True)
         for system in systems:
             try:
@@ -257,18 +260,20 @@ def main():
                 print(f"  {system:14s} not installed", flush=True)
                 continue
             ref = res.pop("_reference", None)
-            if system == "torch-eager" and ref is not None:
-                reference = ref
+            if reference is None and ref is not None:  # torch-eager when run
+                reference, ref_name = ref, system
             if "error" in res:
                 print(f"  {system:14s} {res['error']}", flush=True)
             else:
                 extra = ""
                 if "loss_diff" in res:
-                    extra = (f"  vs eager: loss {res['loss_diff']:.1e}, "
+                    extra = (f"  vs {ref_name}: loss {res['loss_diff']:.1e}, "
                              f"fc grad {res['fc_grad_rel_diff']:.1e}")
                 print(f"  {system:14s} training {res['training_ms']:.3f} ms  inference "
                       f"{res['inference_ms']:.3f} ms  peak +{res['peak_extra_mib']:.0f} MiB  "
                       f"first {res['first_training_s']:.2f} s{extra}", flush=True)
+            if "loss_diff" in res:
+                res["compared_with"] = ref_name
             results["cases"].append({"system": system, "T": T, "dtype": dtype_name, **res})
             with open(os.path.join(args.out, "results.json"), "w") as f:
                 json.dump(results, f, indent=1)
