@@ -8,10 +8,11 @@ parameters as given):
 - ``flexsn::infer(core, inputs, states, params, want_seqs)``: outputs, then
   state sequences (``want_seqs``) or final states; ``states`` empty: zeros.
 - ``flexsn::train_forward(core, inputs, states, params, mask)``: outputs and
-  state sequences; its autograd formula calls
+  state sequences (``states`` empty: zeros); its autograd formula calls
 - ``flexsn::train_backward(core, inputs, states, params, seqs, grads, mask)``:
-  the gradient of each input, state and parameter (an empty tensor where
-  ``mask`` says none is wanted).
+  the gradient of each input, state (when states were passed) and
+  parameter (an empty tensor where ``mask`` says none is wanted).
+  ``mask`` always covers every input, state and parameter.
 
 Each has a fake (meta) implementation with exact shapes, T == 0 included.
 Eager calls do not go through these ops: they take the direct path
@@ -79,12 +80,23 @@ def _infer_fake(core, inputs, states, params, want_seqs):
 
 
 def _train_prep(cc, inputs, states, params, mask, geom):
-    """The training kernels of the call, and its leaves as they take them."""
+    """The training kernels of the call, and its leaves as they take them
+    (no states: None, which the kernels read as zeros)."""
     x = inputs[0]
     ps, p_dtypes, p_scalar = _runner.flat_params(params, geom[3], x.device)
     prep = _runner.prepare_train(cc, x.dtype, x.device, p_dtypes, p_scalar, mask)
-    leaves = _runner.as_contiguous(inputs) + _runner.as_contiguous(states) + ps
+    s0 = _runner.as_contiguous(states) if states else [None] * cc.num_states
+    leaves = _runner.as_contiguous(inputs) + s0 + ps
     return prep, leaves, p_scalar
+
+
+def _passed(cc, states, per_leaf: list) -> list:
+    """A list over every leaf (inputs, initial states, parameters), less
+    the initial states when the call passed none (`states` empty)."""
+    if states or not cc.num_states:
+        return list(per_leaf)
+    ni = cc.num_inputs
+    return list(per_leaf[:ni]) + list(per_leaf[ni + cc.num_states:])
 
 
 @torch.library.custom_op("flexsn::train_forward", mutates_args=())
@@ -114,14 +126,17 @@ def train_backward(core: int, inputs: list[Tensor], states: list[Tensor],
                    mask: list[bool]) -> list[Tensor]:
     cc = _core(core)
     leaves = list(inputs) + list(states) + list(params)
+    passed_mask = _passed(cc, states, mask)
     geom = _runner.geometry(inputs[0])
     if geom[0] == 0:
-        return [torch.zeros_like(t) if m else t.new_empty(0) for t, m in zip(leaves, mask)]
+        return [torch.zeros_like(t) if m else t.new_empty(0)
+                for t, m in zip(leaves, passed_mask)]
     prep, flat, p_scalar = _train_prep(cc, inputs, states, params, mask, geom)
-    got = prep.run_backward(flat, _runner.as_contiguous(seqs), list(grads), geom)
+    got = _passed(cc, states, prep.run_backward(flat, _runner.as_contiguous(seqs),
+                                                list(grads), geom))
     out = []
-    first_param = cc.num_inputs + cc.num_states
-    for k, (t, g, m) in enumerate(zip(leaves, got, mask)):
+    first_param = len(leaves) - len(params)
+    for k, (t, g, m) in enumerate(zip(leaves, got, passed_mask)):
         if not m or g is None:
             out.append(t.new_empty(0) if not m else torch.zeros_like(t))
         elif k >= first_param and not p_scalar[k - first_param]:
@@ -134,7 +149,8 @@ def train_backward(core: int, inputs: list[Tensor], states: list[Tensor],
 @train_backward.register_fake
 def _train_backward_fake(core, inputs, states, params, seqs, grads, mask):
     leaves = list(inputs) + list(states) + list(params)
-    return [t.new_empty(t.shape) if m else t.new_empty(0) for t, m in zip(leaves, mask)]
+    return [t.new_empty(t.shape) if m else t.new_empty(0)
+            for t, m in zip(leaves, _passed(_core(core), states, mask))]
 
 
 def _setup(ctx, inputs, output):
@@ -153,7 +169,7 @@ def _backward(ctx, grads):
     params, seqs = list(saved[ni + ns:ni + ns + npar]), list(saved[ni + ns + npar:])
     got = torch.ops.flexsn.train_backward(ctx.core, inputs, states, params, seqs,
                                           list(grads), ctx.mask)
-    got = [g if m else None for g, m in zip(got, ctx.mask)]
+    got = [g if m else None for g, m in zip(got, _passed(_core(ctx.core), states, ctx.mask))]
     return None, got[:ni], got[ni:ni + ns], got[ni + ns:], None
 
 
@@ -170,11 +186,14 @@ def run(cc, inputs, init_states, params, *, want_seqs: bool, grad_mask=None):
     states = None if init_states is None else list(init_states)
     mask = _runner.requires_grad_mask(inputs, states, ns, params, grad_mask)
     if torch.is_grad_enabled() and any(mask):
-        if states is None:
-            states = [x.new_zeros(step) for _ in range(ns)]
-        res = torch.ops.flexsn.train_forward(h, inputs, states, params, mask)
+        # No initial states: an empty list, which the kernels read as zeros
+        # (null pointers), as on the eager path; nothing allocated or filled.
+        res = torch.ops.flexsn.train_forward(h, inputs, states or [], params, mask)
         outs, seqs = res[:no], res[no:]
-        finals = states if x.shape[0] == 0 else [q[-1] for q in seqs]
+        if x.shape[0] == 0:
+            finals = states if states is not None else [x.new_zeros(step) for _ in range(ns)]
+        else:
+            finals = [q[-1] for q in seqs]
         return list(outs), (list(seqs) if want_seqs else None), list(finals)
     res = torch.ops.flexsn.infer(h, inputs, states or [], params, want_seqs)
     outs, rest = res[:no], res[no:]
