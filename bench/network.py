@@ -41,7 +41,6 @@ reported, not asserted).
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -134,28 +133,9 @@ def build_net(make_neuron, width):
     return Net()
 
 
-def time_cuda(fn, reps, warmup=3):
-    import torch
-    for _ in range(warmup):
-        fn()
-    if not torch.cuda.is_available():  # a CPU smoke run of the script
-        times = []
-        for _ in range(reps):
-            t = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t) * 1e3)
-        return statistics.median(times)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+def time_cuda(fn, reps):
+    """compare.py's timer: CUDA events around each call, median."""
+    return compare.time_cuda(fn, lambda: None, reps, warmup=3)
 
 
 def run_system(system, args, dtype, data, reference):

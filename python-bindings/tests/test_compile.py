@@ -28,8 +28,12 @@ def test_opcheck_infer(device, T):
     torch.library.opcheck(torch.ops.flexsn.infer.default, (h, [x, y], [], [], False))
 
 
+@pytest.mark.parametrize("given", [True, False], ids=["states", "no-states"])
 @pytest.mark.parametrize("T", [0, 3])
-def test_opcheck_training(device, T):
+def test_opcheck_training(device, T, given):
+    """From given initial states, and from none: an empty list (zeros read
+    through null pointers, nothing allocated), the mask still covering the
+    states, and no state gradients from the backward."""
     w = torch.randn(5, device=device, requires_grad=True)
 
     def core(x, v, w):
@@ -40,82 +44,48 @@ def test_opcheck_training(device, T):
     cc, h = _cc(core, 1, 1, static_inputs=(w,))
     x = torch.randn(T, 4, 5, device=device, requires_grad=True)
     v = torch.randn(4, 5, device=device, requires_grad=True)
-    mask = [True, True, True]
-    torch.library.opcheck(torch.ops.flexsn.train_forward.default, (h, [x], [v], [w], mask))
+    states = [v] if given else []
+    mask = [True, given, True]
+    torch.library.opcheck(torch.ops.flexsn.train_forward.default, (h, [x], states, [w], mask))
     seqs = [torch.randn(T, 4, 5, device=device)]
     grads = [torch.randn(T, 4, 5, device=device), None]
-    torch.library.opcheck(torch.ops.flexsn.train_backward.default,
-                          (h, [x.detach()], [v.detach()], [w.detach()], seqs, grads, mask),
+    args = (h, [x.detach()], [t.detach() for t in states], [w.detach()], seqs, grads, mask)
+    got = torch.ops.flexsn.train_backward(*args)
+    assert [tuple(g.shape) for g in got] == \
+        [tuple(x.shape)] + [tuple(v.shape)] * given + [tuple(w.shape)]
+    torch.library.opcheck(torch.ops.flexsn.train_backward.default, args,
                           test_utils=("test_schema", "test_faketensor"))
+    if not given:  # from none: the same as from explicit zero states
+        z = torch.zeros(4, 5, device=device)
+        a = torch.ops.flexsn.train_forward(h, [x.detach()], [], [w.detach()], mask)
+        b = torch.ops.flexsn.train_forward(h, [x.detach()], [z], [w.detach()], mask)
+        for p, q in zip(a, b):
+            assert torch.equal(p, q)
 
 
-@pytest.mark.parametrize("T", [0, 3])
-def test_opcheck_training_without_states(device, T):
-    """No initial states: an empty list (zeros read through null pointers,
-    nothing allocated), the mask still covering the states; the backward
-    returns no state gradients."""
-    w = torch.randn(5, device=device, requires_grad=True)
-
-    def core(x, v, w):
-        h = v + (x - v) * torch.sigmoid(w)
-        s = flexsn.surrogate.ATan()(h - 1.)
-        return s, h * (1. - s)
-
-    cc, h = _cc(core, 1, 1, static_inputs=(w,))
-    x = torch.randn(T, 4, 5, device=device, requires_grad=True)
-    mask = [True, False, True]
-    torch.library.opcheck(torch.ops.flexsn.train_forward.default, (h, [x], [], [w], mask))
-    seqs = [torch.randn(T, 4, 5, device=device)]
-    grads = [torch.randn(T, 4, 5, device=device), None]
-    got = torch.ops.flexsn.train_backward(h, [x.detach()], [], [w.detach()], seqs, grads, mask)
-    assert [tuple(g.shape) for g in got] == [tuple(x.shape), tuple(w.shape)]
-    torch.library.opcheck(torch.ops.flexsn.train_backward.default,
-                          (h, [x.detach()], [], [w.detach()], seqs, grads, mask),
-                          test_utils=("test_schema", "test_faketensor"))
-    # from zeros: the same as from explicit zero states
-    z = torch.zeros(4, 5, device=device)
-    a = torch.ops.flexsn.train_forward(h, [x.detach()], [], [w.detach()], mask)
-    b = torch.ops.flexsn.train_forward(h, [x.detach()], [z], [w.detach()], mask)
-    for p, q in zip(a, b):
-        assert torch.equal(p, q)
-
-
-def test_ops_match_eager_from_zero_states(device):
-    """The custom-op path from no initial states (as a reset module runs
-    under torch.compile) equals the direct path, gradients included."""
+@pytest.mark.parametrize("given", [True, False], ids=["states", "no-states"])
+def test_ops_match_eager(device, given):
+    """The custom-op path (as under torch.compile) equals the direct path,
+    from given initial states and from none (a reset module), gradients
+    included."""
     k = flexsn.FlexSNKernel(tutorial(), 2, 2, backend=device.type)
     x = torch.randn(6, 3, 4, device=device)
     y = torch.randn(6, 3, 4, device=device)
-    xs = [x.clone().requires_grad_(), x.clone().requires_grad_()]
-    a = _ops.run(k.compiled, [xs[0], y], None, [], want_seqs=True)
-    b = k.run([xs[1], y], None, want_seqs=True)
-    for p, q in zip(a[0] + a[1] + a[2], b[0] + b[1] + b[2]):
-        assert_close(p, q)
-    g = torch.randn_like(a[0][0])
-    (a[0][0] * g + a[1][0]).sum().backward()
-    (b[0][0] * g + b[1][0]).sum().backward()
-    assert_close(xs[0].grad, xs[1].grad)
-
-
-def test_ops_match_eager(device):
-    """The custom-op path (as under torch.compile) equals the direct path."""
-    core = tutorial()
-    k = flexsn.FlexSNKernel(core, 2, 2, backend=device.type)
-    x = torch.randn(6, 3, 4, device=device)
-    y = torch.randn(6, 3, 4, device=device)
-    s0 = [torch.randn(3, 4, device=device, requires_grad=True) for _ in range(2)]
+    s0 = [torch.randn(3, 4, device=device, requires_grad=True) for _ in range(2)] \
+        if given else None
     xs = [x.clone().requires_grad_(), x.clone().requires_grad_()]
     a = _ops.run(k.compiled, [xs[0], y], s0, [], want_seqs=True)
     b = k.run([xs[1], y], s0, want_seqs=True)
     for p, q in zip(a[0] + a[1] + a[2], b[0] + b[1] + b[2]):
         assert_close(p, q)
     g = torch.randn_like(a[0][0])
+    states = s0 or []
     (a[0][0] * g + a[1][0]).sum().backward()
-    ga = [xs[0].grad] + [s.grad.clone() for s in s0]
-    for s in s0:
+    ga = [xs[0].grad] + [s.grad.clone() for s in states]
+    for s in states:
         s.grad = None
     (b[0][0] * g + b[1][0]).sum().backward()
-    for p, q in zip(ga, [xs[1].grad] + [s.grad for s in s0]):
+    for p, q in zip(ga, [xs[1].grad] + [s.grad for s in states]):
         assert_close(p, q)
 
 
