@@ -13,10 +13,14 @@
 #include "mlir/Conversion/MathToLibm/MathToLibm.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -116,6 +120,46 @@ std::string PipelineOptions::getCUDAHome() const {
   return "/usr/local/cuda";
 }
 
+namespace {
+/// Integer-to-bf16 conversions (arith.sitofp / uitofp to bf16) as a
+/// conversion to f32 and a truncf, which arith-expand{include-bf16} then
+/// turns into integer ops. The canonicalizer makes them of a bf16 store of
+/// an integer-valued step (truncf(sitofp)); LLVM lowers a direct
+/// integer-to-bfloat conversion to a call of __truncsfbf2 on x86 CPUs
+/// without AVX512-BF16, which the JIT cannot resolve (Debian 12's libgcc
+/// has no such function): the kernel would fail to load. Through f32 it is
+/// the core's own arithmetic (the step computes in f32, the store rounds to
+/// bf16). Internal to the CPU pipeline (test/Pipelines/cpu-int-to-bf16.mlir).
+struct SplitIntToBF16 : PassWrapper<SplitIntToBF16, OperationPass<>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SplitIntToBF16)
+  StringRef getArgument() const override { return "flexsn-split-int-to-bf16"; }
+  void runOnOperation() override {
+    SmallVector<Operation *> casts;
+    getOperation()->walk([&](Operation *op) {
+      if (isa<arith::SIToFPOp, arith::UIToFPOp>(op) &&
+          getElementTypeOrSelf(op->getResult(0).getType()).isBF16())
+        casts.push_back(op);
+    });
+    for (Operation *op : casts) {
+      OpBuilder b(op);
+      Type type = op->getResult(0).getType();
+      Type f32 = b.getF32Type();
+      Type wide = f32;
+      if (auto shaped = dyn_cast<ShapedType>(type))
+        wide = shaped.clone(f32);
+      Value in = op->getOperand(0);
+      Value mid =
+          isa<arith::SIToFPOp>(op)
+              ? arith::SIToFPOp::create(b, op->getLoc(), wide, in).getResult()
+              : arith::UIToFPOp::create(b, op->getLoc(), wide, in).getResult();
+      Value out = arith::TruncFOp::create(b, op->getLoc(), type, mid);
+      op->getResult(0).replaceAllUsesWith(out);
+      op->erase();
+    }
+  }
+};
+} // namespace
+
 void mlir::flexsn::buildCPUPipeline(OpPassManager &pm, unsigned prefetch) {
   pm.addPass(createCanonicalizerPass());
   ConvertFlexSNToCPUKernelsOptions toCPU;
@@ -124,6 +168,7 @@ void mlir::flexsn::buildCPUPipeline(OpPassManager &pm, unsigned prefetch) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(std::make_unique<SplitIntToBF16>());
   arith::ArithExpandOpsPassOptions expand;
   expand.includeBf16 = true;
   pm.addPass(arith::createArithExpandOpsPass(expand));
@@ -201,7 +246,9 @@ void mlir::flexsn::registerPipelines() {
       [](OpPassManager &pm, const PipelineOptions &options) {
         if (options.differentiate)
           buildDifferentiatePipeline(pm, llvm::to_vector(options.saveOps));
-        buildCPUPipeline(pm);
+        // prefetch > 1 pipelines the CPU loop as the GPU's (flexsn-run's
+        // --prefetch); 0, "chosen per kernel" on the GPU, is 1 here.
+        buildCPUPipeline(pm, options.prefetch ? unsigned(options.prefetch) : 1);
       });
   PassPipelineRegistration<PipelineOptions>(
       "flexsn-gpu-pipeline",

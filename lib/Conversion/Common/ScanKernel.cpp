@@ -35,10 +35,14 @@ class NeuronScanEmitter {
 public:
   /// `kernelArg`: an argument of the kernel function being built (a block
   /// argument of its entry block), which locates its symbol table.
+  /// `rawBits`: scalar loads of 16-bit float storage yield their bits (i16)
+  /// until widen() (CPU kernels, below).
   NeuronScanEmitter(OpBuilder &b, Location loc, ScanOp scan, unsigned width,
-                    LaneAccess access, Value neuron, Value kernelArg)
+                    LaneAccess access, Value neuron, Value kernelArg,
+                    bool rawBits)
       : b(b), loc(loc), scan(scan), width(width),
-        vectorized(access == LaneAccess::Vector), neuron(neuron),
+        vectorized(access == LaneAccess::Vector), rawBits(rawBits),
+        neuron(neuron),
         kernelArg(kernelArg), computeType(scan.getComputeType()) {
     ptrType = LLVM::LLVMPointerType::get(b.getContext());
   }
@@ -91,23 +95,33 @@ public:
   /// scalars. Nothing uses the loaded registers until widen(): a load
   /// carried ahead by the pipelined loop does not stall the thread at a
   /// conversion right after it.
+  ///
+  /// With `rawBits`, a scalar 16-bit float is loaded as its bits (i16): a
+  /// value the pipelined loop carries across blocks (a slot) must not be
+  /// of a 16-bit float type on the CPU, where LLVM's x86 back end, lacking
+  /// AVX512-BF16, keeps such a value promoted to f32 and rounds it back
+  /// through a call of __truncsfbf2, which the JIT cannot resolve.
   SmallVector<Value> loadRawAt(Value addr, Type elt) {
     if (vectorized) {
       auto vecType = VectorType::get({width}, elt);
       return {LLVM::LoadOp::create(b, loc, vecType, addr, bytes(elt) * width)};
     }
+    Type loaded = elt;
+    if (rawBits && elt.getIntOrFloatBitWidth() == 16)
+      loaded = b.getIntegerType(16);
     SmallVector<Value> out;
     for (unsigned l = 0; l < width; ++l)
       out.push_back(LLVM::LoadOp::create(
-          b, loc, elt, l == 0 ? addr : gep(addr, elt, cst(l)), bytes(elt)));
+          b, loc, loaded, l == 0 ? addr : gep(addr, elt, cst(l)), bytes(elt)));
     return out;
   }
 
   /// How many values loadRaw() returns per operand.
   unsigned rawValuesPerOperand() const { return vectorized ? 1 : width; }
 
-  /// The `width` lanes of loadRaw()'s values, in the compute type.
-  SmallVector<Value> widen(ArrayRef<Value> raw) {
+  /// The `width` lanes of loadRaw()'s values (storage type `elt`), in the
+  /// compute type.
+  SmallVector<Value> widen(ArrayRef<Value> raw, Type elt) {
     SmallVector<Value> out;
     if (vectorized) {
       Value wide = convert(raw.front(), VectorType::get({width}, computeType));
@@ -117,15 +131,19 @@ public:
             arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(l))));
       return out;
     }
-    for (Value v : raw)
+    for (Value v : raw) {
+      if (v.getType() != elt) // its bits (rawBits)
+        v = arith::BitcastOp::create(b, loc, elt, v);
       out.push_back(convert(v, computeType));
+    }
     return out;
   }
 
   /// The group's lanes of the per-neuron tensor `base`, in the compute
   /// type; zeros where `given` is false (an optional pointer).
   SmallVector<Value> load(Value base, Type elt, Value given = Value()) {
-    return widen(loadRawAt(orZeros(addressOf(base, elt, Value()), given), elt));
+    return widen(loadRawAt(orZeros(addressOf(base, elt, Value()), given), elt),
+                 elt);
   }
 
   /// Whether `base` is non-null (for an optional pointer).
@@ -221,7 +239,7 @@ private:
   Location loc;
   ScanOp scan;
   unsigned width;
-  bool vectorized;
+  bool vectorized, rawBits;
   Value neuron, kernelArg;
   Type computeType, ptrType;
 };
@@ -298,7 +316,8 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
     }
   }
 
-  NeuronScanEmitter e(b, loc, scan, width, access, neuron, args.front());
+  NeuronScanEmitter e(b, loc, scan, width, access, neuron, args.front(),
+                      /*rawBits=*/cursorStep == CursorStep::Plain);
   Type computeType = scan.getComputeType();
   auto splat = [&](SmallVectorImpl<Value> &into, Value v) {
     into.append(width, v);
@@ -484,8 +503,10 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
     // Lane-major values in the compute type: value[k * width + lane].
     SmallVector<Value> current;
     for (unsigned k = 0; k < numOperandReads; ++k)
-      llvm::append_range(current,
-                         e.widen(raw.slice(k * rawPerOperand, rawPerOperand)));
+      llvm::append_range(
+          current, e.widen(raw.slice(k * rawPerOperand, rawPerOperand),
+                           k < numIn ? inputs[k].second
+                                     : lagged[k - numIn].second));
     ArrayRef<Value> inVals = ArrayRef<Value>(current).take_front(numIn * width);
     ArrayRef<Value> lagVals = ArrayRef<Value>(current).drop_front(numIn * width);
     // One body copy per lane.

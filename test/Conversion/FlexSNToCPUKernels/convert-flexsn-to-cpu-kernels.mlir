@@ -34,16 +34,17 @@ func.func @lif(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> (tensor<?x?xf32>, ten
 
 // -----
 
-// Reverse scans walk t = T-1 .. 0; bf16 storage is read as i16 bits and
-// widened with integer ops (no bf16 value reaches the x86 back end), and
-// stored as the bits of the rounded value; scalar params load once.
+// Reverse scans walk t = T-1 .. 0; bf16 storage is read as i16 bits,
+// bitcast and widened where the step uses them (arith-expand then widens
+// with integer ops: no bf16 value reaches the x86 back end, nor crosses a
+// block in the pipelined loop), and stored as the bits of the rounded
+// value; scalar params load once.
 // CHECK-LABEL: func.func @rev_inference
 // CHECK: scf.for
 // CHECK: arith.subi
 // CHECK: %[[BITS:.*]] = llvm.load %{{.*}} {alignment = 2 : i64} : !llvm.ptr -> i16
-// CHECK: %[[WIDE:.*]] = arith.extui %[[BITS]] : i16 to i32
-// CHECK: %[[SHIFTED:.*]] = arith.shli %[[WIDE]], %{{.*}} : i32
-// CHECK: arith.bitcast %[[SHIFTED]] : i32 to f32
+// CHECK: %[[VAL:.*]] = arith.bitcast %[[BITS]] : i16 to bf16
+// CHECK: arith.extf %[[VAL]] : bf16 to f32
 // CHECK: %[[ROUNDED:.*]] = arith.truncf %{{.*}} : f32 to bf16
 // CHECK: %[[OUT:.*]] = arith.bitcast %[[ROUNDED]] : bf16 to i16
 // CHECK: llvm.store %[[OUT]], %{{.*}} {alignment = 2 : i64} : i16, !llvm.ptr
