@@ -118,8 +118,8 @@ def test_activation_checkpointing(device, monkeypatch, path):
 
 @pytest.mark.parametrize("path", PATHS)
 def test_graph_outlives_its_module(device, monkeypatch, path):
-    """A backward after its module (and every reference to the module's
-    compiled core) is gone still runs the kernels it was built with."""
+    """A backward after its module was deleted (and collected) still runs
+    the kernels it was built with."""
     ref = _grads(device, lambda loss: loss.backward(), store=True)
 
     def go():
