@@ -51,7 +51,8 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   Option<unsigned> prefetch{
       *this, "prefetch",
       llvm::cl::desc("steps of loads in flight per GPU thread, 1-32 (0: "
-                     "chosen per kernel from the sequences it reads)"),
+                     "chosen per kernel from the sequences it reads); the "
+                     "CPU pipeline's loop likewise (0: 1)"),
       llvm::cl::init(0)};
   Option<std::string> cudaHome{
       *this, "cuda-home",
