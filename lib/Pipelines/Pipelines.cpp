@@ -129,7 +129,8 @@ namespace {
 /// without AVX512-BF16, which the JIT cannot resolve (Debian 12's libgcc
 /// has no such function): the kernel would fail to load. Through f32 it is
 /// the core's own arithmetic (the step computes in f32, the store rounds to
-/// bf16). Internal to the CPU pipeline (test/Pipelines/cpu-int-to-bf16.mlir).
+/// bf16). Internal to the CPU pipeline
+/// (test/Integration/CPU/bf16-int-valued.mlir).
 struct SplitIntToBF16 : PassWrapper<SplitIntToBF16, OperationPass<>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SplitIntToBF16)
   StringRef getArgument() const override { return "flexsn-split-int-to-bf16"; }

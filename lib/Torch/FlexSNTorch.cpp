@@ -71,6 +71,7 @@ struct BoundKernel {
 /// autograd node holds it through a keeper tensor (keeperOf) for as long
 /// as its graph lives, whatever the package releases meanwhile.
 struct BoundTraining : c10::intrusive_ptr_target {
+  int64_t id = 0;
   std::shared_ptr<const BoundKernel> forward, backward;
   std::vector<int64_t> outputIndex, stateSeqIndex; // into forward's results
   // per leaf (inputs, initial states, parameters): its gradient's index in
@@ -183,7 +184,8 @@ int64_t bindTraining(int64_t forward, int64_t backward,
   bound->gradIndex = std::move(gradIndex);
   bound->nonDifferentiable = std::move(nonDifferentiable);
   std::lock_guard<std::mutex> lock(registryMutex);
-  int64_t id = nextId++;
+  bound->id = nextId++;
+  int64_t id = bound->id;
   trainings.emplace(id, std::move(bound));
   return id;
 }
@@ -299,8 +301,8 @@ struct Keeper {
 
 void deleteKeeper(void *keeper) { delete static_cast<Keeper *>(keeper); }
 
-at::Tensor keeperOf(int64_t id, const c10::intrusive_ptr<BoundTraining> &bound) {
-  auto *keeper = new Keeper{id, bound};
+at::Tensor keeperOf(const c10::intrusive_ptr<BoundTraining> &bound) {
+  auto *keeper = new Keeper{bound->id, bound};
   return at::for_blob(&keeper->id, {1})
       .context(keeper, &deleteKeeper)
       .options(at::TensorOptions().dtype(at::kLong).device(at::kCPU))
@@ -340,7 +342,7 @@ c10::intrusive_ptr<BoundTraining> boundOf(const at::Tensor &keeper) {
 /// nothing non-differentiable (compiled autograd refuses such nodes):
 /// trainOp detaches those results instead.
 struct ScanNode : public torch::autograd::Function<ScanNode> {
-  static variable_list forward(AutogradContext *ctx, int64_t id,
+  static variable_list forward(AutogradContext *ctx,
                                const c10::intrusive_ptr<BoundTraining> &bound,
                                int64_t stream,
                                const std::vector<at::Tensor> *leaves,
@@ -356,7 +358,7 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
       outputs.push_back(results[i]);
       toSave.push_back(results[i]);
     }
-    toSave.push_back(keeperOf(id, bound));
+    toSave.push_back(keeperOf(bound));
     ctx->set_materialize_grads(false);
     ctx->save_for_backward(std::move(toSave));
     ctx->saved_data["stream"] = stream;
@@ -384,9 +386,9 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
                                                        : std::move(g));
     std::vector<at::Tensor> results =
         run(*bound->backward, args, ctx->saved_data["stream"].toInt());
-    // Three untracked arguments (id, bound, stream), the leaves' pointer,
-    // then one gradient per tracked (defined) leaf.
-    variable_list out(4);
+    // Two untracked arguments (bound, stream), the leaves' pointer, then
+    // one gradient per tracked (defined) leaf.
+    variable_list out(3);
     for (int64_t j = 0; j < n; ++j) {
       const at::Tensor &leaf = saved[j];
       if (!leaf.defined())
@@ -420,7 +422,7 @@ trainOp(int64_t id, const c10::List<std::optional<at::Tensor>> &leaves,
     if (t.defined())
       defined.push_back(t);
   std::vector<at::Tensor> outputs =
-      ScanNode::apply(id, bound, stream, &all, at::TensorList(defined));
+      ScanNode::apply(bound, stream, &all, at::TensorList(defined));
   for (int64_t i : bound->nonDifferentiable)
     outputs[i] = outputs[i].detach();
   return outputs;

@@ -42,8 +42,8 @@ public:
                     bool rawBits)
       : b(b), loc(loc), scan(scan), width(width),
         vectorized(access == LaneAccess::Vector), rawBits(rawBits),
-        neuron(neuron),
-        kernelArg(kernelArg), computeType(scan.getComputeType()) {
+        neuron(neuron), kernelArg(kernelArg),
+        computeType(scan.getComputeType()) {
     ptrType = LLVM::LLVMPointerType::get(b.getContext());
   }
 
