@@ -164,22 +164,23 @@ def torch_loops():
 
 # --- systems ------------------------------------------------------------------
 
-def make_system(name, core, dev):
-    """A callable (inputs...) -> tuple of outputs, with a reset, or None
-    when the system does not apply or is not installed."""
-    import torch
-    n_in, n_st, _ = CORE_SHAPES[core]
+def module_factory(name, core):
+    """A zero-argument constructor of the multi-step module of system `name`
+    ("flexsn", "sj-flexsn", "sj-lifnode") over `core`, or None when the
+    system does not apply or is not installed. bench/network.py builds its
+    layers' neurons with it too."""
+    n_st = CORE_SHAPES[core][1]
     if name == "flexsn":
         import flexsn
-        m = flexsn.FlexSN(flexsn_cores()[core], num_states=n_st).to(dev)
-        return lambda *xs: _tuple(m(*xs)), m.reset
+        fn = flexsn_cores()[core]
+        return lambda: flexsn.FlexSN(fn, num_states=n_st)
     if name == "sj-flexsn":
         try:
             from spikingjelly.activation_based.neuron.flexsn import FlexSN
         except Exception:
             return None
-        m = FlexSN(sj_cores()[core], num_states=n_st, step_mode="m").to(dev)
-        return lambda *xs: _tuple(m(*xs)), m.reset
+        fn = sj_cores()[core]
+        return lambda: FlexSN(fn, num_states=n_st, step_mode="m")
     if name == "sj-lifnode":
         if core != "lif":
             return None
@@ -187,10 +188,22 @@ def make_system(name, core, dev):
             from spikingjelly.activation_based import neuron, surrogate
         except Exception:
             return None
-        m = neuron.LIFNode(tau=2.0, v_threshold=1.0, v_reset=0.0,
-                           surrogate_function=surrogate.Sigmoid(),
-                           step_mode="m").to(dev)
-        return lambda x: (m(x),), m.reset
+        return lambda: neuron.LIFNode(tau=2.0, v_threshold=1.0, v_reset=0.0,
+                                      surrogate_function=surrogate.Sigmoid(),
+                                      step_mode="m")
+    raise ValueError(f"no module for system {name}")
+
+
+def make_system(name, core, dev):
+    """A callable (inputs...) -> tuple of outputs, with a reset, or None
+    when the system does not apply or is not installed."""
+    import torch
+    if name in ("flexsn", "sj-flexsn", "sj-lifnode"):
+        make = module_factory(name, core)
+        if make is None:
+            return None
+        m = make().to(dev)
+        return lambda *xs: _tuple(m(*xs)), m.reset
     if name == "torch-eager":
         return torch_loops()[core], (lambda: None)
     if name in ("torch-compile", "torch-compile-step"):

@@ -56,27 +56,9 @@ SYSTEMS = ["flexsn", "flexsn-compile", "sj-flexsn", "sj-lifnode", "torch-eager",
 def neuron_factory(system):
     """A zero-argument constructor of the system's multi-step LIF module, or
     None when it is not installed."""
-    import torch
     from torch import nn
-    if system in ("flexsn", "flexsn-compile"):
-        import flexsn
-        core = compare.flexsn_cores()["lif"]
-        return lambda: flexsn.FlexSN(core, num_states=1)
-    if system == "sj-flexsn":
-        try:
-            from spikingjelly.activation_based.neuron.flexsn import FlexSN
-        except Exception:  # noqa: BLE001
-            return None
-        core = compare.sj_cores()["lif"]
-        return lambda: FlexSN(core, num_states=1, step_mode="m")
-    if system == "sj-lifnode":
-        try:
-            from spikingjelly.activation_based import neuron, surrogate
-        except Exception:  # noqa: BLE001
-            return None
-        return lambda: neuron.LIFNode(tau=2.0, v_threshold=1.0, v_reset=0.0,
-                                      surrogate_function=surrogate.Sigmoid(),
-                                      step_mode="m")
+    if system in ("flexsn", "flexsn-compile", "sj-flexsn", "sj-lifnode"):
+        return compare.module_factory(system.split("-compile")[0], "lif")
     if system in ("torch-eager", "torch-compile"):
         loop = compare.torch_loops()["lif"]
 
