@@ -62,6 +62,10 @@ static cl::opt<unsigned> clPrefetch(
     cl::desc("steps of loads in flight in the kernels (default: 1 on the CPU, "
              "chosen per kernel on the GPU; 2-8 test the pipelined loop)"),
     cl::init(0));
+static cl::list<std::string>
+    clSaveOps(cl::cat(fuzzCategory), "save-ops", cl::CommaSeparated,
+              cl::desc("the training forward's saving policy, as "
+                       "flexsn-differentiate's save-ops (auto: a minimum cut)"));
 static cl::opt<unsigned> clJobs(cl::cat(fuzzCategory), "jobs",
                                 cl::desc("worker processes"), cl::init(1));
 static cl::opt<bool> clCuda(cl::cat(fuzzCategory), "cuda",
@@ -599,8 +603,9 @@ Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
     out.what = diagnostics;
     return out;
   }
+  std::vector<std::string> saveOps(clSaveOps.begin(), clSaveOps.end());
   auto func = prepareKernelModule(*module, "core", Type(), /*training=*/true,
-                                  {});
+                                  saveOps);
   if (!func)
     return errorOut("differentiate", func.takeError());
   HarnessOptions options;
@@ -805,6 +810,9 @@ Totals runRange(unsigned first, unsigned last) {
            << (isSmooth(core) ? "" : " --finite-differences=false")
            << (clPrefetch ? " --prefetch=" + std::to_string(clPrefetch)
                           : std::string())
+           << (clSaveOps.empty() || variant != "backward"
+                   ? std::string()
+                   : " --save-ops=" + llvm::join(clSaveOps, ","))
            << " --check\n"
            << small;
     }

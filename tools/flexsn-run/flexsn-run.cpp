@@ -77,7 +77,8 @@ static cl::opt<unsigned> clReps(cl::cat(runCategory), "reps",
 static cl::list<std::string>
     clSaveOps(cl::cat(runCategory), "save-ops", cl::CommaSeparated,
               cl::desc("forward/backward: body ops whose results the "
-                       "training forward saves"));
+                       "training forward saves (auto: chosen by a minimum "
+                       "cut)"));
 static cl::opt<bool> clFiniteDifferences(
     cl::cat(runCategory), "finite-differences",
     cl::desc("backward --check: also compare with central finite "

@@ -67,7 +67,8 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   ListOption<std::string> saveOps{
       *this, "save-ops",
       llvm::cl::desc("with differentiate: body ops whose results the "
-                     "training forward saves (comma-separated op names)")};
+                     "training forward saves (comma-separated op names; "
+                     "auto: chosen by a minimum cut)")};
 
   /// Parses `text` into a new options object. On failure returns null and
   /// sets `error` to a message naming the bad word and listing the keys.

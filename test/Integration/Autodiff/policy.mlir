@@ -7,6 +7,11 @@
 // use f32 storage.)
 // RUN: flexsn-run %flexsn_src_root/examples/plif.mlir --variant=backward --save-ops=math.exp,arith.subf --check --T=5 --ncl=999 --seed=1 | FileCheck %s
 // RUN: flexsn-run %flexsn_src_root/examples/two_in_two_state.mlir --variant=backward --save-ops=arith.mulf --check --T=64 --ncl=100 --seed=2 | FileCheck %s
+// The auto policy (a minimum cut: lif saves h and reads neither x nor the
+// state sequence; two_in_two_state keeps rematerializing):
+// RUN: flexsn-run %flexsn_src_root/examples/lif.mlir --variant=backward --save-ops=auto --check --T=9 --ncl=777 --seed=4 | FileCheck %s
+// RUN: flexsn-run %flexsn_src_root/examples/lif_soft_detach.mlir --variant=backward --save-ops=auto --check --T=9 --ncl=777 --seed=5 | FileCheck %s
+// RUN: flexsn-run %flexsn_src_root/examples/two_in_two_state.mlir --variant=backward --save-ops=auto --check --T=9 --ncl=777 --seed=6 | FileCheck %s
 // RUN: flexsn-run %s --variant=backward --check --T=5 --ncl=1000 --seed=3 | FileCheck %s --check-prefix=NOGRAD
 // RUN: flexsn-run %s --variant=forward --check --T=5 --ncl=1000 --seed=3 | FileCheck %s --check-prefix=SAVED
 

@@ -8,7 +8,7 @@
 // TOL: --tolerance must be a finite number >= 0
 // An op name in save-ops that no dialect registers is an error.
 // RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --T=4 --ncl=4 --variant=backward --save-ops=math.nope 2>&1 | FileCheck %s --check-prefix=SAVE
-// SAVE: save-ops names 'math.nope', which is not a registered operation
+// SAVE: save-ops names 'math.nope', which is neither 'auto' nor a registered operation
 // --help lists the tools' own options, not LLVM's (those stay reachable
 // through --help-hidden).
 // RUN: flexsn-run --help | FileCheck %s --check-prefix=HELP --implicit-check-not=devirt

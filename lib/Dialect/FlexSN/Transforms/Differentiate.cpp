@@ -2,7 +2,11 @@
 //
 // flexsn-differentiate: from a kernel function @f holding a flexsn.scan,
 // builds @f_forward (the training forward) and @f_backward (the reverse-time
-// scan that rematerializes the body and runs its adjoint).
+// scan that rematerializes the body and runs its adjoint). Under the `auto`
+// saving policy it chooses the values the forward saves by a minimum cut of
+// the step's dataflow, and, when the backward then reads no state sequence,
+// adds @f_forward_final and @f_backward_final (final states in, final-state
+// gradients out).
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +23,8 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace mlir {
@@ -68,18 +74,30 @@ void setRoles(func::FuncOp func, const Signature &args, const Signature &results
 
 class Differentiator {
 public:
-  Differentiator(ScanOp scan, const llvm::StringSet<> &saveOps)
+  Differentiator(ScanOp scan, const llvm::StringSet<> &saveOps, bool autoSave)
       : scan(scan), func(cast<func::FuncOp>(scan->getParentOp())),
-        ctx(scan.getContext()), saveOps(saveOps) {}
+        ctx(scan.getContext()), saveOps(saveOps), autoSave(autoSave) {}
 
   LogicalResult run();
 
 private:
+  /// The recomputed step and the adjoints of its values (steps 1-3 of the
+  /// backward body).
+  struct Sweep {
+    IRMapping map;
+    SmallVector<Operation *> clones;
+    llvm::DenseMap<Value, Value> adj;
+  };
+
   LogicalResult analyze();
+  LogicalResult chooseSaves();
+  FailureOr<Sweep> sweep(OpBuilder &b, ArrayRef<Value> ins, ArrayRef<Value> gy,
+                         ArrayRef<Value> gseq, ArrayRef<Value> lagged,
+                         ArrayRef<Value> carries, ArrayRef<Value> params);
   func::FuncOp createFunc(StringRef suffix, StringRef kind, const Signature &args,
                           const Signature &results);
   void buildForward();
-  LogicalResult buildBackward();
+  FailureOr<func::FuncOp> buildBackward();
   LogicalResult buildBackwardBody(Block &body, ArrayRef<Value> ins,
                                   ArrayRef<Value> saved, ArrayRef<Value> gy,
                                   ArrayRef<Value> gseq, ArrayRef<Value> lagged,
@@ -98,10 +116,17 @@ private:
   Operation *lastCreated = nullptr;
   MLIRContext *ctx;
   const llvm::StringSet<> &saveOps;
+  /// Choose the saved values (a minimum cut) and build the final-state pair.
+  bool autoSave;
+  /// Building @f_forward_final / @f_backward_final: the forward writes final
+  /// states, the backward takes their gradients.
+  bool finalPair = false;
   Type computeType;
   int64_t tDim = ShapedType::kDynamic, nclDim = ShapedType::kDynamic;
   /// Body ops whose result the forward saves, in body order.
   SmallVector<Operation *> savedOps;
+  /// Of those, the ones the IR asks for (flexsn.save, save-ops by name).
+  llvm::SmallPtrSet<Operation *, 8> forcedSaves;
   /// Requires-grad of each input, state, param; grad given for each output
   /// and state result.
   llvm::BitVector gradInput, gradState, gradParam, gradOutput, gradStateResult;
@@ -164,6 +189,7 @@ LogicalResult Differentiator::analyze() {
                                    "ops with one result of the compute type "
                                 << computeType << " can";
       savedOps.push_back(&op);
+      forcedSaves.insert(&op);
     }
     // Ops with only integer results carry no gradient and need no rule.
     bool floatResult = llvm::any_of(op.getResultTypes(), [](Type t) {
@@ -173,6 +199,228 @@ LogicalResult Differentiator::analyze() {
       return op.emitOpError()
              << "has no adjoint rule, so the scan cannot be differentiated";
   }
+  return success();
+}
+
+/// The `auto` policy. What the backward's adjoint reads of the step (its
+/// "needs") must come from the forward: read (an input: its bytes; a state:
+/// a sequence the forward writes and the backward reads), saved (a
+/// compute-type sequence written and read), or recomputed from such values,
+/// which costs no memory traffic. The cheapest choice is a minimum s-t cut
+/// of the step's dataflow graph in which each value is an in node and an
+/// out node joined by an edge of its cost; the source feeds the inputs and
+/// states, the needs drain to the sink. Ties go to the leaves (the cut
+/// nearest the source), i.e. to rematerialization.
+LogicalResult Differentiator::chooseSaves() {
+  Block &primal = scan.getBodyBlock();
+  // An op with regions could read values the dataflow edges below miss.
+  for (Operation &op : primal.without_terminator())
+    if (op.getNumRegions())
+      return success();
+  unsigned numIn = scan.getNumInputs(), numSt = scan.getNumStates(),
+           numPa = scan.getNumParams(), numOut = scan.getNumOutputs();
+  Location loc = scan.getLoc();
+
+  // 1. The needs: build the adjoint sweep in a scratch function and walk
+  //    back from the gradients the backward yields through the adjoint
+  //    ops; every recomputed value or leaf they read is a need.
+  OpBuilder tb(ctx);
+  auto scratch = func::FuncOp::create(tb, loc, "__flexsn_needs",
+                                      FunctionType::get(ctx, {}, {}));
+  llvm::scope_exit eraseScratch([&] { scratch.erase(); });
+  Block *blk = scratch.addEntryBlock();
+  auto args = [&](unsigned n, const llvm::BitVector *present = nullptr) {
+    SmallVector<Value> v;
+    for (unsigned i = 0; i < n; ++i)
+      v.push_back(!present || (*present)[i]
+                      ? Value(blk->addArgument(computeType, loc))
+                      : Value());
+    return v;
+  };
+  SmallVector<Value> ins = args(numIn), lagged = args(numSt),
+                     params = args(numPa), gy = args(numOut, &gradOutput);
+  llvm::BitVector noSeq(numSt);
+  SmallVector<Value> gseq =
+      args(numSt, scan.getFinalStates() ? &noSeq : &gradStateResult);
+  SmallVector<Value> carries = args(numSt);
+  OpBuilder b = OpBuilder::atBlockEnd(blk);
+  FailureOr<Sweep> sw = sweep(b, ins, gy, gseq, lagged, carries, params);
+  if (failed(sw))
+    return failure();
+
+  llvm::DenseMap<Value, Value> toPrimal;
+  for (auto [from, to] : llvm::zip_equal(scan.getInputArgs(), ins))
+    toPrimal[to] = from;
+  for (auto [from, to] : llvm::zip_equal(scan.getStateArgs(), lagged))
+    toPrimal[to] = from;
+  for (auto [from, to] : llvm::zip_equal(scan.getParamArgs(), params))
+    toPrimal[to] = from;
+  llvm::DenseMap<Operation *, Operation *> primalOf;
+  for (auto [op, clone] : llvm::zip_equal(primal.without_terminator(),
+                                          sw->clones))
+    primalOf[clone] = &op;
+  llvm::DenseSet<Value> needs;
+  llvm::DenseSet<Operation *> seen;
+  SmallVector<Operation *> work;
+  auto visit = [&](Value v) {
+    if (!v)
+      return;
+    if (Value leaf = toPrimal.lookup(v)) {
+      needs.insert(leaf);
+      return;
+    }
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return; // a gradient argument
+    if (Operation *op = primalOf.lookup(def)) {
+      needs.insert(op->getResult(cast<OpResult>(v).getResultNumber()));
+      return;
+    }
+    if (seen.insert(def).second)
+      work.push_back(def);
+  };
+  for (auto [i, x] : llvm::enumerate(ins))
+    if (gradInput[i])
+      visit(sw->adj.lookup(x));
+  for (Value v : lagged)
+    visit(sw->adj.lookup(v));
+  for (auto [i, p] : llvm::enumerate(params))
+    if (gradParam[i])
+      visit(sw->adj.lookup(p));
+  while (!work.empty())
+    for (Value operand : work.pop_back_val()->getOperands())
+      visit(operand);
+
+  // 2. A minimum cut for a given cost of a state (`stateReads`: 1 when the
+  //    forward writes the state sequences anyway, 2 when a cut without
+  //    states lets the final-state pair write none): value k has in node 2k
+  //    and out node 2k + 1; returns the cut's cost and values.
+  llvm::DenseMap<Value, unsigned> id;
+  SmallVector<Value> values;
+  auto number = [&](Value v) {
+    id[v] = values.size();
+    values.push_back(v);
+  };
+  for (BlockArgument a : primal.getArguments())
+    number(a);
+  for (Operation &op : primal.without_terminator())
+    for (Value r : op.getResults())
+      number(r);
+  constexpr int64_t inf = int64_t(1) << 40;
+  auto bytes = [](Type t) -> int64_t {
+    return getElementTypeOrSelf(t).getIntOrFloatBitWidth() / 8;
+  };
+  struct Cut {
+    int64_t cost = 0;
+    SmallVector<Value> values;
+    bool hasState = false;
+  };
+  auto minCut = [&](int64_t stateReads) -> FailureOr<Cut> {
+    struct Edge {
+      unsigned to;
+      int64_t cap;
+      unsigned rev;
+    };
+    unsigned source = 2 * values.size(), sink = source + 1;
+    SmallVector<SmallVector<Edge>> graph(sink + 1);
+    auto edge = [&](unsigned from, unsigned to, int64_t cap) {
+      graph[from].push_back({to, cap, (unsigned)graph[to].size()});
+      graph[to].push_back({from, 0, (unsigned)graph[from].size() - 1});
+    };
+    for (auto [i, a] : llvm::enumerate(scan.getInputArgs())) {
+      edge(source, 2 * id[a], inf);
+      edge(2 * id[a], 2 * id[a] + 1, bytes(scan.getInputs()[i].getType()));
+    }
+    for (auto [i, a] : llvm::enumerate(scan.getStateArgs())) {
+      edge(source, 2 * id[a], inf);
+      edge(2 * id[a], 2 * id[a] + 1,
+           stateReads * bytes(scan.getInitStates()[i].getType()));
+    }
+    // Params are read by both scans anyway: free, never cut.
+    for (Value a : scan.getParamArgs())
+      edge(2 * id[a], 2 * id[a] + 1, inf);
+    for (Operation &op : primal.without_terminator()) {
+      bool saveable =
+          op.getNumResults() == 1 && op.getResult(0).getType() == computeType;
+      int64_t cost = forcedSaves.contains(&op) ? 0
+                     : saveable               ? 2 * bytes(computeType)
+                                              : inf;
+      for (Value r : op.getResults()) {
+        edge(2 * id[r], 2 * id[r] + 1, cost);
+        for (Value operand : op.getOperands())
+          if (id.count(operand))
+            edge(2 * id[operand] + 1, 2 * id[r], inf);
+      }
+    }
+    for (Value v : needs)
+      edge(2 * id[v] + 1, sink, inf);
+
+    // Max flow by shortest augmenting paths (Edmonds-Karp); the graph has a
+    // few hundred nodes.
+    SmallVector<std::pair<unsigned, unsigned>> parent(graph.size());
+    auto reachable = [&](SmallVectorImpl<bool> &reach) {
+      reach.assign(graph.size(), false);
+      SmallVector<unsigned> queue{source};
+      reach[source] = true;
+      for (unsigned head = 0; head < queue.size(); ++head)
+        for (auto [k, e] : llvm::enumerate(graph[queue[head]]))
+          if (e.cap > 0 && !reach[e.to]) {
+            reach[e.to] = true;
+            parent[e.to] = {queue[head], (unsigned)k};
+            queue.push_back(e.to);
+          }
+      return reach[sink];
+    };
+    SmallVector<bool> reach;
+    while (reachable(reach)) {
+      int64_t push = inf;
+      for (unsigned v = sink; v != source; v = parent[v].first)
+        push = std::min(push, graph[parent[v].first][parent[v].second].cap);
+      if (push >= inf) // cannot happen: every path crosses a leaf's finite edge
+        return (LogicalResult)scan.emitOpError(
+            "auto saving policy: a need with no finite cut");
+      for (unsigned v = sink; v != source; v = parent[v].first) {
+        Edge &e = graph[parent[v].first][parent[v].second];
+        e.cap -= push;
+        graph[e.to][e.rev].cap += push;
+      }
+    }
+    Cut cut;
+    for (auto [k, v] : llvm::enumerate(values)) {
+      if (!reach[2 * k] || reach[2 * k + 1])
+        continue;
+      cut.values.push_back(v);
+      for (const Edge &e : graph[2 * k])
+        if (e.to == 2 * k + 1)
+          cut.cost += e.cap + graph[e.to][e.rev].cap; // the original capacity
+      cut.hasState |= llvm::is_contained(scan.getStateArgs(), v);
+    }
+    return cut;
+  };
+
+  // 3. With no state in the cut the final-state pair writes no state
+  //    sequence; else every sequence is written and read where cut. The
+  //    cheaper choice wins; a tie keeps the sequences (rematerialization).
+  FailureOr<Cut> noSeqs = minCut(2), seqs = minCut(1);
+  if (failed(noSeqs) || failed(seqs))
+    return failure();
+  int64_t seqWrites = 0;
+  for (Value v : scan.getInitStates())
+    seqWrites += bytes(v.getType());
+  const Cut &best = !noSeqs->hasState && noSeqs->cost < seqs->cost + seqWrites
+                        ? *noSeqs
+                        : *seqs;
+
+  // 4. The cut's op results are saved (in body order); its leaves are read.
+  llvm::SmallPtrSet<Operation *, 8> chosen(forcedSaves.begin(),
+                                           forcedSaves.end());
+  for (Value v : best.values)
+    if (Operation *op = v.getDefiningOp())
+      chosen.insert(op);
+  savedOps.clear();
+  for (Operation &op : primal.without_terminator())
+    if (chosen.contains(&op))
+      savedOps.push_back(&op);
   return success();
 }
 
@@ -202,14 +450,19 @@ void Differentiator::buildForward() {
     args.add(v.getType(), ArgMeaning::Param, i);
   for (auto [i, r] : llvm::enumerate(scan.getOutputResults()))
     results.add(r.getType(), ArgMeaning::Output, i);
-  for (auto [i, v] : llvm::enumerate(scan.getInitStates()))
-    results.add(
-        seqType(cast<RankedTensorType>(v.getType()).getElementType()),
-        ArgMeaning::StateSeq, i);
+  for (auto [i, v] : llvm::enumerate(scan.getInitStates())) {
+    if (finalPair)
+      results.add(v.getType(), ArgMeaning::FinalState, i);
+    else
+      results.add(
+          seqType(cast<RankedTensorType>(v.getType()).getElementType()),
+          ArgMeaning::StateSeq, i);
+  }
   for (unsigned k = 0; k < savedOps.size(); ++k)
     results.add(seqType(computeType), ArgMeaning::Saved, k);
 
-  func::FuncOp fwd = createFunc("_forward", "forward", args, results);
+  func::FuncOp fwd = createFunc(finalPair ? "_forward_final" : "_forward",
+                                "forward", args, results);
   Block &entry = fwd.getBody().front();
   OpBuilder b = OpBuilder::atBlockBegin(&entry);
   ValueRange a = entry.getArguments();
@@ -225,7 +478,8 @@ void Differentiator::buildForward() {
   auto newScan = ScanOp::create(
       b, scan.getLoc(), scanTypes, a.take_front(numIn), ValueRange{},
       ValueRange{}, a.slice(numIn, numSt), a.drop_front(numIn + numSt),
-      /*reverse=*/UnitAttr(), /*final_states=*/UnitAttr(),
+      /*reverse=*/UnitAttr(),
+      /*final_states=*/finalPair ? b.getUnitAttr() : UnitAttr(),
       DenseI64ArrayAttr());
   IRMapping map;
   scan.getBody().cloneInto(&newScan.getBody(), map);
@@ -245,10 +499,10 @@ void Differentiator::buildForward() {
   func::ReturnOp::create(b, scan.getLoc(), ret);
 }
 
-LogicalResult Differentiator::buildBackward() {
+FailureOr<func::FuncOp> Differentiator::buildBackward() {
   unsigned numIn = scan.getNumInputs(), numSt = scan.getNumStates(),
            numPa = scan.getNumParams(), numOut = scan.getNumOutputs();
-  bool primalFinal = scan.getFinalStates();
+  bool primalFinal = scan.getFinalStates() || finalPair;
   Signature args, results;
   SmallVector<unsigned> xArg, vseqArg, v0Arg, pArg, savedArg, gyArg, gstArg;
   for (auto [i, v] : llvm::enumerate(scan.getInputs()))
@@ -271,7 +525,8 @@ LogicalResult Differentiator::buildBackward() {
     }
   for (auto [i, r] : llvm::enumerate(scan.getStateResults()))
     if (gradStateResult[i]) {
-      gstArg.push_back(args.add(r.getType(),
+      Type type = finalPair ? scan.getInitStates()[i].getType() : r.getType();
+      gstArg.push_back(args.add(type,
                                 primalFinal ? ArgMeaning::GradFinalState
                                             : ArgMeaning::GradStateSeq,
                                 i));
@@ -306,7 +561,8 @@ LogicalResult Differentiator::buildBackward() {
     accParams.push_back(i);
   }
 
-  func::FuncOp bwd = createFunc("_backward", "backward", args, results);
+  func::FuncOp bwd = createFunc(finalPair ? "_backward_final" : "_backward",
+                                "backward", args, results);
   Block &entry = bwd.getBody().front();
   OpBuilder b = OpBuilder::atBlockBegin(&entry);
   Location loc = scan.getLoc();
@@ -340,7 +596,7 @@ LogicalResult Differentiator::buildBackward() {
           nclDimIdx = 1;
         }
     if (!nclSource)
-      return scan.emitOpError("cannot be differentiated: it reads no input, "
+      return (LogicalResult)scan.emitOpError("cannot be differentiated: it reads no input, "
                               "no state and no per-neuron param, and no "
                               "result takes a gradient, so nothing gives the "
                               "number of neurons");
@@ -437,13 +693,14 @@ LogicalResult Differentiator::buildBackward() {
   for (RegisteredOperationName op : ctx->getRegisteredOperations())
     op.getCanonicalizationPatterns(patterns, ctx);
   if (failed(applyPatternsGreedily(bwd, std::move(patterns))))
-    return bwd.emitOpError("backward simplification did not converge");
+    return (LogicalResult)bwd.emitOpError(
+        "backward simplification did not converge");
   llvm::BitVector unused(bwd.getNumArguments());
   for (BlockArgument arg : bwd.getArguments())
     unused[arg.getArgNumber()] = arg.use_empty();
   if (failed(bwd.eraseArguments(unused)))
     return failure();
-  return success();
+  return bwd;
 }
 
 LogicalResult Differentiator::buildBackwardBody(
@@ -452,20 +709,63 @@ LogicalResult Differentiator::buildBackwardBody(
     ArrayRef<Value> carries, ArrayRef<Value> accs, ArrayRef<Value> params) {
   OpBuilder b = OpBuilder::atBlockEnd(&body);
   Location loc = scan.getLoc();
+  FailureOr<Sweep> swept = sweep(b, ins, gy, gseq, lagged, carries, params);
+  if (failed(swept))
+    return failure();
+  IRMapping &map = swept->map;
+  llvm::DenseMap<Value, Value> &adj = swept->adj;
+
+  // 4. Saved intermediates replace their recomputation everywhere.
+  for (auto [op, value] : llvm::zip_equal(savedOps, saved))
+    map.lookup(op->getResult(0)).replaceAllUsesWith(value);
+
+  // 5. Yield grad inputs, carries (grad of the state before the step), and
+  //    accumulated param grads.
+  auto orZero = [&](Value v) -> Value {
+    return v ? v
+             : arith::ConstantOp::create(b, loc,
+                                         b.getFloatAttr(computeType, 0.0))
+                   .getResult();
+  };
+  SmallVector<Value> values;
+  for (auto [i, x] : llvm::enumerate(ins))
+    if (gradInput[i])
+      values.push_back(orZero(adj.lookup(x)));
+  for (Value v : lagged)
+    values.push_back(orZero(adj.lookup(v)));
+  unsigned k = 0;
+  for (auto [i, p] : llvm::enumerate(params)) {
+    if (!gradParam[i])
+      continue;
+    Value g = adj.lookup(p);
+    values.push_back(g ? arith::AddFOp::create(b, loc, accs[k], g).getResult()
+                       : accs[k]);
+    ++k;
+  }
+  YieldOp::create(b, loc, values);
+  return success();
+}
+
+FailureOr<Differentiator::Sweep>
+Differentiator::sweep(OpBuilder &b, ArrayRef<Value> ins, ArrayRef<Value> gy,
+                      ArrayRef<Value> gseq, ArrayRef<Value> lagged,
+                      ArrayRef<Value> carries, ArrayRef<Value> params) {
+  Location loc = scan.getLoc();
+  Sweep result;
+  IRMapping &map = result.map;
   // 1. Recompute the step from x_t and the state before it.
-  IRMapping map;
   for (auto [from, to] : llvm::zip_equal(scan.getInputArgs(), ins))
     map.map(from, to);
   for (auto [from, to] : llvm::zip_equal(scan.getStateArgs(), lagged))
     map.map(from, to);
   for (auto [from, to] : llvm::zip_equal(scan.getParamArgs(), params))
     map.map(from, to);
-  SmallVector<Operation *> clones;
+  SmallVector<Operation *> &clones = result.clones;
   for (Operation &op : scan.getBodyBlock().without_terminator())
     clones.push_back(b.clone(op, map));
 
   // 2. Seed the adjoints of the yielded values.
-  llvm::DenseMap<Value, Value> adj;
+  llvm::DenseMap<Value, Value> &adj = result.adj;
   auto accumulate = [&](Value v, Value g) {
     if (!g || !isa<FloatType>(v.getType()))
       return;
@@ -502,52 +802,44 @@ LogicalResult Differentiator::buildBackwardBody(
     for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads))
       accumulate(operand, g);
   }
-
-  // 4. Saved intermediates replace their recomputation everywhere.
-  for (auto [op, value] : llvm::zip_equal(savedOps, saved))
-    map.lookup(op->getResult(0)).replaceAllUsesWith(value);
-
-  // 5. Yield grad inputs, carries (grad of the state before the step), and
-  //    accumulated param grads.
-  auto orZero = [&](Value v) -> Value {
-    return v ? v
-             : arith::ConstantOp::create(b, loc,
-                                         b.getFloatAttr(computeType, 0.0))
-                   .getResult();
-  };
-  SmallVector<Value> values;
-  for (auto [i, x] : llvm::enumerate(ins))
-    if (gradInput[i])
-      values.push_back(orZero(adj.lookup(x)));
-  for (Value v : lagged)
-    values.push_back(orZero(adj.lookup(v)));
-  unsigned k = 0;
-  for (auto [i, p] : llvm::enumerate(params)) {
-    if (!gradParam[i])
-      continue;
-    Value g = adj.lookup(p);
-    values.push_back(g ? arith::AddFOp::create(b, loc, accs[k], g).getResult()
-                       : accs[k]);
-    ++k;
-  }
-  YieldOp::create(b, loc, values);
-  return success();
+  return result;
 }
 
 LogicalResult Differentiator::run() {
   if (failed(verifyKernelForm(scan)) || failed(analyze()))
     return failure();
   ModuleOp module = func->getParentOfType<ModuleOp>();
-  for (StringRef suffix : {"_forward", "_backward"}) {
+  SmallVector<StringRef> suffixes{"_forward", "_backward"};
+  if (autoSave)
+    suffixes.append({"_forward_final", "_backward_final"});
+  for (StringRef suffix : suffixes) {
     std::string name = (func.getSymName() + suffix).str();
     if (SymbolTable::lookupSymbolIn(module, name))
       return func.emitOpError() << "cannot be differentiated: a symbol named '"
                                 << name << "' already exists";
   }
-  buildForward();
   // Nothing requires a gradient: no backward to build (not an empty one).
-  if (gradInput.none() && gradState.none() && gradParam.none())
+  bool anyGrad = gradInput.any() || gradState.any() || gradParam.any();
+  if (autoSave && anyGrad && failed(chooseSaves()))
+    return failure();
+  buildForward();
+  if (!anyGrad)
     return success();
+  FailureOr<func::FuncOp> bwd = buildBackward();
+  if (failed(bwd))
+    return failure();
+  // The final-state pair, when the backward reads no state sequence: its
+  // forward writes final states instead of sequences, and its backward takes
+  // the final states' gradients ([NCL], not [T, NCL] rows of zeros).
+  if (!autoSave || scan.getFinalStates() || !scan.getNumStates())
+    return success();
+  StringRef seqRole = stringifyArgMeaning(ArgMeaning::StateSeq);
+  for (unsigned i = 0, e = bwd->getNumArguments(); i < e; ++i)
+    if (auto role = bwd->getArgAttrOfType<StringAttr>(i, kRoleAttr))
+      if (role.getValue() == seqRole)
+        return success();
+  finalPair = true;
+  buildForward();
   return buildBackward();
 }
 
@@ -557,12 +849,17 @@ struct FlexSNDifferentiatePass
   using Base::Base;
   void runOnOperation() override {
     llvm::StringSet<> saveSet;
+    bool autoSave = false;
     for (const std::string &name : saveOps) {
+      if (name == "auto") {
+        autoSave = true;
+        continue;
+      }
       if (!RegisteredOperationName::lookup(name, &getContext())) {
         getOperation()->emitError()
             << "save-ops names '" << name
-            << "', which is not a registered operation (e.g. math.exp, "
-               "flexsn.spike)";
+            << "', which is neither 'auto' nor a registered operation (e.g. "
+               "math.exp, flexsn.spike)";
         return signalPassFailure();
       }
       saveSet.insert(name);
@@ -574,7 +871,7 @@ struct FlexSNDifferentiatePass
         scans.push_back(scan);
     });
     for (ScanOp scan : scans)
-      if (failed(Differentiator(scan, saveSet).run()))
+      if (failed(Differentiator(scan, saveSet, autoSave).run()))
         return signalPassFailure();
   }
 };

@@ -45,6 +45,15 @@ def FlexSNDifferentiate : Pass<"flexsn-differentiate", "ModuleOp"> {
     compute-type sequence each) and read by the backward instead of
     recomputed.
 
+    `save-ops=auto` (alone or beside op names) chooses the saved values: a
+    minimum cut of the step's dataflow between the leaves (an input costs
+    its bytes, read by the backward; a state its sequence, written and
+    read) and what the adjoint reads (a saved value costs a compute-type
+    sequence written and read; recomputation is free). When the backward
+    then reads no state sequence, `@f_forward_final` (final states instead
+    of sequences) and `@f_backward_final` (the final states' gradients) are
+    added beside `@f_forward` and `@f_backward`.
+
     Adjoint rules come from `AdjointOpInterface`; a body op without one is
     an error that names it. The primal must be a forward-time scan without
     lagged operands or `sum_states`.
@@ -52,7 +61,8 @@ def FlexSNDifferentiate : Pass<"flexsn-differentiate", "ModuleOp"> {
   let options = [
     ListOption<"saveOps", "save-ops", "std::string",
                "Names of body ops (e.g. flexsn.spike,math.exp) whose results "
-               "the training forward saves for the backward">,
+               "the training forward saves for the backward; auto: a minimum "
+               "cut chooses them">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",
