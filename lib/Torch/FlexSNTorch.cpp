@@ -73,7 +73,12 @@ struct BoundKernel {
 struct BoundTraining : c10::intrusive_ptr_target {
   int64_t id = 0;
   std::shared_ptr<const BoundKernel> forward, backward;
-  std::vector<int64_t> outputIndex, stateSeqIndex; // into forward's results
+  // into the forward's results: the outputs, the state results (sequences
+  // or final states) the node returns, and what it keeps for the backward
+  // (state sequences, saved values)
+  std::vector<int64_t> outputIndex, stateIndex, keptIndex;
+  // per leaf: whether the backward reads it (the node keeps only those)
+  std::vector<bool> leafRead;
   // per leaf (inputs, initial states, parameters): its gradient's index in
   // the backward's results, or -1 where the backward computes none
   std::vector<int64_t> gradIndex;
@@ -157,7 +162,9 @@ int64_t bindKernel(int64_t kernel, int64_t numPointers, bool cuda,
 
 int64_t bindTraining(int64_t forward, int64_t backward,
                      std::vector<int64_t> outputIndex,
-                     std::vector<int64_t> stateSeqIndex,
+                     std::vector<int64_t> stateIndex,
+                     std::vector<int64_t> keptIndex,
+                     std::vector<int64_t> leafRead,
                      std::vector<int64_t> gradIndex,
                      std::vector<int64_t> nonDifferentiable) {
   auto bound = c10::make_intrusive<BoundTraining>();
@@ -168,18 +175,27 @@ int64_t bindTraining(int64_t forward, int64_t backward,
   for (int64_t i : outputIndex)
     TORCH_CHECK(i >= 0 && i < numForwardResults,
                 "flexsn_native.bind_train: output index out of range");
-  for (int64_t i : stateSeqIndex)
+  for (int64_t i : stateIndex)
     TORCH_CHECK(i >= 0 && i < numForwardResults,
                 "flexsn_native.bind_train: state index out of range");
+  for (int64_t i : keptIndex)
+    TORCH_CHECK(i >= 0 && i < numForwardResults,
+                "flexsn_native.bind_train: kept index out of range");
+  TORCH_CHECK(leafRead.size() == gradIndex.size(),
+              "flexsn_native.bind_train: ", leafRead.size(),
+              " leaf-read flags for ", gradIndex.size(), " leaves");
   for (int64_t i : gradIndex)
     TORCH_CHECK(i >= -1 && i < numBackwardResults,
                 "flexsn_native.bind_train: gradient index out of range");
-  int64_t numResults = outputIndex.size() + stateSeqIndex.size();
+  int64_t numResults = outputIndex.size() + stateIndex.size();
   for (int64_t i : nonDifferentiable)
     TORCH_CHECK(i >= 0 && i < numResults,
                 "flexsn_native.bind_train: result index out of range");
   bound->outputIndex = std::move(outputIndex);
-  bound->stateSeqIndex = std::move(stateSeqIndex);
+  bound->stateIndex = std::move(stateIndex);
+  bound->keptIndex = std::move(keptIndex);
+  for (int64_t r : leafRead)
+    bound->leafRead.push_back(r != 0);
   bound->numLeaves = gradIndex.size();
   bound->gradIndex = std::move(gradIndex);
   bound->nonDifferentiable = std::move(nonDifferentiable);
@@ -210,15 +226,30 @@ void release(int64_t id) {
 /// would make the pointers meaningless.
 std::vector<at::Tensor> run(const BoundKernel &bound,
                             const std::vector<at::Tensor> &args,
+                            int64_t stream, at::IntArrayRef seqShape,
+                            at::TensorOptions options);
+
+std::vector<at::Tensor> run(const BoundKernel &bound,
+                            const std::vector<at::Tensor> &args,
                             int64_t stream) {
-  LaunchFn launch = launchFn.load();
-  TORCH_CHECK(launch, "flexsn_native: init() was not called");
   TORCH_CHECK(!args.empty() && args[0].defined() && args[0].dim() >= 1 &&
                   args[0].size(0) > 0,
               "flexsn_native: input #0 must be a [T, ...] tensor with T > 0");
-  const at::Tensor &first = args[0];
-  int64_t T = first.size(0);
-  int64_t NCL = first.numel() / T;
+  return run(bound, args, stream, args[0].sizes(), args[0].options());
+}
+
+/// The same with the call's [T, *S] shape and device given (a backward that
+/// does not read input #0).
+std::vector<at::Tensor> run(const BoundKernel &bound,
+                            const std::vector<at::Tensor> &args,
+                            int64_t stream, at::IntArrayRef seqShape,
+                            at::TensorOptions options) {
+  LaunchFn launch = launchFn.load();
+  TORCH_CHECK(launch, "flexsn_native: init() was not called");
+  TORCH_CHECK(!seqShape.empty() && seqShape[0] > 0,
+              "flexsn_native: a [T, ...] call with T > 0");
+  int64_t T = seqShape[0];
+  int64_t NCL = c10::multiply_integers(seqShape) / T;
   c10::SmallVector<void *, 32> pointers(bound.numPointers, nullptr);
   for (const auto &[slot, position] : bound.reads) {
     TORCH_CHECK(position < static_cast<int64_t>(args.size()),
@@ -228,8 +259,6 @@ std::vector<at::Tensor> run(const BoundKernel &bound,
     if (t.defined())
       pointers[slot] = t.data_ptr();
   }
-  at::TensorOptions options = first.options();
-  at::IntArrayRef seqShape = first.sizes();
   at::IntArrayRef stepShape = seqShape.slice(1);
   std::vector<at::Tensor> results;
   results.reserve(bound.results.size());
@@ -335,10 +364,12 @@ c10::intrusive_ptr<BoundTraining> boundOf(const at::Tensor &keeper) {
 
 /// The training forward as an autograd node; its backward runs the backward
 /// kernel on the forward's stream (PyTorch runs a node's backward on the
-/// stream its forward used). Saved: the leaves (undefined where a call
-/// passed none: an initial state of zeros), the state sequences and the
-/// binding's keeper; in saved_data only the stream (an integer, which
-/// compiled autograd lifts into its graph as an input). The node marks
+/// stream its forward used). Saved: the leaves the backward reads
+/// (undefined where it reads none or the call passed none: an initial state
+/// of zeros), the kept forward results (state sequences, saved values) and
+/// the binding's keeper; in saved_data the stream and a bitmask of the
+/// leaves the call passed (integers, which compiled autograd lifts into its
+/// graph as inputs). The node marks
 /// nothing non-differentiable (compiled autograd refuses such nodes):
 /// trainOp detaches those results instead.
 struct ScanNode : public torch::autograd::Function<ScanNode> {
@@ -350,18 +381,38 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
     (void)definedLeaves; // the same tensors: what autograd tracks
     std::vector<at::Tensor> results = run(*bound->forward, *leaves, stream);
     variable_list outputs;
-    outputs.reserve(bound->outputIndex.size() + bound->stateSeqIndex.size());
+    outputs.reserve(bound->outputIndex.size() + bound->stateIndex.size());
     for (int64_t i : bound->outputIndex)
       outputs.push_back(results[i]);
-    variable_list toSave(leaves->begin(), leaves->end());
-    for (int64_t i : bound->stateSeqIndex) {
+    for (int64_t i : bound->stateIndex)
       outputs.push_back(results[i]);
-      toSave.push_back(results[i]);
+    // Past 62 leaves the mask cannot say which were passed: keep them all.
+    bool masked = leaves->size() <= 62;
+    int64_t passed = 0;
+    std::vector<int64_t> meta;
+    variable_list toSave;
+    toSave.reserve(leaves->size() + bound->keptIndex.size() + 1);
+    for (size_t j = 0; j < leaves->size(); ++j) {
+      const at::Tensor &leaf = (*leaves)[j];
+      bool keep = bound->leafRead[j] || !masked;
+      if (leaf.defined() && masked)
+        passed |= int64_t(1) << j;
+      if (leaf.defined() && !keep) {
+        meta.push_back(j);
+        meta.push_back(static_cast<int64_t>(leaf.scalar_type()));
+        meta.push_back(leaf.dim());
+        meta.insert(meta.end(), leaf.sizes().begin(), leaf.sizes().end());
+      }
+      toSave.push_back(keep ? leaf : at::Tensor());
     }
+    for (int64_t i : bound->keptIndex)
+      toSave.push_back(results[i]);
     toSave.push_back(keeperOf(bound));
     ctx->set_materialize_grads(false);
     ctx->save_for_backward(std::move(toSave));
     ctx->saved_data["stream"] = stream;
+    ctx->saved_data["passed"] = masked ? passed : int64_t(-1);
+    ctx->saved_data["meta"] = std::move(meta);
     return outputs;
   }
 
@@ -384,25 +435,62 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
     for (at::Tensor &g : grads)
       args.push_back(g.defined() && !g.is_contiguous() ? g.contiguous()
                                                        : std::move(g));
-    std::vector<at::Tensor> results =
-        run(*bound->backward, args, ctx->saved_data["stream"].toInt());
+    // A leaf the node did not keep gives its shape and dtype from "meta":
+    // per such leaf its index, dtype, rank and sizes.
+    int64_t passed = ctx->saved_data["passed"].toInt();
+    std::vector<int64_t> meta = ctx->saved_data["meta"].toIntVector();
+    int64_t stream = ctx->saved_data["stream"].toInt();
+    std::vector<at::Tensor> results;
+    if (saved[0].defined()) {
+      results = run(*bound->backward, args, stream);
+    } else {
+      // Input #0 was not kept: its shape is the first entry of "meta", its
+      // device that of a gradient (the node runs with at least one).
+      TORCH_CHECK(meta.size() >= 3 && meta[0] == 0,
+                  "flexsn: a FlexSN training node lost its input's shape");
+      std::vector<int64_t> seqShape(meta.begin() + 3,
+                                    meta.begin() + 3 + meta[2]);
+      const at::Tensor *device = nullptr;
+      for (const at::Tensor &t : args)
+        if (t.defined() && !device)
+          device = &t;
+      TORCH_CHECK(device, "flexsn: a FlexSN backward without a gradient");
+      results = run(*bound->backward, args, stream, seqShape,
+                    device->options());
+    }
     // Two untracked arguments (bound, stream), the leaves' pointer, then
     // one gradient per tracked (defined) leaf.
+    size_t pos = 0;
     variable_list out(3);
     for (int64_t j = 0; j < n; ++j) {
       const at::Tensor &leaf = saved[j];
-      if (!leaf.defined())
+      bool given = passed < 0 ? leaf.defined() : ((passed >> j) & 1) != 0;
+      if (!given)
         continue;
+      c10::ScalarType dtype;
+      std::vector<int64_t> sizes;
+      if (leaf.defined()) {
+        dtype = leaf.scalar_type();
+        sizes = leaf.sizes().vec();
+      } else {
+        TORCH_CHECK(pos + 3 <= meta.size() && meta[pos] == j,
+                    "flexsn: a FlexSN training node lost leaf #", j,
+                    "'s shape");
+        dtype = static_cast<c10::ScalarType>(meta[pos + 1]);
+        int64_t rank = meta[pos + 2];
+        sizes.assign(meta.begin() + pos + 3, meta.begin() + pos + 3 + rank);
+        pos += 3 + rank;
+      }
       int64_t ix = bound->gradIndex[j];
       if (ix < 0) {
         out.emplace_back();
         continue;
       }
       at::Tensor g = results[ix];
-      if (g.scalar_type() != leaf.scalar_type())
-        g = g.to(leaf.scalar_type());
-      if (g.sizes() != leaf.sizes()) // a state or scalar shaped otherwise
-        g = g.view(leaf.sizes());
+      if (g.scalar_type() != dtype)
+        g = g.to(dtype);
+      if (g.sizes() != at::IntArrayRef(sizes)) // a state or scalar shaped otherwise
+        g = g.view(sizes);
       out.push_back(std::move(g));
     }
     return out;
@@ -436,7 +524,8 @@ TORCH_LIBRARY(flexsn_native, m) {
         "int[] result_slots, str[] result_dtypes, int[] result_shapes) -> int",
         &bindKernel);
   m.def("bind_train(int forward, int backward, int[] output_index, "
-        "int[] state_seq_index, int[] grad_index, int[] non_differentiable) "
+        "int[] state_index, int[] kept_index, int[] leaf_read, "
+        "int[] grad_index, int[] non_differentiable) "
         "-> int",
         &bindTraining);
   m.def("release(int id) -> ()", &release);

@@ -84,7 +84,10 @@ def _train_prep(cc, inputs, states, params, mask, geom):
     (no states: None, which the kernels read as zeros)."""
     x = inputs[0]
     ps, p_dtypes, p_scalar = _runner.flat_params(params, geom[3], x.device)
-    prep = _runner.prepare_train(cc, x.dtype, x.device, p_dtypes, p_scalar, mask)
+    # The rematerializing policy: the ops' schema keeps exactly the state
+    # sequences between forward and backward (the fake kernels' shapes).
+    prep = _runner.prepare_train(cc, x.dtype, x.device, p_dtypes, p_scalar, mask,
+                                 auto_save=False)
     s0 = _runner.as_contiguous(states) if states else [None] * cc.num_states
     leaves = _runner.as_contiguous(inputs) + s0 + ps
     return prep, leaves, p_scalar

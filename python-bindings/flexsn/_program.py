@@ -106,10 +106,14 @@ def _compile(ir: str, target: str, options: str) -> Program:
 
 
 def get_program(ir: str, target: str, chip: Optional[str] = None,
-                differentiate: bool = False) -> Program:
+                differentiate: bool = False, save_ops: str = "") -> Program:
     """The program of `ir` for `target`, compiled once per process (and, for
-    CUDA, once per cache directory)."""
+    CUDA, once per cache directory). `save_ops` (with `differentiate`): the
+    saving policy, as the compiler's save-ops option ("auto": a minimum
+    cut)."""
     options = "differentiate=1" if differentiate else ""
+    if differentiate and save_ops:
+        options += f" save-ops={save_ops}"
     if target == "cuda":
         options += f" chip={chip}"
     options = options.strip()

@@ -125,39 +125,49 @@ class InferPrep:
         return outs, None, rest
 
 
-class TrainPrep:
-    """The training kernels (forward, and backward for BPTT) of one
-    configuration, their arguments bound. The forward takes ``leaves``
-    (inputs, initial states, parameters; an initial state None: zeros);
-    the backward ``leaves + seqs + grads`` (state sequences, then the
-    gradient or None of each output and state sequence) and gives each
-    leaf's gradient (None where none is wanted) in the leaf's shape and
-    dtype."""
+class TrainPair:
+    """One training forward and its backward, bound. The forward takes the
+    leaves (inputs, initial states, parameters; an initial state None:
+    zeros) and gives outputs, then per state its sequence (``final`` False)
+    or its final state (``final`` True), then what it saves for the
+    backward. The backward takes ``leaves + kept + grads``: the leaves (None
+    where it reads none), the kept forward results (state sequences and
+    saved values), then the gradient or None of each output and state
+    result; it gives each leaf's gradient (None where none is wanted) in the
+    leaf's shape and dtype."""
 
-    def __init__(self, cc: "CompiledCore", dtype, device: torch.device, p_dtypes, p_scalar,
-                 mask):
-        ni, ns, no, npar = cc.num_inputs, cc.num_states, cc.num_outputs, len(p_dtypes)
-        target, chip, index = _where(device)
-        ir = cc.ir([dtype] * (ni + ns), p_dtypes, p_scalar, mask)
-        program = _program.get_program(ir, target, chip, differentiate=True)
+    def __init__(self, program, fwd_name: str, bwd_name: str, final: bool, index: int,
+                 ni: int, ns: int, no: int, npar: int, non_differentiable):
         n = ni + ns + npar
         leaves = _leaf_positions(ni, ns, npar)
-        self.forward = _program.Bound(program.launcher("core_forward", index), leaves)
+        self.final = final
+        self.forward = _program.Bound(program.launcher(fwd_name, index), leaves)
         self.out_ix = [self.forward.index(("output", k)) for k in range(no)]
-        self.seq_ix = [self.forward.index(("state_seq", s)) for s in range(ns)]
+        state_key = "final_state" if final else "state_seq"
+        self.state_ix = [self.forward.index((state_key, s)) for s in range(ns)]
+        # Kept for the backward: every state sequence (the caller may hold
+        # them anyway), then the saved values.
+        kept = [] if final else [("state_seq", s) for s in range(ns)]
+        kept += [k for k in self.forward.result_keys if k[0] == "saved"]
+        self.kept_ix = [self.forward.index(k) for k in kept]
         back = dict(leaves)
-        back.update({("state_seq", s): n + s for s in range(ns)})
-        back.update({("grad_output", k): n + ns + k for k in range(no)})
-        back.update({("grad_state_seq", s): n + ns + no + s for s in range(ns)})
-        self._backward_launcher = program.launcher("core_backward", index)
+        back.update({k: n + j for j, k in enumerate(kept)})
+        m = n + len(kept)
+        grad_key = "grad_final_state" if final else "grad_state_seq"
+        back.update({("grad_output", k): m + k for k in range(no)})
+        back.update({(grad_key, s): m + no + s for s in range(ns)})
+        self._backward_launcher = program.launcher(bwd_name, index)
         self.backward = _program.Bound(self._backward_launcher, back)
+        # Leaves the backward reads; the others are not kept alive for it.
+        read = {pos for _, pos in self.backward.reads}
+        self.leaf_read = [j in read for j in range(n)]
         keys = self.backward.result_keys
         wanted = [("grad_input", i) for i in range(ni)] + \
             [("grad_init_state", s) for s in range(ns)] + \
             [("grad_param", p) for p in range(npar)]
         self.grad_ix = [keys.index(k) if k in keys else None for k in wanted]
         self.num_leaves = n
-        self.non_differentiable = cc.non_differentiable
+        self.non_differentiable = non_differentiable
         self._preloaded = None
         # Forward and backward as one C++ autograd node (None: ScanFunction).
         self.native = None
@@ -165,9 +175,10 @@ class TrainPrep:
         if ops is not None and self.forward.native is not None \
                 and self.backward.native is not None:
             self.native = ops.bind_train(
-                self.forward.native, self.backward.native, self.out_ix, self.seq_ix,
+                self.forward.native, self.backward.native, self.out_ix, self.state_ix,
+                self.kept_ix, [int(r) for r in self.leaf_read],
                 [-1 if ix is None else ix for ix in self.grad_ix],
-                list(self.non_differentiable))
+                list(non_differentiable))
 
     def __del__(self):
         _native.release(getattr(self, "native", None))
@@ -179,10 +190,9 @@ class TrainPrep:
             self._backward_launcher.preload(NCL)
             self._preloaded = NCL
 
-    def run(self, leaves, geom, want_seqs: bool):
-        """A training call as run_compiled returns it: (outputs, state
-        sequences or None, final states), through the native autograd node
-        or ScanFunction."""
+    def run(self, leaves, geom):
+        """(outputs, state results): through the native autograd node or
+        ScanFunction."""
         if self.native is not None:
             fwd = self.forward
             res = _native.train(self.native, leaves,
@@ -190,29 +200,85 @@ class TrainPrep:
         else:
             res = ScanFunction.apply(self, geom, *leaves)
         no = len(self.out_ix)
-        seqs = list(res[no:])
-        return list(res[:no]), (seqs if want_seqs else None), [q[-1] for q in seqs]
+        return list(res[:no]), list(res[no:])
 
     def run_forward(self, leaves, geom):
+        """(outputs, state results, kept)."""
         res = self.forward(leaves, *geom)
-        return [res[i] for i in self.out_ix], [res[i] for i in self.seq_ix]
+        return [res[i] for i in self.out_ix], [res[i] for i in self.state_ix], \
+            [res[i] for i in self.kept_ix]
 
-    def run_backward(self, leaves, seqs, grads, geom) -> list:
-        args = list(leaves) + list(seqs)
+    def run_backward(self, leaves, kept, grads, geom, defined=None) -> list:
+        """Each leaf's gradient. `defined`: per leaf its (shape, dtype), or
+        None where the call passed none (by default taken from `leaves`,
+        which then must all be given where passed)."""
+        if defined is None:
+            defined = [None if t is None else (t.shape, t.dtype) for t in leaves]
+        args = list(leaves) + list(kept)
         args += as_contiguous(grads)
         res = self.backward(args, *geom)
         out = []
-        for leaf, ix in zip(leaves, self.grad_ix):
-            if ix is None or leaf is None:
+        for passed, ix in zip(defined, self.grad_ix):
+            if ix is None or passed is None:
                 out.append(None)
                 continue
+            shape, dtype = passed
             g = res[ix]
-            if g.dtype != leaf.dtype:
-                g = g.to(leaf.dtype)
-            if g.shape != leaf.shape:  # a state or scalar shaped otherwise
-                g = g.view(leaf.shape)
+            if g.dtype != dtype:
+                g = g.to(dtype)
+            if g.shape != shape:  # a state or scalar shaped otherwise
+                g = g.view(shape)
             out.append(g)
         return out
+
+
+class TrainPrep:
+    """The training kernels of one configuration. Under the automatic saving
+    policy (``auto_save``: the compiler's minimum cut) a core whose backward
+    reads no state sequence also has a final-state pair, which a call that
+    wants no state sequences runs: its forward writes final states, not
+    sequences, and nothing but the saved values stays alive for its
+    backward."""
+
+    def __init__(self, cc: "CompiledCore", dtype, device: torch.device, p_dtypes, p_scalar,
+                 mask, auto_save: bool = True):
+        ni, ns, no, npar = cc.num_inputs, cc.num_states, cc.num_outputs, len(p_dtypes)
+        target, chip, index = _where(device)
+        ir = cc.ir([dtype] * (ni + ns), p_dtypes, p_scalar, mask)
+        program = _program.get_program(ir, target, chip, differentiate=True,
+                                       save_ops="auto" if auto_save else "")
+        counts = (ni, ns, no, npar, cc.non_differentiable)
+        self.seqs = TrainPair(program, "core_forward", "core_backward", False, index, *counts)
+        self.final = None
+        if "core_forward_final" in program.kernels:
+            self.final = TrainPair(program, "core_forward_final", "core_backward_final",
+                                   True, index, *counts)
+        self.num_leaves = ni + ns + npar
+
+    def pair(self, want_seqs: bool) -> TrainPair:
+        return self.seqs if want_seqs or self.final is None else self.final
+
+    def preload(self, NCL: int, want_seqs: bool = True) -> None:
+        self.pair(want_seqs).preload(NCL)
+
+    def run(self, leaves, geom, want_seqs: bool):
+        """A training call as run_compiled returns it: (outputs, state
+        sequences or None, final states)."""
+        pair = self.pair(want_seqs)
+        outs, states = pair.run(leaves, geom)
+        if pair.final:
+            return outs, None, states
+        return outs, (states if want_seqs else None), [q[-1] for q in states]
+
+    # The sequence pair's steps, for the torch.compile ops (which keep the
+    # state sequences between their forward and backward).
+    def run_forward(self, leaves, geom):
+        """(outputs, kept: the state sequences, then any saved values)."""
+        outs, _, kept = self.seqs.run_forward(leaves, geom)
+        return outs, kept
+
+    def run_backward(self, leaves, kept, grads, geom) -> list:
+        return self.seqs.run_backward(leaves, kept, grads, geom)
 
 
 NOT_TWICE = ("flexsn: the backward of a compiled core is not differentiable "
@@ -224,16 +290,20 @@ class ScanFunction(torch.autograd.Function):
     """Training forward kernel, and the backward kernel for BPTT."""
 
     @staticmethod
-    def forward(ctx, prep: TrainPrep, geom, *leaves):
-        outs, seqs = prep.run_forward(leaves, geom)
+    def forward(ctx, pair: TrainPair, geom, *leaves):
+        outs, states, kept = pair.run_forward(leaves, geom)
         # A result without a gradient reaches backward as None, not as a
         # tensor of zeros that autograd would allocate and fill.
         ctx.set_materialize_grads(False)
-        ctx.prep, ctx.geom = prep, geom
-        ctx.save_for_backward(*leaves, *seqs)
-        result = (*outs, *seqs)
-        if prep.non_differentiable:
-            ctx.mark_non_differentiable(*[result[k] for k in prep.non_differentiable])
+        ctx.pair, ctx.geom = pair, geom
+        # What the backward reads, and per leaf its (shape, dtype) or None
+        # where the call passed none.
+        ctx.defined = [None if t is None else (t.shape, t.dtype) for t in leaves]
+        ctx.save_for_backward(*[t if r else None for t, r in zip(leaves, pair.leaf_read)],
+                              *kept)
+        result = (*outs, *states)
+        if pair.non_differentiable:
+            ctx.mark_non_differentiable(*[result[k] for k in pair.non_differentiable])
         return result
 
     @staticmethod
@@ -244,27 +314,29 @@ class ScanFunction(torch.autograd.Function):
         # then returns a derivative without the kernels' terms.
         if torch.is_grad_enabled() and any(g is not None and g.requires_grad for g in grads):
             raise RuntimeError(NOT_TWICE)
-        prep: TrainPrep = ctx.prep
-        n = prep.num_leaves
+        pair: TrainPair = ctx.pair
+        n = pair.num_leaves
         saved = ctx.saved_tensors
-        if torch.compiler.is_compiling():
-            # Compiled autograd traces this backward; the ctypes launch is a
-            # call Dynamo cannot trace, so it runs as an opaque call.
-            return (None, None, *_opaque_backward()(prep, saved[:n], saved[n:], grads, ctx.geom))
-        return (None, None, *prep.run_backward(saved[:n], saved[n:], grads, ctx.geom))
+        run = _opaque_backward() if torch.compiler.is_compiling() else _run_backward
+        # Compiled autograd traces this backward; the ctypes launch is a call
+        # Dynamo cannot trace, so there it runs as an opaque call.
+        return (None, None, *run(pair, saved[:n], saved[n:], grads, ctx.geom, ctx.defined))
 
 
 _OPAQUE_BACKWARD = None
 
 
+def _run_backward(pair, leaves, kept, grads, geom, defined):
+    return pair.run_backward(leaves, kept, grads, geom, defined)
+
+
 def _opaque_backward():
-    """TrainPrep.run_backward behind torch._dynamo.disable, made on first use
+    """_run_backward behind torch._dynamo.disable, made on first use
     (importing Dynamo takes a second; only a compiled backward needs it)."""
     global _OPAQUE_BACKWARD
     if _OPAQUE_BACKWARD is None:
         import torch._dynamo
-        _OPAQUE_BACKWARD = torch._dynamo.disable(
-            lambda prep, leaves, seqs, grads, geom: prep.run_backward(leaves, seqs, grads, geom))
+        _OPAQUE_BACKWARD = torch._dynamo.disable(_run_backward)
     return _OPAQUE_BACKWARD
 
 
@@ -403,11 +475,13 @@ def prepare_infer(cc: CompiledCore, dtype, device, want_seqs: bool, p_dtypes,
     return prep
 
 
-def prepare_train(cc: CompiledCore, dtype, device, p_dtypes, p_scalar, mask) -> TrainPrep:
-    key = ("train", dtype, device, tuple(p_dtypes), tuple(p_scalar), tuple(mask))
+def prepare_train(cc: CompiledCore, dtype, device, p_dtypes, p_scalar, mask,
+                  auto_save: bool = True) -> TrainPrep:
+    key = ("train", dtype, device, tuple(p_dtypes), tuple(p_scalar), tuple(mask), auto_save)
     prep = cc.prepared.get(key)
     if prep is None:
-        prep = cc.prepared[key] = TrainPrep(cc, dtype, device, p_dtypes, p_scalar, mask)
+        prep = cc.prepared[key] = TrainPrep(cc, dtype, device, p_dtypes, p_scalar, mask,
+                                            auto_save)
     return prep
 
 
@@ -532,7 +606,7 @@ def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bo
         prep = prepare_infer(cc, first.dtype, device, want_seqs, p_dtypes, p_scalar)
     else:
         prep = prepare_train(cc, first.dtype, device, p_dtypes, p_scalar, mask)
-        prep.preload(NCL)
+        prep.preload(NCL, want_seqs)
     if plan is not None:
         plan.append(_plan_for(prep, geom, want_seqs, (inputs, init_states, params),
                               (xs, s0, ps)))

@@ -144,8 +144,10 @@ def test_copied_keeper_of_a_released_binding_is_an_error(device):
     x, y = (t.clone().requires_grad_() for t in _case(device)[:2])
     with torch.autograd.graph.save_on_cpu(pin_memory=True):
         s1, s2 = m(x, y)
-    ids = [p.native for p in m.kernel.compiled.prepared.values()
-           if getattr(p, "native", None) is not None]
+    pairs = [pair for p in m.kernel.compiled.prepared.values()
+             for pair in (getattr(p, "seqs", None), getattr(p, "final", None))
+             if pair is not None]
+    ids = [pair.native for pair in pairs if pair.native is not None]
     assert ids, "no native training binding"
     for ident in ids:
         _native.release(ident)

@@ -254,8 +254,10 @@ def test_default_zero_states_pass_null_state_pointers(device, monkeypatch):
         sa.backward(g)
         sb.backward(g)
     assert_close(xa.grad, xb.grad, what="x.grad from zero states")
+    # The backward of this core reads no initial state (the compiler saves h
+    # for it), so only the forward's pointer is null.
     assert [(v, state in null) for v, null in spy.launches] == \
-        [("forward", True), ("backward", True)]
+        [("forward", True), ("backward", False)]
 
 
 def picklable_core(x, v):

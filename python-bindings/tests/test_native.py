@@ -122,7 +122,7 @@ def test_native_operators_refuse_bad_calls():
     with pytest.raises(RuntimeError, match="result slot or shape out of range"):
         ops.bind(1, 2, False, [0, 0], [1], ["float32"], [7])
     with pytest.raises(RuntimeError, match="no bound kernel"):
-        ops.bind_train(123456789, 123456790, [], [], [], [])
+        ops.bind_train(123456789, 123456790, [], [], [], [], [], [])
 
 
 @native_only

@@ -1,0 +1,150 @@
+"""The training kernels under the compiler's automatic saving policy (a
+minimum cut of the step's dataflow, `save-ops=auto`). For an f32 LIF the
+forward saves h, the backward reads neither the input nor the state
+sequence, and a call that wants no state sequences runs the final-state
+pair: its forward writes the final state only, and the node keeps only h.
+Gradients equal the torch loop's on both call paths, with and without
+initial states, across calls that carry states with their gradients, and
+with state sequences."""
+
+import pytest
+import torch
+
+import flexsn
+from conftest import assert_close
+from cores import lif, tutorial
+from flexsn import _native
+
+PATHS = ["active", "ctypes"]
+
+
+def _on_path(monkeypatch, path, fn):
+    if path == "active":
+        return fn()
+    with monkeypatch.context() as m:
+        m.setattr(_native, "ops", lambda: None)
+        return fn()
+
+
+def _prep(m):
+    """The module's one TrainPrep."""
+    preps = [p for p in m.kernel.compiled.prepared.values() if hasattr(p, "seqs")]
+    assert len(preps) == 1, preps
+    return preps[0]
+
+
+def _saved_ptrs(fn):
+    """Runs `fn` under a saved-tensor hook; returns the data pointers of
+    the tensors autograd saved, and fn's result."""
+    ptrs = []
+
+    def pack(t):
+        ptrs.append(t.data_ptr())
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    return ptrs, out
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_lif_f32_runs_the_final_pair_and_keeps_only_h(device, monkeypatch, path):
+    def go():
+        c = flexsn.FlexSN(lif(), 1, 1, backend=device.type)
+        r = flexsn.FlexSN(lif(), 1, 1, backend="torch")
+        x = (torch.randn(7, 4, 5, device=device) * 2).requires_grad_()
+        xr = x.detach().clone().requires_grad_()
+        ptrs, s = _saved_ptrs(lambda: c(x))
+        prep = _prep(c)
+        assert prep.final is not None, "the compiler built no final-state pair"
+        assert prep.final.leaf_read == [False, False], prep.final.leaf_read
+        assert x.data_ptr() not in ptrs, "the node kept the input alive"
+        sr = r(xr)
+        assert_close(s, sr)
+        assert_close(c.states[0], r.states[0], what="final state")
+        g = torch.randn_like(s)
+        s.backward(g)
+        sr.backward(g)
+        assert_close(x.grad, xr.grad, what="x.grad")
+    _on_path(monkeypatch, path, go)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_final_state_gradient_across_calls(device, monkeypatch, path):
+    """Two calls, the second from the first's final state (not detached),
+    the loss on both outputs and on the last state: the final state's
+    gradient reaches the first call (grad_final_state) and the given
+    initial state."""
+    def go():
+        c = flexsn.FlexSN(lif(), 1, 1, backend=device.type)
+        r = flexsn.FlexSN(lif(), 1, 1, backend="torch")
+        g = torch.Generator().manual_seed(3)
+        xs = [torch.randn(5, 6, generator=g).to(device) * 2 for _ in range(2)]
+        v0 = torch.randn(6, generator=g).to(device)
+        grads = []
+        for m in (c, r):
+            a, b = (t.clone().requires_grad_() for t in xs)
+            v = v0.clone().requires_grad_()
+            m.states = [v]
+            s1 = m(a)
+            s2 = m(b)
+            loss = (s1 * 1.5).sum() + (s2 * torch.arange(6., device=device)).sum() \
+                + (m.states[0] ** 2).sum()
+            loss.backward()
+            grads.append((a.grad, b.grad, v.grad))
+        for got, want, what in zip(grads[0], grads[1], ["x1", "x2", "v0"]):
+            assert_close(got, want, what=f"{what}.grad")
+    _on_path(monkeypatch, path, go)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_state_sequences_run_the_sequence_pair(device, monkeypatch, path):
+    """store_state_seqs: the sequence pair, whose backward takes the state
+    sequences' gradients; the loss reads the membrane sequence."""
+    def go():
+        c = flexsn.FlexSN(lif(), 1, 1, backend=device.type, store_state_seqs=True)
+        r = flexsn.FlexSN(lif(), 1, 1, backend="torch", store_state_seqs=True)
+        x = torch.randn(6, 9, device=device) * 2
+        got = []
+        for m in (c, r):
+            xx = x.clone().requires_grad_()
+            s = m(xx)
+            (s.sum() + (m.state_seqs[0] * 0.5).sum()).backward()
+            got.append((s, m.state_seqs[0], xx.grad))
+        assert_close(got[0][0], got[1][0])
+        assert_close(got[0][1], got[1][1], what="state sequence")
+        assert_close(got[0][2], got[1][2], what="x.grad")
+    _on_path(monkeypatch, path, go)
+
+
+def test_rematerializing_cores_have_no_final_pair(device):
+    """Where the cut keeps rematerializing, nothing changes: bf16 storage
+    (a saved f32 value costs more than the bf16 input and state), and the
+    tutorial core (its backward needs a state)."""
+    m = flexsn.FlexSN(lif(), 1, 1, backend=device.type)
+    x = torch.randn(4, 8, device=device, dtype=torch.bfloat16).requires_grad_()
+    m(x).sum().backward()
+    prep = _prep(m)
+    assert prep.final is None
+    assert prep.seqs.leaf_read[0], "the bf16 backward reads its input"
+    t = flexsn.FlexSN(tutorial(), 2, 2, 2, backend=device.type)
+    a, b = (torch.randn(4, 8, device=device).requires_grad_() for _ in range(2))
+    s1, s2 = t(a, b)
+    (s1.sum() + s2.sum()).backward()
+    assert _prep(t).final is None
+
+
+def test_torch_compile_ops_keep_rematerializing(device):
+    """The torch.compile ops keep the state sequences between forward and
+    backward (their schema): they compile the rematerializing policy."""
+    from flexsn import _ops
+    m = flexsn.FlexSN(lif(), 1, 1, backend=device.type)
+    x = (torch.randn(5, 6, device=device) * 2).requires_grad_()
+    outs, seqs, finals = _ops.run(m.kernel.compiled, [x], None, [], want_seqs=False)
+    outs[0].sum().backward()
+    (prep,) = [p for k, p in m.kernel.compiled.prepared.items() if k[-1] is False]
+    assert prep.final is None and not [k for k in prep.seqs.forward.result_keys
+                                       if k[0] == "saved"]
+    xr = x.detach().clone().requires_grad_()
+    r = flexsn.FlexSN(lif(), 1, 1, backend="torch")
+    r(xr).sum().backward()
+    assert_close(x.grad, xr.grad, what="x.grad through the ops")
