@@ -513,7 +513,7 @@ Error mlir::flexsn::checkHostMemory(ModuleOp module, StringRef kind, int64_t T,
           training += bytes;
       }
     });
-  double need = kind == "backward" ? training : largest;
+  double need = kind.starts_with("backward") ? training : largest;
   double have = double(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
   if (need > have)
     return makeError(llvm::formatv("T={0} NCL={1} needs about {2:F1} GB of "
@@ -835,6 +835,13 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
     int64_t NCL, uint64_t seed, KernelRunner &runner,
     const HarnessOptions &options, bool check, bool bench,
     llvm::raw_ostream &os) {
+  // forward_final / backward_final: the final-state pair of the automatic
+  // saving policy (final states out of the forward, their gradients into
+  // the backward).
+  bool finalPair = kind == "forward_final" || kind == "backward_final";
+  StringRef suffix = finalPair ? "_final" : "";
+  if (finalPair)
+    kind = kind.drop_back(suffix.size());
   bool training = kind == "forward" || kind == "backward";
   auto kernelOf = [&](ScanOp s, StringRef wanted) -> Expected<KernelSpec> {
     if (s)
@@ -849,8 +856,13 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
     return makeError("no kernel function named '" + funcName + "'");
 
   // The kernel that runs first: the primal's, or the training forward.
-  ScanOp first = training ? scanOf(module, (funcName + "_forward").str())
-                          : primal;
+  ScanOp first =
+      training ? scanOf(module, (funcName + "_forward" + suffix).str())
+               : primal;
+  if (finalPair && !first)
+    return makeError("no " + funcName + "_forward_final: the saving policy "
+                     "built no final-state pair (the backward reads a state "
+                     "sequence, or save-ops is not auto)");
   auto firstSpec = kernelOf(first, training ? StringRef("forward") : kind);
   if (!firstSpec)
     return firstSpec.takeError();
@@ -910,7 +922,7 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
   }
 
   // Backward: read what the forward wrote, plus random result gradients.
-  ScanOp bscan = scanOf(module, (funcName + "_backward").str());
+  ScanOp bscan = scanOf(module, (funcName + "_backward" + suffix).str());
   auto bspec = kernelOf(bscan, "backward");
   if (!bspec)
     return bspec.takeError();
@@ -918,6 +930,35 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
   for (const HostBuffer &b : fwd) {
     ArgDescription m = describeKernelArg(first, b.arg);
     fromForward[{m.meaning, m.index}] = &b;
+  }
+  // The final pair's forward writes no state sequence; the reference
+  // adjoint reads one. The sequence forward, run on the same operands,
+  // gives the states the final forward carried.
+  std::vector<HostBuffer> seqFwd;
+  if (finalPair && check) {
+    ScanOp sscan = scanOf(module, (funcName + "_forward").str());
+    auto sspec = kernelOf(sscan, "forward");
+    if (!sspec)
+      return sspec.takeError();
+    seqFwd = makeBuffers(getKernelABI(sscan, sspec->variant, /*cpu=*/true), T,
+                         NCL);
+    for (HostBuffer &b : seqFwd) {
+      if (isResultRole(b.arg.role))
+        continue;
+      ArgDescription m = describeKernelArg(sscan, b.arg);
+      auto it = fromForward.find({m.meaning, m.index});
+      if (it == fromForward.end())
+        return makeError("the sequence forward reads " + m.str() +
+                         ", which the final forward does not");
+      b.bytes = it->second->bytes;
+    }
+    if (Error e = runner.run(sspec->name, seqFwd, T, NCL))
+      return std::move(e);
+    for (const HostBuffer &b : seqFwd) {
+      ArgDescription m = describeKernelArg(sscan, b.arg);
+      if (m.meaning == ArgMeaning::StateSeq)
+        fromForward[{m.meaning, m.index}] = &b;
+    }
   }
   std::vector<HostBuffer> bwd =
       makeBuffers(getKernelABI(bscan, bspec->variant, /*cpu=*/true), T, NCL);
@@ -964,8 +1005,8 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
       c.initStates.push_back(decodedOr(ArgMeaning::InitState, s));
       c.stateSeqs.push_back(decodedOr(ArgMeaning::StateSeq, s));
       c.gradStates.push_back(decodedOr(
-          primal.getFinalStates() ? ArgMeaning::GradFinalState
-                                 : ArgMeaning::GradStateSeq,
+          primal.getFinalStates() || finalPair ? ArgMeaning::GradFinalState
+                                               : ArgMeaning::GradStateSeq,
           s));
     }
     for (unsigned k = 0; k < numPa; ++k)
@@ -975,6 +1016,7 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
       c.gradOutputs.push_back(it != byMeaning.end() ? it->second->decoded()
                                                     : std::vector<double>());
     }
+    c.finalStates = finalPair;
     AdjointGrads ref;
     if (failed(interpretAdjoint(primal, T, NCL, c, ref)))
       return makeDiagnosedError();

@@ -151,7 +151,7 @@ LogicalResult mlir::flexsn::interpretAdjoint(ScanOp primal, int64_t T,
   }
   unsigned numIn = primal.getNumInputs(), numSt = primal.getNumStates(),
            numPa = primal.getNumParams(), numOut = primal.getNumOutputs();
-  bool finalOnly = primal.getFinalStates();
+  bool finalOnly = primal.getFinalStates() || in.finalStates;
   Type computeType = primal.getComputeType();
   out.inputs.assign(numIn, std::vector<double>(T * NCL, 0.0));
   out.initStates.assign(numSt, std::vector<double>(NCL, 0.0));

@@ -629,13 +629,17 @@ Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
                                    : createCUDARunner(*module, options);
     if (!runner)
       return errorOut("compile", runner.takeError());
-    for (StringRef variant : {"inference", "final_state", "backward"}) {
+    SmallVector<StringRef> variants{"inference", "final_state", "backward"};
+    // The automatic saving policy's final-state pair, where it built one.
+    if (SymbolTable::lookupSymbolIn(*module, (*func + "_forward_final")))
+      variants.push_back("backward_final");
+    for (StringRef variant : variants) {
       auto result = runKernelCase(*module, *func, variant, shape.T, shape.NCL,
                                   shape.seed, **runner, options,
                                   /*check=*/true, /*bench=*/false, os);
       if (!result)
         return errorOut(variant.str(), result.takeError());
-      out.kernels += variant == "backward" ? 2 : 1;
+      out.kernels += variant.starts_with("backward") ? 2 : 1;
       out.masked = std::max(out.masked, result->masked);
       out.skipped += result->skipped;
       if (!result->ok) {
@@ -795,7 +799,8 @@ Totals runRange(unsigned first, unsigned last) {
     llvm::raw_fd_ostream file(path, ec);
     const char *kinds[] = {"ok", "mismatch", "error", "crash"};
     std::string variant = o.variant == "backward" || o.variant == "inference" ||
-                                  o.variant == "final_state"
+                                  o.variant == "final_state" ||
+                                  o.variant == "backward_final"
                               ? o.variant
                               : "backward";
     if (!ec) {
@@ -810,7 +815,7 @@ Totals runRange(unsigned first, unsigned last) {
            << (isSmooth(core) ? "" : " --finite-differences=false")
            << (clPrefetch ? " --prefetch=" + std::to_string(clPrefetch)
                           : std::string())
-           << (clSaveOps.empty() || variant != "backward"
+           << (clSaveOps.empty() || !StringRef(variant).starts_with("backward")
                    ? std::string()
                    : " --save-ops=" + llvm::join(clSaveOps, ","))
            << " --check\n"

@@ -1,7 +1,8 @@
 //===- flexsn-run.cpp - Run, check and time compiled flexsn kernels -------===//
 //
 //   flexsn-run FILE.mlir --backend=cpu --T=64 --ncl=4099
-//              [--variant=inference|final_state|forward|backward]
+//              [--variant=inference|final_state|forward|backward|
+//                         forward_final|backward_final]
 //              [--dtype=f32|f16|bf16|f64] [--save-ops=OP,...]
 //              [--check] [--bench] [--func=NAME] [--seed=N] [--threads=N]
 //
@@ -52,7 +53,9 @@ static cl::opt<int64_t> clNCL(cl::cat(runCategory), "ncl",
                               cl::init(1024));
 static cl::opt<std::string>
     clVariant(cl::cat(runCategory), "variant",
-              cl::desc("inference | final_state | forward | backward"),
+              cl::desc("inference | final_state | forward | backward | "
+                       "forward_final | backward_final (the final-state "
+                       "pair of --save-ops=auto)"),
               cl::init("inference"));
 static cl::opt<std::string>
     clDtype(cl::cat(runCategory), "dtype",
@@ -137,12 +140,18 @@ int main(int argc, char **argv) {
   if (clBackend != "cpu" && clBackend != "cuda")
     return fail("unknown backend '" + clBackend + "' (expected cpu or cuda)");
   std::string kind = clVariant;
-  bool training = kind == "forward" || kind == "backward";
+  bool finalPair = kind == "forward_final" || kind == "backward_final";
+  bool training = kind == "forward" || kind == "backward" || finalPair;
   if (!training && !symbolizeKernelVariant(kind))
     return fail("unknown variant '" + kind +
-                "' (expected inference, final_state, forward or backward)");
+                "' (expected inference, final_state, forward, backward, "
+                "forward_final or backward_final)");
   if (!training && !clSaveOps.empty())
-    return fail("--save-ops applies to --variant=forward|backward");
+    return fail("--save-ops applies to --variant=forward|backward|"
+                "forward_final|backward_final");
+  if (finalPair && !llvm::is_contained(clSaveOps, "auto"))
+    return fail("--variant=" + kind + " runs the final-state pair, which "
+                "only --save-ops=auto builds");
   if (clT < 0 || clNCL < 0)
     return fail("--T and --ncl must be >= 0");
   // Every buffer is at most T * NCL elements of 8 bytes: its byte count

@@ -67,6 +67,9 @@ struct AdjointCase {
   std::vector<std::vector<double>> gradOutputs;
   /// Per state: [T*NCL] (state sequences) or [NCL] (final states), or empty.
   std::vector<std::vector<double>> gradStates;
+  /// The gradients given are of final states although the primal returns
+  /// state sequences (the final-state pair of the automatic saving policy).
+  bool finalStates = false;
 };
 
 /// Gradients of every input [T*NCL], initial state [NCL] and param ([NCL],

@@ -12,6 +12,21 @@
 // RUN: flexsn-run %flexsn_src_root/examples/lif.mlir --variant=backward --save-ops=auto --check --T=9 --ncl=777 --seed=4 | FileCheck %s
 // RUN: flexsn-run %flexsn_src_root/examples/lif_soft_detach.mlir --variant=backward --save-ops=auto --check --T=9 --ncl=777 --seed=5 | FileCheck %s
 // RUN: flexsn-run %flexsn_src_root/examples/two_in_two_state.mlir --variant=backward --save-ops=auto --check --T=9 --ncl=777 --seed=6 | FileCheck %s
+// The final-state pair (the forward writes final states, the backward takes
+// their gradients), against the reference adjoint seeded by grad_final_state:
+// RUN: flexsn-run %flexsn_src_root/examples/lif.mlir --variant=backward_final --save-ops=auto --check --T=9 --ncl=777 --seed=7 | FileCheck %s --check-prefix=FINAL
+// RUN: flexsn-run %flexsn_src_root/examples/lif_soft_detach.mlir --variant=backward_final --save-ops=auto --check --T=9 --ncl=777 --seed=8 | FileCheck %s --check-prefix=FINAL
+// RUN: flexsn-run %flexsn_src_root/examples/lif.mlir --variant=forward_final --save-ops=auto --check --T=9 --ncl=777 --seed=9 | FileCheck %s --check-prefix=FFINAL
+// FINAL: kernel lif{{.*}}_backward_final
+// FINAL: final_state #0 (training forward)
+// FINAL: grad_input #0 vs reference adjoint
+// FINAL: grad_init_state #0 vs reference adjoint
+// FINAL-NOT: FAIL
+// FINAL: check: ok
+// FFINAL: kernel lif_forward_final
+// FFINAL: saved #0
+// FFINAL: final_state #0
+// FFINAL: check: ok
 // RUN: flexsn-run %s --variant=backward --check --T=5 --ncl=1000 --seed=3 | FileCheck %s --check-prefix=NOGRAD
 // RUN: flexsn-run %s --variant=forward --check --T=5 --ncl=1000 --seed=3 | FileCheck %s --check-prefix=SAVED
 

@@ -6,8 +6,12 @@
 // RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --dtype=i8 2>&1 | FileCheck %s --check-prefix=DTYPE
 // RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --func=nope 2>&1 | FileCheck %s --check-prefix=FUNC
 // RUN: flexsn-run %flexsn_src_root/examples/lif.mlir --T=4 --ncl=4096 --bench --reps=3 | FileCheck %s --check-prefix=BENCH
-// BWD: error: unknown variant 'sideways' (expected inference, final_state, forward or backward)
-// SAVE: error: --save-ops applies to --variant=forward|backward
+// RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --variant=backward_final 2>&1 | FileCheck %s --check-prefix=FINAL
+// RUN: not flexsn-run %flexsn_src_root/examples/two_in_two_state.mlir --variant=backward_final --save-ops=auto 2>&1 | FileCheck %s --check-prefix=NOPAIR
+// BWD: error: unknown variant 'sideways' (expected inference, final_state, forward, backward, forward_final or backward_final)
+// SAVE: error: --save-ops applies to --variant=forward|backward|forward_final|backward_final
+// FINAL: error: --variant=backward_final runs the final-state pair, which only --save-ops=auto builds
+// NOPAIR: error: no two_in_two_state_forward_final: the saving policy built no final-state pair (the backward reads a state sequence, or save-ops is not auto)
 // NEG: error: --T and --ncl must be >= 0
 // DTYPE: error: unknown --dtype 'i8'
 // FUNC: error: no kernel function named 'nope'
