@@ -2,7 +2,8 @@
 # Runs the GPU integration tests on a machine without lit/FileCheck (the GPU
 # machine): the RUN lines of test/Integration/CUDA/*.mlir, and every checked
 # CPU execution test (test/Integration/{CPU,Autodiff}) again with
-# --backend=cuda. Each command must print "check: ok" and no "FAIL".
+# --backend=cuda. Each command must print "check: ok" and no "FAIL" (a
+# --bench line without --check: its kernel median).
 # Usage: scripts/gpu_tests.sh [dir-with-flexsn-run]   (default build/bin)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,9 @@ run_line() {
   cmd="${cmd/flexsn-run/$BIN/flexsn-run} ${3:-}"
   local out rc
   out=$(eval "$cmd" 2>&1); rc=$?
-  if [ $rc -eq 0 ] && grep -q "check: ok" <<<"$out" && ! grep -q FAIL <<<"$out"; then
+  local want="check: ok"
+  [[ $cmd == *--bench* && $cmd != *--check* ]] && want="bench: kernel median"
+  if [ $rc -eq 0 ] && grep -q "$want" <<<"$out" && ! grep -q FAIL <<<"$out"; then
     pass=$((pass + 1)); echo "ok    ${cmd#$BIN/}"
   else
     fail=$((fail + 1)); echo "FAIL  ${cmd#$BIN/}"; echo "$out" | tail -8
