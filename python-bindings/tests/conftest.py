@@ -26,6 +26,22 @@ def device(request):
     return torch.device(request.param)
 
 
+# The call paths a test may run a training step on: the native one where
+# libFlexSNTorch.so loaded ("active"), and the ctypes path.
+CALL_PATHS = ["active", "ctypes"]
+
+
+def on_call_path(monkeypatch, path, fn):
+    """fn() with the package on `path` (one of CALL_PATHS) for the modules
+    and kernels it builds."""
+    if path == "active":
+        return fn()
+    from flexsn import _native
+    with monkeypatch.context() as m:
+        m.setattr(_native, "ops", lambda: None)
+        return fn()
+
+
 def assert_close(a, b, dtype=torch.float32, what=""):
     tol = {torch.float32: 1e-6, torch.float64: 1e-10}.get(dtype, 1e-2)
     # relative to the magnitude of the reference, as the tutorial's asserts

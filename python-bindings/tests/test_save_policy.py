@@ -11,19 +11,11 @@ import pytest
 import torch
 
 import flexsn
-from conftest import assert_close
+from conftest import CALL_PATHS, assert_close, on_call_path
 from cores import lif, tutorial
-from flexsn import _native
 
-PATHS = ["active", "ctypes"]
-
-
-def _on_path(monkeypatch, path, fn):
-    if path == "active":
-        return fn()
-    with monkeypatch.context() as m:
-        m.setattr(_native, "ops", lambda: None)
-        return fn()
+PATHS = CALL_PATHS
+_on_path = on_call_path
 
 
 def _prep(m):
