@@ -140,3 +140,40 @@ def test_torch_compile_ops_keep_rematerializing(device):
     r = flexsn.FlexSN(lif(), 1, 1, backend="torch")
     r(xr).sum().backward()
     assert_close(x.grad, xr.grad, what="x.grad through the ops")
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_final_pair_under_compiled_autograd_and_save_on_cpu(device, monkeypatch, path):
+    """The final-state pair's node (the input not kept: its shape travels
+    in the node's saved data) under compiled autograd and under a hook that
+    copies what it saves; both give the plain backward's gradients."""
+    import torch._dynamo.compiled_autograd as ca
+
+    def grads(mode):
+        m = flexsn.FlexSN(lif(), 1, 1, backend=device.type)
+        g = torch.Generator().manual_seed(5)
+        x = (torch.randn(6, 2, 5, generator=g) * 2).to(device).requires_grad_()
+        v0 = torch.randn(2, 5, generator=g).to(device).requires_grad_()
+        m.states = [v0]
+        if mode == "save_on_cpu":
+            with torch.autograd.graph.save_on_cpu(pin_memory=True):
+                s = m(x)
+        else:
+            s = m(x)
+        loss = (s * 2).sum() + (m.states[0] ** 2).sum()
+        if mode == "compiled":
+            with ca._enable(torch.compile(backend="aot_eager")):
+                loss.backward()
+        else:
+            loss.backward()
+        assert _prep(m).final is not None
+        return [x.grad, v0.grad]
+
+    def go():
+        torch._dynamo.reset()
+        ref = grads("plain")
+        for mode in ("compiled", "save_on_cpu"):
+            for a, b, what in zip(grads(mode), ref, ["x", "v0"]):
+                assert_close(a, b, what=f"{mode}: {what}.grad")
+        torch._dynamo.reset()
+    _on_path(monkeypatch, path, go)
