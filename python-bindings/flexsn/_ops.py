@@ -7,11 +7,18 @@ parameters as given):
 
 - ``flexsn::infer(core, inputs, states, params, want_seqs)``: outputs, then
   state sequences (``want_seqs``) or final states; ``states`` empty: zeros.
-- ``flexsn::train_forward(core, inputs, states, params, mask)``: outputs and
-  state sequences (``states`` empty: zeros); its autograd formula calls
-- ``flexsn::train_backward(core, inputs, states, params, seqs, grads, mask)``:
-  the gradient of each input, state (when states were passed) and
-  parameter (an empty tensor where ``mask`` says none is wanted).
+- ``flexsn::train_forward(core, inputs, states, params, mask, want_seqs)``:
+  outputs, then per state its sequence or, where the compiler built the
+  final-state pair (the automatic saving policy) and ``want_seqs`` is
+  false, its final state, then the values the forward saves for the
+  backward (``states`` empty: zeros); its autograd formula keeps only what
+  the backward reads and calls
+- ``flexsn::train_backward(core, like, inputs, states, params, kept,
+  grads, mask, want_seqs)``: the gradient of each input, state (when states
+  were passed) and parameter (an empty tensor where ``mask`` says none is
+  wanted). ``like`` has the inputs' shape, dtype and device (a one-element
+  tensor expanded); inputs and states the backward does not read are None;
+  ``kept``: the forward's state sequences (sequence pair) and saved values.
   ``mask`` always covers every input, state and parameter.
 
 Each has a fake (meta) implementation with exact shapes, T == 0 included.
@@ -79,18 +86,21 @@ def _infer_fake(core, inputs, states, params, want_seqs):
     return outs + [x.new_empty(x.shape[1:]) for _ in range(cc.num_states)]
 
 
-def _train_prep(cc, inputs, states, params, mask, geom):
-    """The training kernels of the call, and its leaves as they take them
-    (no states: None, which the kernels read as zeros)."""
-    x = inputs[0]
-    ps, p_dtypes, p_scalar = _runner.flat_params(params, geom[3], x.device)
-    # The rematerializing policy: the ops' schema keeps exactly the state
-    # sequences between forward and backward (the fake kernels' shapes).
-    prep = _runner.prepare_train(cc, x.dtype, x.device, p_dtypes, p_scalar, mask,
-                                 auto_save=False)
+def _pair_of(cc, x, params, mask, want_seqs):
+    """The training pair a call runs (a lookup after the first call): the
+    final-state pair when the compiler built one and no state sequences are
+    wanted, else the sequence pair."""
+    prep = _runner.prepare_train(cc, x.dtype, x.device, [p.dtype for p in params],
+                                 [bool(p.numel() == 1) for p in params], mask)
+    return prep.pair(want_seqs)
+
+
+def _leaves(cc, inputs, states, params, step, device):
+    """The leaves as the kernels take them (no states, or a state the
+    backward does not read: None, a null pointer)."""
+    ps, _, _ = _runner.flat_params(params, step, device)
     s0 = _runner.as_contiguous(states) if states else [None] * cc.num_states
-    leaves = _runner.as_contiguous(inputs) + s0 + ps
-    return prep, leaves, p_scalar
+    return _runner.as_contiguous(inputs) + s0 + ps
 
 
 def _passed(cc, states, per_leaf: list) -> list:
@@ -102,78 +112,118 @@ def _passed(cc, states, per_leaf: list) -> list:
     return list(per_leaf[:ni]) + list(per_leaf[ni + cc.num_states:])
 
 
+def _forward_fake(cc, pair, x):
+    """Empty results shaped as train_forward returns them."""
+    outs = [x.new_empty(x.shape) for _ in range(cc.num_outputs)]
+    step = x.shape[1:] if pair.final else x.shape
+    states = [x.new_empty(step) for _ in range(cc.num_states)]
+    return outs + states + [x.new_empty(x.shape, dtype=d) for d in pair.saved_dtypes]
+
+
 @torch.library.custom_op("flexsn::train_forward", mutates_args=())
 def train_forward(core: int, inputs: list[Tensor], states: list[Tensor],
-                  params: list[Tensor], mask: list[bool]) -> list[Tensor]:
+                  params: list[Tensor], mask: list[bool], want_seqs: bool) -> list[Tensor]:
     cc = _core(core)
     x = inputs[0]
     geom = _runner.geometry(x)
+    pair = _pair_of(cc, x, params, mask, want_seqs)
     if geom[0] == 0:
-        return [x.new_empty(x.shape) for _ in range(cc.num_outputs + cc.num_states)]
-    prep, leaves, _ = _train_prep(cc, inputs, states, params, mask, geom)
-    prep.preload(geom[1])
-    outs, seqs = prep.run_forward(leaves, geom)
-    return outs + seqs
+        res = _forward_fake(cc, pair, x)
+        if pair.final:  # the final states of no step: the initial ones
+            no = cc.num_outputs
+            res[no:no + cc.num_states] = [t.clone() for t in states] if states else \
+                [x.new_zeros(x.shape[1:]) for _ in range(cc.num_states)]
+        return res
+    pair.preload(geom[1])
+    outs, rest, kept = pair.run_forward(_leaves(cc, inputs, states, params, geom[3],
+                                                x.device), geom)
+    return outs + rest + (kept if pair.final else kept[cc.num_states:])
 
 
 @train_forward.register_fake
-def _train_forward_fake(core, inputs, states, params, mask):
+def _train_forward_fake(core, inputs, states, params, mask, want_seqs):
     cc = _core(core)
-    x = inputs[0]
-    return [x.new_empty(x.shape) for _ in range(cc.num_outputs + cc.num_states)]
+    return _forward_fake(cc, _pair_of(cc, inputs[0], params, mask, want_seqs), inputs[0])
 
 
 @torch.library.custom_op("flexsn::train_backward", mutates_args=())
-def train_backward(core: int, inputs: list[Tensor], states: list[Tensor],
-                   params: list[Tensor], seqs: list[Tensor], grads: list[Optional[Tensor]],
-                   mask: list[bool]) -> list[Tensor]:
+def train_backward(core: int, like: Tensor, inputs: list[Optional[Tensor]],
+                   states: list[Optional[Tensor]], params: list[Tensor], kept: list[Tensor],
+                   grads: list[Optional[Tensor]], mask: list[bool],
+                   want_seqs: bool) -> list[Tensor]:
     cc = _core(core)
-    leaves = list(inputs) + list(states) + list(params)
+    # Shapes and dtypes from `like` ([T, *S], the inputs' dtype and device):
+    # inputs and states the backward does not read arrive as None.
+    seq, step = like.shape, like.shape[1:]
+    shapes = [seq] * len(inputs) + [step] * len(states) + [p.shape for p in params]
+    dtypes = [like.dtype] * (len(inputs) + len(states)) + [p.dtype for p in params]
     passed_mask = _passed(cc, states, mask)
-    geom = _runner.geometry(inputs[0])
+    geom = _runner.geometry(like)
     if geom[0] == 0:
-        return [torch.zeros_like(t) if m else t.new_empty(0)
-                for t, m in zip(leaves, passed_mask)]
-    prep, flat, p_scalar = _train_prep(cc, inputs, states, params, mask, geom)
-    got = _passed(cc, states, prep.run_backward(flat, _runner.as_contiguous(seqs),
-                                                list(grads), geom))
+        return [torch.zeros(sh, dtype=d, device=like.device) if m else like.new_empty(0)
+                for sh, d, m in zip(shapes, dtypes, passed_mask)]
+    pair = _pair_of(cc, like, params, mask, want_seqs)
+    ps, _, p_scalar = _runner.flat_params(params, step, like.device)
+    given = bool(states)
+    defined = [(seq, like.dtype)] * cc.num_inputs + \
+        ([(step, like.dtype)] * cc.num_states if given else [None] * cc.num_states) + \
+        [(p.shape if sc else step, p.dtype) for p, sc in zip(ps, p_scalar)]
+    s0 = list(states) if given else [None] * cc.num_states
+    leaves = _runner.as_contiguous(list(inputs) + s0) + ps
+    got = _passed(cc, states, pair.run_backward(leaves, list(kept), list(grads), geom,
+                                                defined))
     out = []
-    first_param = len(leaves) - len(params)
-    for k, (t, g, m) in enumerate(zip(leaves, got, passed_mask)):
-        if not m or g is None:
-            out.append(t.new_empty(0) if not m else torch.zeros_like(t))
+    first_param = len(shapes) - len(params)
+    for k, (sh, d, g, m) in enumerate(zip(shapes, dtypes, got, passed_mask)):
+        if not m:
+            out.append(like.new_empty(0))
+        elif g is None:
+            out.append(torch.zeros(sh, dtype=d, device=like.device))
         elif k >= first_param and not p_scalar[k - first_param]:
-            out.append(g.sum_to_size(t.shape))  # a broadcast parameter
+            out.append(g.sum_to_size(sh))  # a broadcast parameter
         else:
-            out.append(g.view(t.shape))
+            out.append(g.view(sh))
     return out
 
 
 @train_backward.register_fake
-def _train_backward_fake(core, inputs, states, params, seqs, grads, mask):
-    leaves = list(inputs) + list(states) + list(params)
-    return [t.new_empty(t.shape) if m else t.new_empty(0)
-            for t, m in zip(leaves, _passed(_core(core), states, mask))]
+def _train_backward_fake(core, like, inputs, states, params, kept, grads, mask, want_seqs):
+    cc = _core(core)
+    shapes = [like.shape] * len(inputs) + [like.shape[1:]] * len(states) + \
+        [p.shape for p in params]
+    dtypes = [like.dtype] * (len(inputs) + len(states)) + [p.dtype for p in params]
+    return [like.new_empty(sh, dtype=d) if m else like.new_empty(0)
+            for sh, d, m in zip(shapes, dtypes, _passed(cc, states, mask))]
 
 
 def _setup(ctx, inputs, output):
-    core, inputs, states, params, mask = inputs
+    core, inputs, states, params, mask, want_seqs = inputs
     cc = _core(core)
-    no = cc.num_outputs
-    ctx.core, ctx.mask = core, list(mask)
-    ctx.counts = (len(inputs), len(states), len(params))
-    ctx.save_for_backward(*inputs, *states, *params, *output[no:])
+    ni, ns, no = cc.num_inputs, cc.num_states, cc.num_outputs
+    x = inputs[0]
+    pair = _pair_of(cc, x, params, mask, want_seqs)
+    read = pair.leaf_read
+    ctx.core, ctx.mask, ctx.want_seqs = core, list(mask), want_seqs
+    ctx.counts = (ni, len(states), len(params), no + ns)
+    # What the backward reads; in place of the inputs, a one-element tensor
+    # expanded to their shape (their shape, dtype and device).
+    kept = list(output[no:]) if not pair.final else list(output[no + ns:])
+    ctx.save_for_backward(
+        *[t if read[i] else None for i, t in enumerate(inputs)],
+        *[t if read[ni + s] else None for s, t in enumerate(states)],
+        *params, *kept, x.new_empty(()).expand(x.shape))
 
 
 def _backward(ctx, grads):
-    ni, ns, npar = ctx.counts
+    ni, nst, npar, ngrads = ctx.counts
     saved = ctx.saved_tensors
-    inputs, states = list(saved[:ni]), list(saved[ni:ni + ns])
-    params, seqs = list(saved[ni + ns:ni + ns + npar]), list(saved[ni + ns + npar:])
-    got = torch.ops.flexsn.train_backward(ctx.core, inputs, states, params, seqs,
-                                          list(grads), ctx.mask)
+    inputs, states = list(saved[:ni]), list(saved[ni:ni + nst])
+    params = list(saved[ni + nst:ni + nst + npar])
+    kept, like = list(saved[ni + nst + npar:-1]), saved[-1]
+    got = torch.ops.flexsn.train_backward(ctx.core, like, inputs, states, params, kept,
+                                          list(grads[:ngrads]), ctx.mask, ctx.want_seqs)
     got = [g if m else None for g, m in zip(got, _passed(_core(ctx.core), states, ctx.mask))]
-    return None, got[:ni], got[ni:ni + ns], got[ni + ns:], None
+    return None, got[:ni], got[ni:ni + nst], got[ni + nst:], None, None
 
 
 train_forward.register_autograd(_backward, setup_context=_setup)
@@ -191,13 +241,16 @@ def run(cc, inputs, init_states, params, *, want_seqs: bool, grad_mask=None):
     if torch.is_grad_enabled() and any(mask):
         # No initial states: an empty list, which the kernels read as zeros
         # (null pointers), as on the eager path; nothing allocated or filled.
-        res = torch.ops.flexsn.train_forward(h, inputs, states or [], params, mask)
-        outs, seqs = res[:no], res[no:]
+        res = torch.ops.flexsn.train_forward(h, inputs, states or [], params, mask,
+                                             want_seqs)
+        outs, rest = res[:no], res[no:no + ns]
+        if _pair_of(cc, x, params, mask, want_seqs).final:
+            return list(outs), None, list(rest)
         if x.shape[0] == 0:
             finals = states if states is not None else [x.new_zeros(step) for _ in range(ns)]
         else:
-            finals = [q[-1] for q in seqs]
-        return list(outs), (list(seqs) if want_seqs else None), list(finals)
+            finals = [q[-1] for q in rest]
+        return list(outs), (list(rest) if want_seqs else None), list(finals)
     res = torch.ops.flexsn.infer(h, inputs, states or [], params, want_seqs)
     outs, rest = res[:no], res[no:]
     if want_seqs:

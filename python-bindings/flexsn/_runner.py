@@ -166,6 +166,10 @@ class TrainPair:
             [("grad_init_state", s) for s in range(ns)] + \
             [("grad_param", p) for p in range(npar)]
         self.grad_ix = [keys.index(k) if k in keys else None for k in wanted]
+        # the dtype of each saved value the forward returns (after its states)
+        self.saved_dtypes = [dtype for (_, dtype, _), key in
+                             zip(self.forward.allocs, self.forward.result_keys)
+                             if key[0] == "saved"]
         self.num_leaves = n
         self.non_differentiable = non_differentiable
         self._preloaded = None
@@ -216,6 +220,12 @@ class TrainPair:
             defined = [None if t is None else (t.shape, t.dtype) for t in leaves]
         args = list(leaves) + list(kept)
         args += as_contiguous(grads)
+        if args[0] is None:
+            # Input #0 not kept (the backward does not read it): a native
+            # launch takes T, the shape and the device from argument #0,
+            # so a one-element tensor expanded to the call's shape stands
+            # in for it.
+            args[0] = torch.empty((), dtype=defined[0][1], device=geom[4]).expand(geom[2])
         res = self.backward(args, *geom)
         out = []
         for passed, ix in zip(defined, self.grad_ix):
@@ -233,20 +243,20 @@ class TrainPair:
 
 
 class TrainPrep:
-    """The training kernels of one configuration. Under the automatic saving
-    policy (``auto_save``: the compiler's minimum cut) a core whose backward
-    reads no state sequence also has a final-state pair, which a call that
-    wants no state sequences runs: its forward writes final states, not
-    sequences, and nothing but the saved values stays alive for its
-    backward."""
+    """The training kernels of one configuration, compiled with the
+    automatic saving policy (the compiler's minimum cut, save-ops=auto): a
+    core whose backward reads no state sequence also has a final-state
+    pair, which a call that wants no state sequences runs: its forward
+    writes final states, not sequences, and nothing but the saved values
+    stays alive for its backward."""
 
     def __init__(self, cc: "CompiledCore", dtype, device: torch.device, p_dtypes, p_scalar,
-                 mask, auto_save: bool = True):
+                 mask):
         ni, ns, no, npar = cc.num_inputs, cc.num_states, cc.num_outputs, len(p_dtypes)
         target, chip, index = _where(device)
         ir = cc.ir([dtype] * (ni + ns), p_dtypes, p_scalar, mask)
         program = _program.get_program(ir, target, chip, differentiate=True,
-                                       save_ops="auto" if auto_save else "")
+                                       save_ops="auto")
         counts = (ni, ns, no, npar, cc.non_differentiable)
         self.seqs = TrainPair(program, "core_forward", "core_backward", False, index, *counts)
         self.final = None
@@ -270,15 +280,6 @@ class TrainPrep:
             return outs, None, states
         return outs, (states if want_seqs else None), [q[-1] for q in states]
 
-    # The sequence pair's steps, for the torch.compile ops (which keep the
-    # state sequences between their forward and backward).
-    def run_forward(self, leaves, geom):
-        """(outputs, kept: the state sequences, then any saved values)."""
-        outs, _, kept = self.seqs.run_forward(leaves, geom)
-        return outs, kept
-
-    def run_backward(self, leaves, kept, grads, geom) -> list:
-        return self.seqs.run_backward(leaves, kept, grads, geom)
 
 
 NOT_TWICE = ("flexsn: the backward of a compiled core is not differentiable "
@@ -475,13 +476,11 @@ def prepare_infer(cc: CompiledCore, dtype, device, want_seqs: bool, p_dtypes,
     return prep
 
 
-def prepare_train(cc: CompiledCore, dtype, device, p_dtypes, p_scalar, mask,
-                  auto_save: bool = True) -> TrainPrep:
-    key = ("train", dtype, device, tuple(p_dtypes), tuple(p_scalar), tuple(mask), auto_save)
+def prepare_train(cc: CompiledCore, dtype, device, p_dtypes, p_scalar, mask) -> TrainPrep:
+    key = ("train", dtype, device, tuple(p_dtypes), tuple(p_scalar), tuple(mask))
     prep = cc.prepared.get(key)
     if prep is None:
-        prep = cc.prepared[key] = TrainPrep(cc, dtype, device, p_dtypes, p_scalar, mask,
-                                            auto_save)
+        prep = cc.prepared[key] = TrainPrep(cc, dtype, device, p_dtypes, p_scalar, mask)
     return prep
 
 

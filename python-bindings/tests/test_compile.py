@@ -28,12 +28,16 @@ def test_opcheck_infer(device, T):
     torch.library.opcheck(torch.ops.flexsn.infer.default, (h, [x, y], [], [], False))
 
 
+@pytest.mark.parametrize("want_seqs", [True, False], ids=["seqs", "finals"])
 @pytest.mark.parametrize("given", [True, False], ids=["states", "no-states"])
 @pytest.mark.parametrize("T", [0, 3])
-def test_opcheck_training(device, T, given):
+def test_opcheck_training(device, T, given, want_seqs):
     """From given initial states, and from none: an empty list (zeros read
     through null pointers, nothing allocated), the mask still covering the
-    states, and no state gradients from the backward."""
+    states, and no state gradients from the backward. Two cores: one with
+    a parameter (the saving policy rematerializes), and lif, whose
+    final-state pair runs without state sequences (its backward reads
+    neither the input nor the initial state: they reach it as None)."""
     w = torch.randn(5, device=device, requires_grad=True)
 
     def core(x, v, w):
@@ -41,26 +45,36 @@ def test_opcheck_training(device, T, given):
         s = flexsn.surrogate.ATan()(h - 1.)
         return s, h * (1. - s)
 
-    cc, h = _cc(core, 1, 1, static_inputs=(w,))
-    x = torch.randn(T, 4, 5, device=device, requires_grad=True)
-    v = torch.randn(4, 5, device=device, requires_grad=True)
-    states = [v] if given else []
-    mask = [True, given, True]
-    torch.library.opcheck(torch.ops.flexsn.train_forward.default, (h, [x], states, [w], mask))
-    seqs = [torch.randn(T, 4, 5, device=device)]
-    grads = [torch.randn(T, 4, 5, device=device), None]
-    args = (h, [x.detach()], [t.detach() for t in states], [w.detach()], seqs, grads, mask)
-    got = torch.ops.flexsn.train_backward(*args)
-    assert [tuple(g.shape) for g in got] == \
-        [tuple(x.shape)] + [tuple(v.shape)] * given + [tuple(w.shape)]
-    torch.library.opcheck(torch.ops.flexsn.train_backward.default, args,
-                          test_utils=("test_schema", "test_faketensor"))
-    if not given:  # from none: the same as from explicit zero states
-        z = torch.zeros(4, 5, device=device)
-        a = torch.ops.flexsn.train_forward(h, [x.detach()], [], [w.detach()], mask)
-        b = torch.ops.flexsn.train_forward(h, [x.detach()], [z], [w.detach()], mask)
-        for p, q in zip(a, b):
-            assert torch.equal(p, q)
+    for name, cc, h, params in [("param core", *_cc(core, 1, 1, static_inputs=(w,)), [w]),
+                                ("lif", *_cc(lif(), 1, 1), [])]:
+        x = torch.randn(T, 4, 5, device=device, requires_grad=True)
+        v = torch.randn(4, 5, device=device, requires_grad=True)
+        states = [v] if given else []
+        mask = [True, given] + [True] * len(params)
+        torch.library.opcheck(torch.ops.flexsn.train_forward.default,
+                              (h, [x], states, params, mask, want_seqs))
+        pd = [p.detach() for p in params]
+        res = torch.ops.flexsn.train_forward(h, [x.detach()], [t.detach() for t in states],
+                                             pd, mask, want_seqs)
+        pair = _ops._pair_of(cc, x, params, mask, want_seqs)
+        assert pair.final is (name == "lif" and not want_seqs), name
+        read = pair.leaf_read
+        kept = res[1:] if not pair.final else res[2:]
+        like = x.new_empty(()).expand(x.shape)
+        args = (h, like, [x.detach() if read[0] else None],
+                [v.detach() if read[1] else None] if given else [], pd, kept,
+                [torch.randn(T, 4, 5, device=device), None], mask, want_seqs)
+        got = torch.ops.flexsn.train_backward(*args)
+        assert [tuple(g.shape) for g in got] == \
+            [tuple(x.shape)] + [tuple(v.shape)] * given + [tuple(p.shape) for p in params]
+        torch.library.opcheck(torch.ops.flexsn.train_backward.default, args,
+                              test_utils=("test_schema", "test_faketensor"))
+        if not given:  # from none: the same as from explicit zero states
+            z = torch.zeros(4, 5, device=device)
+            a = torch.ops.flexsn.train_forward(h, [x.detach()], [], pd, mask, want_seqs)
+            b = torch.ops.flexsn.train_forward(h, [x.detach()], [z], pd, mask, want_seqs)
+            for p, q in zip(a, b):
+                assert torch.equal(p, q), name
 
 
 @pytest.mark.parametrize("given", [True, False], ids=["states", "no-states"])

@@ -125,21 +125,35 @@ def test_rematerializing_cores_have_no_final_pair(device):
     assert _prep(t).final is None
 
 
-def test_torch_compile_ops_keep_rematerializing(device):
-    """The torch.compile ops keep the state sequences between forward and
-    backward (their schema): they compile the rematerializing policy."""
+@pytest.mark.parametrize("want_seqs", [False, True])
+def test_torch_compile_ops_run_the_policy(device, want_seqs):
+    """The torch.compile ops run the same pairs: without state sequences
+    the final-state pair, whose autograd formula keeps neither the input
+    nor a state sequence (a one-element tensor expanded to the input's
+    shape stands in for it); gradients equal the torch loop's, through the
+    final state too."""
     from flexsn import _ops
     m = flexsn.FlexSN(lif(), 1, 1, backend=device.type)
     x = (torch.randn(5, 6, device=device) * 2).requires_grad_()
-    outs, seqs, finals = _ops.run(m.kernel.compiled, [x], None, [], want_seqs=False)
-    outs[0].sum().backward()
-    (prep,) = [p for k, p in m.kernel.compiled.prepared.items() if k[-1] is False]
-    assert prep.final is None and not [k for k in prep.seqs.forward.result_keys
-                                       if k[0] == "saved"]
-    xr = x.detach().clone().requires_grad_()
-    r = flexsn.FlexSN(lif(), 1, 1, backend="torch")
-    r(xr).sum().backward()
+    v0 = torch.randn(6, device=device).requires_grad_()
+    ptrs, (outs, seqs, finals) = _saved_ptrs(
+        lambda: _ops.run(m.kernel.compiled, [x], [v0], [], want_seqs=want_seqs))
+    assert (x.data_ptr() in ptrs) is False
+    assert (seqs is None) is not want_seqs
+    loss = (outs[0] * 2).sum() + (finals[0] ** 2).sum()
+    if want_seqs:
+        loss = loss + seqs[0].sum()
+    loss.backward()
+    r = flexsn.FlexSN(lif(), 1, 1, backend="torch", store_state_seqs=want_seqs)
+    xr, vr = (t.detach().clone().requires_grad_() for t in (x, v0))
+    r.states = [vr]
+    sr = r(xr)
+    ref = (sr * 2).sum() + (r.states[0] ** 2).sum()
+    if want_seqs:
+        ref = ref + r.state_seqs[0].sum()
+    ref.backward()
     assert_close(x.grad, xr.grad, what="x.grad through the ops")
+    assert_close(v0.grad, vr.grad, what="v0.grad through the ops")
 
 
 @pytest.mark.parametrize("path", PATHS)
