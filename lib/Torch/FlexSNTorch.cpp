@@ -367,9 +367,9 @@ c10::intrusive_ptr<BoundTraining> boundOf(const at::Tensor &keeper) {
 /// stream its forward used). Saved: the leaves the backward reads
 /// (undefined where it reads none or the call passed none: an initial state
 /// of zeros), the kept forward results (state sequences, saved values) and
-/// the binding's keeper; in saved_data the stream and a bitmask of the
-/// leaves the call passed (integers, which compiled autograd lifts into its
-/// graph as inputs). The node marks
+/// the binding's keeper; in saved_data the stream, a bitmask of the leaves
+/// the call passed and the shapes and dtypes of those it does not keep
+/// (integers, which compiled autograd lifts into its graph as inputs). The node marks
 /// nothing non-differentiable (compiled autograd refuses such nodes):
 /// trainOp detaches those results instead.
 struct ScanNode : public torch::autograd::Function<ScanNode> {

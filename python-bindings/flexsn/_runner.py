@@ -263,7 +263,6 @@ class TrainPrep:
         if "core_forward_final" in program.kernels:
             self.final = TrainPair(program, "core_forward_final", "core_backward_final",
                                    True, index, *counts)
-        self.num_leaves = ni + ns + npar
 
     def pair(self, want_seqs: bool) -> TrainPair:
         return self.seqs if want_seqs or self.final is None else self.final
