@@ -311,6 +311,90 @@ static void testCPU(const char *lif) {
   flexsn_program_destroy(program);
 }
 
+/* save-ops=auto: for lif the compiler saves h and adds the final-state
+ * pair. Its forward gives the sequence forward's outputs, saved values and
+ * last state; its backward, seeded with a final state's gradient, gives
+ * the sequence backward's gradients for a state-sequence gradient that is
+ * zero but in its last row. Pointers (from the manifest): lif_forward x,
+ * v0, s, h, vseq; lif_forward_final x, v0, s, h, vT; lif_backward h, gs,
+ * gvseq, gx, gv0; lif_backward_final h, gs, gvT, gx, gv0. */
+static void testFinalPair(const char *lif) {
+  char *error = NULL;
+  flexsn_program *program = NULL;
+  int r = flexsn_program_create(lif, FLEXSN_TARGET_CPU,
+                                "differentiate save-ops=auto", &program,
+                                &error);
+  EXPECT(r == 0, "cpu program of lif with save-ops=auto");
+  if (r != 0) {
+    printf("  %s\n", error);
+    flexsn_free(error);
+    return;
+  }
+  const char *manifest = flexsn_program_manifest(program);
+  EXPECT(strstr(manifest, "\"name\": \"lif_forward_final\"") &&
+             strstr(manifest, "\"name\": \"lif_backward_final\"") &&
+             strstr(manifest, "\"meaning\": \"grad_final_state\""),
+         "save-ops=auto: the manifest lists the final-state pair");
+  flexsn_kernel *sf = NULL, *ff = NULL, *sb = NULL, *fb = NULL;
+  r = flexsn_kernel_get(program, "lif_forward", 0, &sf, &error);
+  r = r ? r : flexsn_kernel_get(program, "lif_forward_final", 0, &ff, &error);
+  r = r ? r : flexsn_kernel_get(program, "lif_backward", 0, &sb, &error);
+  r = r ? r : flexsn_kernel_get(program, "lif_backward_final", 0, &fb, &error);
+  EXPECT(r == 0 && flexsn_kernel_num_pointers(ff) == 5 &&
+             flexsn_kernel_num_pointers(fb) == 5 &&
+             flexsn_kernel_num_pointers(sb) == 5,
+         "the final-state pair's kernels take 5 pointers each; the sequence "
+         "backward reads neither x nor the state sequence");
+  if (r != 0) {
+    printf("  %s\n", error);
+    flexsn_free(error);
+    flexsn_program_destroy(program);
+    return;
+  }
+  enum { T = 6, N = 37 };
+  float x[T * N], v0[N], s1[T * N], h1[T * N], vseq[T * N], s2[T * N],
+      h2[T * N], vT[N];
+  for (int i = 0; i < T * N; ++i)
+    x[i] = (float)((i * 7) % 11) / 4.0f - 0.5f;
+  for (int n = 0; n < N; ++n)
+    v0[n] = (float)(n % 5) / 5.0f - 0.3f;
+  void *seqArgs[] = {x, v0, s1, h1, vseq};
+  void *finArgs[] = {x, v0, s2, h2, vT};
+  r = flexsn_kernel_launch(sf, seqArgs, 5, T, N, NULL, 1, &error);
+  r = r ? r : flexsn_kernel_launch(ff, finArgs, 5, T, N, NULL, 1, &error);
+  int equal = r == 0;
+  for (int i = 0; i < T * N; ++i)
+    equal &= s1[i] == s2[i] && h1[i] == h2[i];
+  for (int n = 0; n < N; ++n)
+    equal &= vT[n] == vseq[(T - 1) * N + n];
+  EXPECT(equal, "the final forward writes the sequence forward's outputs, "
+                "saved h and last state");
+  float gs[T * N], gvT[N], gvseq[T * N], gx1[T * N], gv1[N], gx2[T * N],
+      gv2[N];
+  for (int i = 0; i < T * N; ++i) {
+    gs[i] = (float)((i * 13) % 7) / 7.0f - 0.4f;
+    gvseq[i] = 0.0f;
+  }
+  for (int n = 0; n < N; ++n)
+    gvT[n] = gvseq[(T - 1) * N + n] = (float)(n % 3) - 1.0f;
+  void *seqBack[] = {h1, gs, gvseq, gx1, gv1};
+  void *finBack[] = {h2, gs, gvT, gx2, gv2};
+  r = flexsn_kernel_launch(sb, seqBack, 5, T, N, NULL, 1, &error);
+  r = r ? r : flexsn_kernel_launch(fb, finBack, 5, T, N, NULL, 1, &error);
+  equal = r == 0;
+  for (int i = 0; i < T * N; ++i)
+    equal &= gx1[i] == gx2[i];
+  for (int n = 0; n < N; ++n)
+    equal &= gv1[n] == gv2[n];
+  EXPECT(equal, "the final backward from grad_final_state equals the "
+                "sequence backward from its last row");
+  if (r != 0) {
+    printf("  %s\n", error);
+    flexsn_free(error);
+  }
+  flexsn_program_destroy(program);
+}
+
 static void testErrors(const char *lif) {
   char *error = NULL;
   flexsn_program *program = NULL;
@@ -537,6 +621,7 @@ int main(int argc, char **argv) {
   EXPECT(flexsn_api_version() == FLEXSN_API_VERSION,
          "library and header agree on the API version");
   testCPU(lif);
+  testFinalPair(lif);
   testErrors(lif);
   testCUDA(lif, strcmp(mode, "cuda") == 0);
   free(lif);
