@@ -367,9 +367,9 @@ c10::intrusive_ptr<BoundTraining> boundOf(const at::Tensor &keeper) {
 /// stream its forward used). Saved: the leaves the backward reads
 /// (undefined where it reads none or the call passed none: an initial state
 /// of zeros), the kept forward results (state sequences, saved values) and
-/// the binding's keeper; in saved_data the stream, a bitmask of the leaves
-/// the call passed and the shapes and dtypes of those it does not keep
-/// (integers, which compiled autograd lifts into its graph as inputs). The node marks
+/// the binding's keeper; in saved_data the stream and the indices, shapes
+/// and dtypes of the passed leaves it does not keep (integers, which
+/// compiled autograd lifts into its graph as inputs). The node marks
 /// nothing non-differentiable (compiled autograd refuses such nodes):
 /// trainOp detaches those results instead.
 struct ScanNode : public torch::autograd::Function<ScanNode> {
@@ -386,17 +386,14 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
       outputs.push_back(results[i]);
     for (int64_t i : bound->stateIndex)
       outputs.push_back(results[i]);
-    // Past 62 leaves the mask cannot say which were passed: keep them all.
-    bool masked = leaves->size() <= 62;
-    int64_t passed = 0;
+    // A passed leaf the backward does not read is not kept: "meta" records
+    // its index, dtype, rank and sizes instead.
     std::vector<int64_t> meta;
     variable_list toSave;
     toSave.reserve(leaves->size() + bound->keptIndex.size() + 1);
     for (size_t j = 0; j < leaves->size(); ++j) {
       const at::Tensor &leaf = (*leaves)[j];
-      bool keep = bound->leafRead[j] || !masked;
-      if (leaf.defined() && masked)
-        passed |= int64_t(1) << j;
+      bool keep = bound->leafRead[j];
       if (leaf.defined() && !keep) {
         meta.push_back(j);
         meta.push_back(static_cast<int64_t>(leaf.scalar_type()));
@@ -411,7 +408,6 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
     ctx->set_materialize_grads(false);
     ctx->save_for_backward(std::move(toSave));
     ctx->saved_data["stream"] = stream;
-    ctx->saved_data["passed"] = masked ? passed : int64_t(-1);
     ctx->saved_data["meta"] = std::move(meta);
     return outputs;
   }
@@ -435,9 +431,8 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
     for (at::Tensor &g : grads)
       args.push_back(g.defined() && !g.is_contiguous() ? g.contiguous()
                                                        : std::move(g));
-    // A leaf the node did not keep gives its shape and dtype from "meta":
-    // per such leaf its index, dtype, rank and sizes.
-    int64_t passed = ctx->saved_data["passed"].toInt();
+    // A passed leaf the node did not keep gives its shape and dtype from
+    // "meta": per such leaf its index, dtype, rank and sizes.
     std::vector<int64_t> meta = ctx->saved_data["meta"].toIntVector();
     int64_t stream = ctx->saved_data["stream"].toInt();
     std::vector<at::Tensor> results;
@@ -464,8 +459,9 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
     variable_list out(3);
     for (int64_t j = 0; j < n; ++j) {
       const at::Tensor &leaf = saved[j];
-      bool given = passed < 0 ? leaf.defined() : ((passed >> j) & 1) != 0;
-      if (!given)
+      // Not kept and not in "meta": the call passed none.
+      bool inMeta = pos < meta.size() && meta[pos] == j;
+      if (!leaf.defined() && !inMeta)
         continue;
       c10::ScalarType dtype;
       std::vector<int64_t> sizes;
@@ -473,7 +469,7 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
         dtype = leaf.scalar_type();
         sizes = leaf.sizes().vec();
       } else {
-        TORCH_CHECK(pos + 3 <= meta.size() && meta[pos] == j,
+        TORCH_CHECK(pos + 3 <= meta.size(),
                     "flexsn: a FlexSN training node lost leaf #", j,
                     "'s shape");
         dtype = static_cast<c10::ScalarType>(meta[pos + 1]);

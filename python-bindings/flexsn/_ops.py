@@ -96,11 +96,20 @@ def _pair_of(cc, x, params, mask, want_seqs):
 
 
 def _leaves(cc, inputs, states, params, step, device):
-    """The leaves as the kernels take them (no states, or a state the
-    backward does not read: None, a null pointer)."""
-    ps, _, _ = _runner.flat_params(params, step, device)
+    """The leaves as the kernels take them (no states: None, null pointers;
+    None stays None), and the parameters' scalar flags."""
+    ps, _, p_scalar = _runner.flat_params(params, step, device)
     s0 = _runner.as_contiguous(states) if states else [None] * cc.num_states
-    return _runner.as_contiguous(inputs) + s0 + ps
+    return _runner.as_contiguous(inputs) + s0 + ps, p_scalar
+
+
+def _leaf_meta(like, inputs, states, params):
+    """The shape and dtype of each leaf of train_backward's call, from
+    `like` for the inputs and states (which may arrive as None)."""
+    n = len(inputs) + len(states)
+    shapes = [like.shape] * len(inputs) + [like.shape[1:]] * len(states) + \
+        [p.shape for p in params]
+    return shapes, [like.dtype] * n + [p.dtype for p in params]
 
 
 def _passed(cc, states, per_leaf: list) -> list:
@@ -135,8 +144,8 @@ def train_forward(core: int, inputs: list[Tensor], states: list[Tensor],
                 [x.new_zeros(x.shape[1:]) for _ in range(cc.num_states)]
         return res
     pair.preload(geom[1])
-    outs, rest, kept = pair.run_forward(_leaves(cc, inputs, states, params, geom[3],
-                                                x.device), geom)
+    leaves, _ = _leaves(cc, inputs, states, params, geom[3], x.device)
+    outs, rest, kept = pair.run_forward(leaves, geom)
     return outs + rest + (kept if pair.final else kept[cc.num_states:])
 
 
@@ -155,21 +164,21 @@ def train_backward(core: int, like: Tensor, inputs: list[Optional[Tensor]],
     # Shapes and dtypes from `like` ([T, *S], the inputs' dtype and device):
     # inputs and states the backward does not read arrive as None.
     seq, step = like.shape, like.shape[1:]
-    shapes = [seq] * len(inputs) + [step] * len(states) + [p.shape for p in params]
-    dtypes = [like.dtype] * (len(inputs) + len(states)) + [p.dtype for p in params]
+    shapes, dtypes = _leaf_meta(like, inputs, states, params)
     passed_mask = _passed(cc, states, mask)
     geom = _runner.geometry(like)
     if geom[0] == 0:
         return [torch.zeros(sh, dtype=d, device=like.device) if m else like.new_empty(0)
                 for sh, d, m in zip(shapes, dtypes, passed_mask)]
     pair = _pair_of(cc, like, params, mask, want_seqs)
-    ps, _, p_scalar = _runner.flat_params(params, step, like.device)
-    given = bool(states)
+    leaves, p_scalar = _leaves(cc, inputs, states, params, step, like.device)
+    if leaves[0] is None:
+        # A native launch takes T, the shape and the device from argument
+        # #0, which the backward does not read: `like` stands in.
+        leaves[0] = like
     defined = [(seq, like.dtype)] * cc.num_inputs + \
-        ([(step, like.dtype)] * cc.num_states if given else [None] * cc.num_states) + \
-        [(p.shape if sc else step, p.dtype) for p, sc in zip(ps, p_scalar)]
-    s0 = list(states) if given else [None] * cc.num_states
-    leaves = _runner.as_contiguous(list(inputs) + s0) + ps
+        ([(step, like.dtype)] * cc.num_states if states else [None] * cc.num_states) + \
+        [(p.shape if sc else step, p.dtype) for p, sc in zip(params, p_scalar)]
     got = _passed(cc, states, pair.run_backward(leaves, list(kept), list(grads), geom,
                                                 defined))
     out = []
@@ -189,9 +198,7 @@ def train_backward(core: int, like: Tensor, inputs: list[Optional[Tensor]],
 @train_backward.register_fake
 def _train_backward_fake(core, like, inputs, states, params, kept, grads, mask, want_seqs):
     cc = _core(core)
-    shapes = [like.shape] * len(inputs) + [like.shape[1:]] * len(states) + \
-        [p.shape for p in params]
-    dtypes = [like.dtype] * (len(inputs) + len(states)) + [p.dtype for p in params]
+    shapes, dtypes = _leaf_meta(like, inputs, states, params)
     return [like.new_empty(sh, dtype=d) if m else like.new_empty(0)
             for sh, d, m in zip(shapes, dtypes, _passed(cc, states, mask))]
 

@@ -220,12 +220,6 @@ class TrainPair:
             defined = [None if t is None else (t.shape, t.dtype) for t in leaves]
         args = list(leaves) + list(kept)
         args += as_contiguous(grads)
-        if args[0] is None:
-            # Input #0 not kept (the backward does not read it): a native
-            # launch takes T, the shape and the device from argument #0,
-            # so a one-element tensor expanded to the call's shape stands
-            # in for it.
-            args[0] = torch.empty((), dtype=defined[0][1], device=geom[4]).expand(geom[2])
         res = self.backward(args, *geom)
         out = []
         for passed, ix in zip(defined, self.grad_ix):
