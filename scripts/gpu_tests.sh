@@ -5,6 +5,7 @@
 # --backend=cuda. Each command must print "check: ok" and no "FAIL" (a
 # --bench line without --check: its kernel median).
 # Usage: scripts/gpu_tests.sh [dir-with-flexsn-run]   (default build/bin)
+# ONLY="test/Integration/CUDA/a.mlir ...": those files' RUN lines alone.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-build/bin}
@@ -28,11 +29,11 @@ run_line() {
   fi
 }
 
-for f in test/Integration/CUDA/*.mlir; do
+for f in ${ONLY:-test/Integration/CUDA/*.mlir}; do
   while IFS= read -r line; do run_line "$f" "$line"; done \
     < <(grep '^// RUN: flexsn-run' "$f")
 done
-for f in test/Integration/CPU/*.mlir test/Integration/Autodiff/*.mlir; do
+[ -n "${ONLY:-}" ] || for f in test/Integration/CPU/*.mlir test/Integration/Autodiff/*.mlir; do
   while IFS= read -r line; do run_line "$f" "$line" --backend=cuda; done \
     < <(grep '^// RUN: flexsn-run' "$f" | grep -E '^[^|]*--check( |$)')
 done

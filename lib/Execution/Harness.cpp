@@ -408,6 +408,7 @@ mlir::flexsn::createCUDARunner(ModuleOp module, const HarnessOptions &options) {
   PipelineOptions gpu;
   gpu.chip = "sm_" + std::to_string((*device)->computeCapability());
   gpu.prefetch = options.prefetch;
+  gpu.l2Prefetch = options.l2Prefetch;
   gpu.neuronsPerThread = options.neuronsPerThread;
   // The entries of each kernel and the deep entry's depth, as the C API
   // takes them.

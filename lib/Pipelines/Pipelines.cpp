@@ -39,12 +39,13 @@ PipelineOptions::parse(StringRef text, std::string &error) {
   const StringRef all[] = {
       options->chip.ArgStr,      options->optLevel.ArgStr,
       options->neuronsPerThread.ArgStr, options->blockSize.ArgStr,
-      options->prefetch.ArgStr,  options->cudaHome.ArgStr,
-      options->differentiate.ArgStr,
+      options->prefetch.ArgStr,  options->l2Prefetch.ArgStr,
+      options->cudaHome.ArgStr,  options->differentiate.ArgStr,
       options->saveOps.ArgStr};
   const StringRef numeric[] = {
       options->optLevel.ArgStr, options->neuronsPerThread.ArgStr,
-      options->blockSize.ArgStr, options->prefetch.ArgStr};
+      options->blockSize.ArgStr, options->prefetch.ArgStr,
+      options->l2Prefetch.ArgStr};
   StringRef flag = options->differentiate.ArgStr;
   std::string keys = llvm::join(ArrayRef<StringRef>(all), ", ");
   SmallVector<StringRef> words;
@@ -107,6 +108,9 @@ std::string PipelineOptions::validate() const {
     return "prefetch=" + std::to_string(prefetch) +
            ": 0 (chosen per kernel) to " + std::to_string(kMaxPrefetchDepth) +
            " steps";
+  if (l2Prefetch > kMaxL2Prefetch)
+    return "l2-prefetch=" + std::to_string(l2Prefetch) +
+           ": 0 (none) to " + std::to_string(kMaxL2Prefetch) + " steps";
   if (!saveOps.empty() && !differentiate)
     return "save-ops needs differentiate";
   return "";
@@ -192,6 +196,7 @@ void mlir::flexsn::buildGPUPipeline(OpPassManager &pm,
   ConvertFlexSNToGPUOptions toGPU;
   toGPU.neuronsPerThread = options.neuronsPerThread;
   toGPU.prefetch = options.prefetch;
+  toGPU.l2Prefetch = options.l2Prefetch;
   pm.addPass(createConvertFlexSNToGPU(toGPU));
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chip;

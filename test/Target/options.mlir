@@ -1,7 +1,7 @@
 // flexsn-translate's --options are the pipeline options (PipelineOptions),
 // parsed and checked as the C API parses them: each error names the word.
 // RUN: not flexsn-translate --flexsn-to-ptx --options='frobnicate=2' %s 2>&1 | FileCheck %s --check-prefix=UNKNOWN --implicit-check-not="see current operation"
-// UNKNOWN: error: --options: unknown option 'frobnicate' (the options: chip, O, neurons-per-thread, block-size, prefetch, cuda-home, differentiate, save-ops
+// UNKNOWN: error: --options: unknown option 'frobnicate' (the options: chip, O, neurons-per-thread, block-size, prefetch, l2-prefetch, cuda-home, differentiate, save-ops
 // RUN: not flexsn-translate --flexsn-to-manifest --options='block-size=abc' %s 2>&1 | FileCheck %s --check-prefix=NUMBER --implicit-check-not="value invalid"
 // NUMBER: error: --options: 'block-size=abc': block-size takes an unsigned integer
 // RUN: not flexsn-translate --flexsn-to-manifest --options='block-size=100' %s 2>&1 | FileCheck %s --check-prefix=RANGE
@@ -12,6 +12,8 @@
 // OPT: error: --options: O=4: the PTX optimization level is 0, 1, 2 or 3
 // RUN: not flexsn-translate --flexsn-to-manifest --options='prefetch=33' %s 2>&1 | FileCheck %s --check-prefix=PREFETCH
 // PREFETCH: error: --options: prefetch=33: 0 (chosen per kernel) to 32 steps
+// RUN: not flexsn-translate --flexsn-to-manifest --options='l2-prefetch=257' %s 2>&1 | FileCheck %s --check-prefix=L2
+// L2: error: --options: l2-prefetch=257: 0 (none) to 256 steps
 // RUN: not flexsn-translate --flexsn-to-cpu-manifest --options='save-ops=flexsn.spike' %s 2>&1 | FileCheck %s --check-prefix=SAVE
 // SAVE: error: --options: save-ops needs differentiate
 // RUN: not flexsn-translate --flexsn-to-cpu-manifest --options='differentiate=maybe' %s 2>&1 | FileCheck %s --check-prefix=FLAG

@@ -62,6 +62,12 @@ static cl::opt<unsigned> clPrefetch(
     cl::desc("steps of loads in flight in the kernels (default: 1 on the CPU, "
              "chosen per kernel on the GPU; 2-8 test the pipelined loop)"),
     cl::init(0));
+static cl::opt<unsigned> clL2Prefetch(
+    cl::cat(fuzzCategory), "l2-prefetch",
+    cl::desc("--cuda: steps ahead of the loads whose reads the "
+             "one-neuron-per-thread entries ask L2 for, at launches of at "
+             "most 128 threads per SM (0, the default: none; at most 256)"),
+    cl::init(0));
 static cl::list<std::string>
     clSaveOps(cl::cat(fuzzCategory), "save-ops", cl::CommaSeparated,
               cl::desc("the training forward's saving policy, as "
@@ -612,6 +618,7 @@ Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
   options.threads = 1;
   options.tieMargin = tieMargin(core);
   options.prefetch = clPrefetch;
+  options.l2Prefetch = clL2Prefetch;
   // Finite differences only where the body is smooth: a jump (remf,
   // floor, a comparison) or kink (max, abs) that a perturbation crosses
   // after a few chaotic steps is not a near tie of the unperturbed run.
@@ -815,6 +822,9 @@ Totals runRange(unsigned first, unsigned last) {
            << (isSmooth(core) ? "" : " --finite-differences=false")
            << (clPrefetch ? " --prefetch=" + std::to_string(clPrefetch)
                           : std::string())
+           << (clL2Prefetch && o.backend == "cuda"
+                   ? " --l2-prefetch=" + std::to_string(clL2Prefetch)
+                   : std::string())
            << (clSaveOps.empty() || !StringRef(variant).starts_with("backward")
                    ? std::string()
                    : " --save-ops=" + llvm::join(clSaveOps, ","))
@@ -844,6 +854,11 @@ int main(int argc, char **argv) {
     llvm::errs() << "flexsn-fuzz: --prefetch must be 1 to " << kMaxPrefetchDepth
                  << ", not "
                  << clPrefetch << "\n";
+    return 2;
+  }
+  if (clL2Prefetch > kMaxL2Prefetch) {
+    llvm::errs() << "flexsn-fuzz: --l2-prefetch must be 0 to "
+                 << kMaxL2Prefetch << ", not " << clL2Prefetch << "\n";
     return 2;
   }
   if (clJobs == 0)

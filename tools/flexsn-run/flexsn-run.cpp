@@ -110,6 +110,13 @@ static cl::opt<unsigned> clPrefetch(
         "chosen per kernel on the GPU, 1 on the CPU)"),
     cl::init(0));
 
+static cl::opt<unsigned> clL2Prefetch(
+    cl::cat(runCategory), "l2-prefetch",
+    cl::desc("--backend=cuda: steps ahead of the loads whose reads the "
+             "one-neuron-per-thread entries ask L2 for, at launches of at "
+             "most 128 threads per SM (0, the default: none; at most 256)"),
+    cl::init(kDefaultL2Prefetch));
+
 static cl::opt<unsigned> clNeuronsPerThread(
     cl::cat(runCategory), "neurons-per-thread",
     cl::desc("--backend=cuda: neurons each GPU thread scans (1, 2, 4, 8; "
@@ -168,6 +175,9 @@ int main(int argc, char **argv) {
   if (clPrefetch > kMaxPrefetchDepth)
     return fail("--prefetch must be 1 to " + std::to_string(kMaxPrefetchDepth) +
                 ", not " + std::to_string(clPrefetch));
+  if (clL2Prefetch > kMaxL2Prefetch)
+    return fail("--l2-prefetch must be 0 to " + std::to_string(kMaxL2Prefetch) +
+                ", not " + std::to_string(clL2Prefetch));
   if (!(clTieMargin >= 0 && clTieMargin < 1))
     return fail("--tie-margin must be in [0, 1), not " +
                 std::to_string(clTieMargin));
@@ -220,6 +230,7 @@ int main(int argc, char **argv) {
   options.finiteDifferences = clFiniteDifferences;
   options.tieMargin = clTieMargin;
   options.prefetch = clPrefetch;
+  options.l2Prefetch = clL2Prefetch;
   options.neuronsPerThread = clNeuronsPerThread;
   auto runner = clBackend == "cpu" ? createCPURunner(*module, options)
                                    : createCUDARunner(*module, options);

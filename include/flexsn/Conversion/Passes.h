@@ -26,6 +26,9 @@ class LLVMDialect;
 namespace memref {
 class MemRefDialect;
 } // namespace memref
+namespace NVVM {
+class NVVMDialect;
+} // namespace NVVM
 namespace scf {
 class SCFDialect;
 } // namespace scf
@@ -54,6 +57,20 @@ unsigned getDeepEntryPrefetch(ScanOp scan, unsigned prefetchOption);
 
 /// The bytes of reads per thread the deep entry keeps in flight.
 constexpr unsigned kDeepReadBytes = 64;
+
+/// The one-neuron-per-thread GPU entries (scalar and deep) ask L2 for the
+/// reads of steps `l2-prefetch` ahead of their slots (prefetch.global.L2)
+/// at launches of at most this many threads per SM, counted against the
+/// PTX register %nsmid (the SM identifiers: the SMs or a few more).
+constexpr unsigned kL2PrefetchMaxThreadsPerSM = 128;
+
+/// The default of the `l2-prefetch` option (steps ahead of the slots) and
+/// its largest value. Off by default: an experimental build (bench/NOTES.md
+/// run 132, prefetching at every launch) took lif bf16 inference at T=1024
+/// NCL=16K from 54 to 67% of copy but cost up to 28 points at T=256
+/// NCL=64K; this gated form has not yet run on a GPU (bench/l2_ab.sh).
+constexpr unsigned kDefaultL2Prefetch = 0;
+constexpr unsigned kMaxL2Prefetch = 256;
 
 #define GEN_PASS_DECL
 #include "flexsn/Conversion/Passes.h.inc"

@@ -68,7 +68,10 @@ def ConvertFlexSNToGPU : Pass<"convert-flexsn-to-gpu", "ModuleOp"> {
     the loop steps by P with its body unrolled P times, copy j computing
     step t + j from slot j and then refilling it with step t + j + P, so P
     steps of loads are in flight per thread and no register is copied
-    between slots.
+    between slots. The one-neuron-per-thread entries (scalar and deep) also
+    ask L2 for the reads of the steps `l2-prefetch` ahead of their slots
+    (`prefetch.global.L2`, no register held) when the launch has at most
+    128 threads per SM (NCL <= 128 x %nsmid, tested once per thread).
   }];
   let options = [
     Option<"neuronsPerThread", "neurons-per-thread", "unsigned", "4",
@@ -76,11 +79,16 @@ def ConvertFlexSNToGPU : Pass<"convert-flexsn-to-gpu", "ModuleOp"> {
     Option<"prefetch", "prefetch", "unsigned", "0",
            "steps of loads in flight per thread, 1-32 (0: as many as fit "
            "about 32 registers of carried reads, 1 when a step reads 32 "
-           "registers or more, and at most 1024 / (lanes x body ops))">
+           "registers or more, and at most 1024 / (lanes x body ops))">,
+    Option<"l2Prefetch", "l2-prefetch", "unsigned", "0",
+           "one-neuron-per-thread entries: steps ahead of the slots whose "
+           "reads are asked of L2 at launches of at most 128 threads per SM "
+           "(0, the default: none; at most 256)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::gpu::GPUDialect",
+                           "::mlir::NVVM::NVVMDialect",
                            "::mlir::LLVM::LLVMDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::cf::ControlFlowDialect"];

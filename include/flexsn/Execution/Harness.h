@@ -11,6 +11,7 @@
 #ifndef FLEXSN_EXECUTION_HARNESS_H
 #define FLEXSN_EXECUTION_HARNESS_H
 
+#include "flexsn/Conversion/Passes.h"
 #include "flexsn/Dialect/FlexSN/Utils/KernelABI.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -56,6 +57,8 @@ struct HarnessOptions {
   /// Steps of loads in flight in the kernels' time loop (the pipelines'
   /// `prefetch`): 0 chooses per kernel on the GPU and means 1 on the CPU.
   unsigned prefetch = 0;
+  /// The pipelines' `l2-prefetch` (GPU).
+  unsigned l2Prefetch = kDefaultL2Prefetch;
   /// Neurons each GPU thread scans (1, 2, 4 or 8).
   unsigned neuronsPerThread = 4;
 };

@@ -54,6 +54,13 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
                      "chosen per kernel from the sequences it reads); the "
                      "CPU pipeline's loop likewise (0: 1)"),
       llvm::cl::init(0)};
+  Option<unsigned> l2Prefetch{
+      *this, "l2-prefetch",
+      llvm::cl::desc("GPU entries of one neuron per thread: steps ahead of "
+                     "their loads whose reads they ask L2 for, at launches "
+                     "of at most 128 threads per SM (0, the default: none; "
+                     "at most 256)"),
+      llvm::cl::init(0)}; // kDefaultL2Prefetch (flexsn/Conversion/Passes.h)
   Option<std::string> cudaHome{
       *this, "cuda-home",
       llvm::cl::desc("CUDA toolkit root, for libdevice (default: "

@@ -263,7 +263,9 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
                                                 unsigned width,
                                                 LaneAccess access,
                                                 unsigned prefetch,
-                                                CursorStep cursorStep) {
+                                                CursorStep cursorStep,
+                                                unsigned l2Ahead,
+                                                Value l2Gate) {
   SmallVector<KernelArg> abi = getKernelABI(scan, variant, /*cpu=*/false);
   unsigned numIn = scan.getNumInputs(), numLa = scan.getNumLagged(),
            numSt = scan.getNumStates(), numPa = scan.getNumParams(),
@@ -684,11 +686,60 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   // 31 SASS instructions, bf16 inference). A large body keeps one copy
   // (compile time; its tests are a small part of its step).
   bool unchecked = depth * width * countBodyOps(scan) <= kMaxUnrolledOps / 2;
+  // L2 prefetch (l2Ahead = D > 0, GPU cursors): at the start of each
+  // iteration, when l2Gate holds and the steps iv + depth + D ..
+  // iv + 2 depth + D - 1 lie inside T but the last (a lagged read of a
+  // reverse scan reads the row before its step's), the thread asks L2 for
+  // those steps' reads (prefetch.global.L2): D steps ahead of the slots'
+  // refills, with no register held. The test is uniform across the launch.
+  bool l2 = l2Ahead && opaque && numReadCursors;
+  SmallVector<Value> aheadOffsets;
+  if (l2)
+    for (const Seq &seq : readSeqs)
+      aheadOffsets.push_back(
+          arith::MulIOp::create(b, loc, seq.stride, e.cst(l2Ahead)));
+  auto asmOp = [&](TypeRange results, ValueRange operands, StringRef text,
+                   StringRef constraints, bool effects) {
+    return LLVM::InlineAsmOp::create(
+        b, loc, results, operands, text, constraints, effects,
+        /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+        LLVM::AsmDialectAttr(), ArrayAttr());
+  };
+  auto emitL2Prefetch = [&](Value iv, ValueRange carried) {
+    SmallVector<Value> reads =
+        cursorsOf(carried, numCarriedStates + depth * numRaw).first;
+    Value limit =
+        arith::SubIOp::create(b, loc, tSize, e.cst(2 * depth + l2Ahead));
+    Value cond = below(iv, limit);
+    if (l2Gate)
+      cond = arith::AndIOp::create(b, loc, cond, l2Gate);
+    scf::IfOp::create(b, loc, cond, [&](OpBuilder &nb, Location) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+      auto add = [&](Value p, Value bytes) {
+        return asmOp(TypeRange{globalPtr}, ValueRange{p, bytes},
+                     "add.s64 $0, $1, $2;", "=l,l,l", false)
+            .getResult(0);
+      };
+      for (auto [k, cursor] : llvm::enumerate(reads)) {
+        Value p = add(cursor, aheadOffsets[k]);
+        for (unsigned j = 0; j < depth; ++j) {
+          if (j)
+            p = add(p, readSeqs[k].stride);
+          asmOp(TypeRange{}, ValueRange{p}, "prefetch.global.L2 [$0];", "l",
+                true);
+        }
+      }
+      scf::YieldOp::create(b, loc);
+    });
+  };
   auto loop = scf::ForOp::create(
       b, loc, zero, tSize, e.cst(depth), carriedInit,
       [&](OpBuilder &nb, Location, Value iv, ValueRange carried) {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        if (l2)
+          emitL2Prefetch(iv, carried);
         if (!unchecked) {
           scf::YieldOp::create(b, loc, emitIteration(iv, carried, true));
           return;

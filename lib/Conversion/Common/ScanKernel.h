@@ -48,11 +48,16 @@ enum class CursorStep {
 /// type); the caller reduces these across groups. `prefetch` is the number
 /// of steps whose loads are in flight per thread (1: each step loads its
 /// own; P > 1: P slots of reads in registers, the loop unrolled P times).
+/// `l2Ahead` > 0 (GPU cursors, P > 1): each iteration also asks L2 for the
+/// reads of the steps l2Ahead ahead of its refills (prefetch.global.L2),
+/// when `l2Gate` (i1, loop-invariant; null: always) holds.
 llvm::SmallVector<Value> emitNeuronScan(OpBuilder &b, Location loc,
                                         ScanOp scan, KernelVariant variant,
                                         ValueRange args, Value neuron,
                                         unsigned width, LaneAccess access,
-                                        unsigned prefetch, CursorStep cursors);
+                                        unsigned prefetch, CursorStep cursors,
+                                        unsigned l2Ahead = 0,
+                                        Value l2Gate = Value());
 
 /// The prefetch depth of a GPU kernel entry: as many steps as fit about 32
 /// registers of carried reads per thread (at most 8), and 1 when one step

@@ -9,6 +9,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -36,6 +37,12 @@ struct ConvertFlexSNToGPUPass
     if (width != 1 && width != 2 && width != 4 && width != 8) {
       module.emitError() << "neurons-per-thread must be 1, 2, 4 or 8, got "
                          << width;
+      return signalPassFailure();
+    }
+    if (l2Prefetch > kMaxL2Prefetch) {
+      module.emitError() << "l2-prefetch must be 0 (none) to "
+                         << kMaxL2Prefetch << " steps, got "
+                         << static_cast<unsigned>(l2Prefetch);
       return signalPassFailure();
     }
     if (prefetch > kMaxPrefetchDepth) {
@@ -193,6 +200,20 @@ struct ConvertFlexSNToGPUPass
     // Each thread's share is in the compute type; the block's sum and the
     // atomic add across blocks are in f64 (the buffer's type).
     Type computeType = scan.getComputeType();
+    // One neuron per thread at few threads per SM: L2 prefetch ahead of
+    // the slots (emitNeuronScan), when NCL <= kL2PrefetchMaxThreadsPerSM x
+    // %nsmid. bench/NOTES.md run 132: at T=1024 NCL=16K (124 threads per
+    // SM) lif bf16 inference 54 -> 67% of copy, f32 final_state 54 -> 76%;
+    // at T=256 NCL=64K (496) it cost up to 28 points (f32 backward).
+    unsigned l2Ahead = lanes == 1 && depth > 1 ? unsigned(l2Prefetch) : 0;
+    Value l2Gate;
+    if (l2Ahead) {
+      Value sms = arith::ExtUIOp::create(
+          b, loc, b.getI64Type(), NVVM::SmDimOp::create(b, loc, b.getI32Type()));
+      l2Gate = arith::CmpIOp::create(
+          b, loc, arith::CmpIPredicate::ule, ncl,
+          arith::MulIOp::create(b, loc, sms, cst(kL2PrefetchMaxThreadsPerSM)));
+    }
     Value inRange =
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, base, ncl);
     auto guard = scf::IfOp::create(
@@ -203,7 +224,8 @@ struct ConvertFlexSNToGPUPass
               emitNeuronScan(nb, loc, scan, variant, args, base, lanes,
                              lanes == 1 ? LaneAccess::Scalar
                                         : LaneAccess::Vector,
-                             depth, CursorStep::OpaqueGlobal));
+                             depth, CursorStep::OpaqueGlobal, l2Ahead,
+                             l2Gate));
         },
         [&](OpBuilder &eb, Location) {
           scf::YieldOp::create(

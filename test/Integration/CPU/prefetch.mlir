@@ -16,6 +16,8 @@
 // RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --prefetch=33 2>&1 | FileCheck %s --check-prefix=BAD
 // CHECK: check: ok
 // BAD: --prefetch must be 1 to 32, not 33
+// RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --l2-prefetch=257 2>&1 | FileCheck %s --check-prefix=L2
+// L2: --l2-prefetch must be 0 to 256, not 257
 
 // The pass: a prologue reads steps 0 to P - 1, each only inside T; the
 // loop steps by P and carries the slots after the states, then the input's
