@@ -55,6 +55,11 @@ class ScanOp;
 /// (`prefetchOption` > 0) no kernel has one.
 unsigned getDeepEntryPrefetch(ScanOp scan, unsigned prefetchOption);
 
+/// Neurons a CPU kernel scans together, time outside and neurons inside
+/// (emitBlockScan): a step of a block reads and writes runs of this many
+/// consecutive elements, and the block's states stay in a stack buffer.
+constexpr unsigned kCPUBlockNeurons = 256;
+
 /// The bytes of reads per thread the deep entry keeps in flight.
 constexpr unsigned kDeepReadBytes = 64;
 

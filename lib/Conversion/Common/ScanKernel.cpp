@@ -256,6 +256,67 @@ static unsigned countBodyOps(ScanOp scan) {
   return std::max(ops, 1u);
 }
 
+namespace {
+/// The pointers (and storage types) of a scan kernel's arguments by role
+/// and index, null where the ABI has none; which may be null at run time
+/// (see isOptionalKernelArg); T and NCL.
+struct ScanOperands {
+  using Slot = std::pair<Value, Type>;
+  SmallVector<Slot> inputs, lagged, laggedInit, states, params, outputs,
+      stateOuts;
+  llvm::SmallPtrSet<Value, 4> optional;
+  Value tSize, ncl;
+
+  /// `args`: the kernel's arguments in ABI order (trailing ones ignored).
+  ScanOperands(ScanOp scan, KernelVariant variant, ValueRange args)
+      : inputs(scan.getNumInputs()), lagged(scan.getNumLagged()),
+        laggedInit(scan.getNumLagged()), states(scan.getNumStates()),
+        params(scan.getNumParams()), outputs(scan.getNumOutputs()),
+        stateOuts(scan.getNumStates()) {
+    SmallVector<KernelArg> abi = getKernelABI(scan, variant, /*cpu=*/false);
+    for (auto [arg, value] : llvm::zip(abi, args)) {
+      Slot slot{value, arg.type};
+      if (isOptionalKernelArg(scan, arg))
+        optional.insert(value);
+      switch (arg.role) {
+      case KernelArgRole::Input:
+        inputs[arg.index] = slot;
+        break;
+      case KernelArgRole::Lagged:
+        lagged[arg.index] = slot;
+        break;
+      case KernelArgRole::LaggedInit:
+        laggedInit[arg.index] = slot;
+        break;
+      case KernelArgRole::InitState:
+        states[arg.index] = slot;
+        break;
+      case KernelArgRole::Param:
+      case KernelArgRole::ParamScalar:
+        params[arg.index] = slot;
+        break;
+      case KernelArgRole::Output:
+        outputs[arg.index] = slot;
+        break;
+      case KernelArgRole::StateSeq:
+      case KernelArgRole::FinalState:
+      case KernelArgRole::SumState:
+        stateOuts[arg.index] = slot;
+        break;
+      case KernelArgRole::T:
+        tSize = value;
+        break;
+      case KernelArgRole::NCL:
+        ncl = value;
+        break;
+      default:
+        break;
+      }
+    }
+  }
+};
+} // namespace
+
 SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
                                                 ScanOp scan,
                                                 KernelVariant variant,
@@ -266,57 +327,16 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
                                                 CursorStep cursorStep,
                                                 unsigned l2Ahead,
                                                 Value l2Gate) {
-  SmallVector<KernelArg> abi = getKernelABI(scan, variant, /*cpu=*/false);
+  ScanOperands ops(scan, variant, args);
+  auto &inputs = ops.inputs, &lagged = ops.lagged, &laggedInit = ops.laggedInit,
+       &states = ops.states, &params = ops.params, &outputs = ops.outputs,
+       &stateOuts = ops.stateOuts;
+  auto &optional = ops.optional;
+  Value tSize = ops.tSize, ncl = ops.ncl;
   unsigned numIn = scan.getNumInputs(), numLa = scan.getNumLagged(),
            numSt = scan.getNumStates(), numPa = scan.getNumParams(),
            numOut = scan.getNumOutputs();
-  Value tSize, ncl;
-  // Pointer (and storage type) of each operand/result, by role and index;
-  // null where the ABI has none.
-  using Slot = std::pair<Value, Type>;
-  SmallVector<Slot> inputs(numIn), lagged(numLa), laggedInit(numLa),
-      states(numSt), params(numPa), outputs(numOut), stateOuts(numSt);
-  // Pointers that may be null (read as zeros): see isOptionalKernelArg.
-  llvm::SmallPtrSet<Value, 4> optional;
-  for (auto [arg, value] : llvm::zip(abi, args)) {
-    Slot slot{value, arg.type};
-    if (isOptionalKernelArg(scan, arg))
-      optional.insert(value);
-    switch (arg.role) {
-    case KernelArgRole::Input:
-      inputs[arg.index] = slot;
-      break;
-    case KernelArgRole::Lagged:
-      lagged[arg.index] = slot;
-      break;
-    case KernelArgRole::LaggedInit:
-      laggedInit[arg.index] = slot;
-      break;
-    case KernelArgRole::InitState:
-      states[arg.index] = slot;
-      break;
-    case KernelArgRole::Param:
-    case KernelArgRole::ParamScalar:
-      params[arg.index] = slot;
-      break;
-    case KernelArgRole::Output:
-      outputs[arg.index] = slot;
-      break;
-    case KernelArgRole::StateSeq:
-    case KernelArgRole::FinalState:
-    case KernelArgRole::SumState:
-      stateOuts[arg.index] = slot;
-      break;
-    case KernelArgRole::T:
-      tSize = value;
-      break;
-    case KernelArgRole::NCL:
-      ncl = value;
-      break;
-    default:
-      break;
-    }
-  }
+  using Slot = ScanOperands::Slot;
 
   NeuronScanEmitter e(b, loc, scan, width, access, neuron, args.front(),
                       /*rawBits=*/cursorStep == CursorStep::Plain);
@@ -755,6 +775,235 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
                 [&] { return emitIteration(iv, carried, true); }));
       });
   return finishScan(loop.getResults().take_front(numCarriedStates));
+}
+
+SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
+                                               ScanOp scan,
+                                               KernelVariant variant,
+                                               ValueRange args, Value begin,
+                                               Value end, unsigned block) {
+  ScanOperands ops(scan, variant, args);
+  using Slot = ScanOperands::Slot;
+  unsigned numLa = scan.getNumLagged(), numSt = scan.getNumStates(),
+           numPa = scan.getNumParams(), numOut = scan.getNumOutputs();
+  Type computeType = scan.getComputeType();
+  Type f64 = b.getF64Type();
+  bool reverse = scan.getReverse();
+  bool finalOnly = variant == KernelVariant::FinalState;
+  auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+  // The emitter at neuron index 0: addresses are formed here, from a base
+  // and an index.
+  Value zero64 =
+      arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0)).getResult();
+  NeuronScanEmitter e(b, loc, scan, 1, LaneAccess::Scalar, zero64,
+                      args.front(), /*rawBits=*/true);
+  Value zero = e.cst(0), one = e.cst(1), blockSize = e.cst(block);
+
+  // An optional pointer that is null reads the block of zeros at index 0:
+  // every address below is base + index * unit, with base and unit
+  // (0 or 1) loop-invariant, so that a given pointer's accesses stay
+  // consecutive to LLVM (which versions the loop on unit == 1).
+  struct Strided {
+    Value base, unit;
+  };
+  auto strided = [&](Value ptr) -> Strided {
+    if (!ops.optional.contains(ptr))
+      return {ptr, Value()};
+    Value given = e.isGiven(ptr);
+    return {LLVM::SelectOp::create(b, loc, given, ptr, e.zerosAddress()),
+            arith::SelectOp::create(b, loc, given, one, zero)};
+  };
+  auto at = [&](const Strided &p, Type elt, Value index) -> Value {
+    if (p.unit)
+      index = arith::MulIOp::create(b, loc, index, p.unit);
+    return e.gep(p.base, elt, index);
+  };
+  auto loadAt = [&](Value addr, Type elt) -> Value {
+    return e.widen(e.loadRawAt(addr, elt), elt).front();
+  };
+
+  // The block's states, numSt rows of `block` compute-type values.
+  Value buffer;
+  if (numSt)
+    buffer = LLVM::AllocaOp::create(b, loc, ptrType, computeType,
+                                    e.cst(int64_t(numSt) * block), 64);
+  auto stateAddr = [&](unsigned k, Value i) -> Value {
+    return e.gep(buffer, computeType,
+                 arith::AddIOp::create(b, loc, e.cst(int64_t(k) * block), i));
+  };
+  // Scalar params once; per-neuron ones are read where used.
+  SmallVector<Value> scalarParams(numPa);
+  for (auto [k, slot] : llvm::enumerate(ops.params))
+    if (!scan.isPerNeuronParam(k))
+      scalarParams[k] = e.convert(
+          LLVM::LoadOp::create(b, loc, slot.second, slot.first,
+                               e.bytes(slot.second)),
+          computeType);
+  SmallVector<Strided> initStates, laggedInits, inputSeqs;
+  for (const Slot &slot : ops.states)
+    initStates.push_back(slot.first ? strided(slot.first) : Strided{});
+  for (const Slot &slot : ops.laggedInit)
+    laggedInits.push_back(strided(slot.first));
+  for (const Slot &slot : ops.inputs)
+    inputSeqs.push_back(strided(slot.first));
+  Value tLast = arith::SubIOp::create(b, loc, ops.tSize, one);
+
+  SmallVector<Value> accInit;
+  if (finalOnly)
+    for (unsigned k = 0; k < numSt; ++k)
+      if (scan.isSumState(k) && ops.stateOuts[k].first)
+        accInit.push_back(
+            arith::ConstantOp::create(b, loc, b.getFloatAttr(f64, 0.0)));
+
+  // for (first = begin; first < end; first += block)
+  auto blocks = scf::ForOp::create(
+      b, loc, begin, end, blockSize, accInit,
+      [&](OpBuilder &nb, Location, Value first, ValueRange acc) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        Value count = arith::MinSIOp::create(
+            b, loc, blockSize, arith::SubIOp::create(b, loc, end, first));
+        // for (i = 0; i < count; ++i): `body(i, n = first + i, carried)`.
+        using InnerBody = llvm::function_ref<SmallVector<Value>(
+            Value, Value, ValueRange)>;
+        auto overBlock = [&](ValueRange carried, InnerBody body) {
+          auto loop = scf::ForOp::create(
+              b, loc, zero, count, one, carried,
+              [&](OpBuilder &ib, Location, Value i, ValueRange c) {
+                OpBuilder::InsertionGuard g(b);
+                b.setInsertionPoint(ib.getInsertionBlock(),
+                                    ib.getInsertionPoint());
+                Value n = arith::AddIOp::create(b, loc, first, i);
+                scf::YieldOp::create(b, loc, body(i, n, c));
+              });
+          return SmallVector<Value>(loop.getResults());
+        };
+
+        // The initial states.
+        overBlock({}, [&](Value i, Value n, ValueRange) {
+          for (unsigned k = 0; k < numSt; ++k) {
+            Value v;
+            if (ops.states[k].first)
+              v = loadAt(at(initStates[k], ops.states[k].second, n),
+                         ops.states[k].second);
+            else
+              v = arith::ConstantOp::create(
+                  b, loc,
+                  b.getFloatAttr(computeType, *getConstantInitState(scan, k)));
+            LLVM::StoreOp::create(b, loc, v, stateAddr(k, i),
+                                  e.bytes(computeType));
+          }
+          return SmallVector<Value>();
+        });
+
+        // The steps: time outside, the block's neurons inside.
+        scf::ForOp::create(
+            b, loc, zero, ops.tSize, one, ValueRange{},
+            [&](OpBuilder &tb, Location, Value s, ValueRange) {
+              OpBuilder::InsertionGuard g(b);
+              b.setInsertionPoint(tb.getInsertionBlock(),
+                                  tb.getInsertionPoint());
+              Value t =
+                  reverse ? arith::SubIOp::create(b, loc, tLast, s).getResult()
+                          : s;
+              Value row = arith::MulIOp::create(b, loc, t, ops.ncl);
+              // Per step: each sequence's row, as a base (the neuron is
+              // the index).
+              SmallVector<Strided> inRows;
+              for (auto [k, slot] : llvm::enumerate(ops.inputs)) {
+                Strided p = inputSeqs[k];
+                Value offset = p.unit ? arith::MulIOp::create(b, loc, row,
+                                                              p.unit)
+                                            .getResult()
+                                      : row;
+                inRows.push_back({e.gep(p.base, slot.second, offset), p.unit});
+              }
+              // A lagged operand reads row t - 1, or its init at t = 0.
+              SmallVector<Strided> lagRows;
+              if (numLa) {
+                Value started = arith::CmpIOp::create(
+                    b, loc, arith::CmpIPredicate::sgt, t, zero);
+                Value before = arith::SubIOp::create(b, loc, row, ops.ncl);
+                for (auto [k, slot] : llvm::enumerate(ops.lagged)) {
+                  Strided init = laggedInits[k];
+                  Value seqRow = e.gep(slot.first, slot.second, before);
+                  Value unit = init.unit ? arith::SelectOp::create(
+                                               b, loc, started, one, init.unit)
+                                               .getResult()
+                                         : Value();
+                  lagRows.push_back(
+                      {LLVM::SelectOp::create(b, loc, started, seqRow,
+                                              init.base),
+                       unit});
+                }
+              }
+              overBlock({}, [&](Value i, Value n, ValueRange) {
+                SmallVector<Value> laneArgs;
+                for (auto [k, slot] : llvm::enumerate(ops.inputs))
+                  laneArgs.push_back(
+                      loadAt(at(inRows[k], slot.second, n), slot.second));
+                for (auto [k, slot] : llvm::enumerate(ops.lagged))
+                  laneArgs.push_back(
+                      loadAt(at(lagRows[k], slot.second, n), slot.second));
+                for (unsigned k = 0; k < numSt; ++k)
+                  laneArgs.push_back(LLVM::LoadOp::create(
+                      b, loc, computeType, stateAddr(k, i),
+                      e.bytes(computeType)));
+                for (auto [k, slot] : llvm::enumerate(ops.params))
+                  laneArgs.push_back(
+                      scalarParams[k]
+                          ? scalarParams[k]
+                          : loadAt(e.gep(slot.first, slot.second, n),
+                                   slot.second));
+                SmallVector<Value> res = e.emitBody(laneArgs);
+                Value index = arith::AddIOp::create(b, loc, row, n);
+                for (auto [k, out] : llvm::enumerate(ops.outputs))
+                  if (out.first)
+                    e.storeAt(e.gep(out.first, out.second, index), out.second,
+                              res[k]);
+                for (unsigned k = 0; k < numSt; ++k) {
+                  Value next = res[numOut + k];
+                  const Slot &st = ops.stateOuts[k];
+                  if (!finalOnly && st.first)
+                    e.storeAt(e.gep(st.first, st.second, index), st.second,
+                              next);
+                  LLVM::StoreOp::create(b, loc, next, stateAddr(k, i),
+                                        e.bytes(computeType));
+                }
+                return SmallVector<Value>();
+              });
+              scf::YieldOp::create(b, loc);
+            });
+
+        // The final states (final_state kernels): stored, or summed over
+        // neurons into this call's f64 partial sums.
+        if (!finalOnly) {
+          scf::YieldOp::create(b, loc, acc);
+          return;
+        }
+        SmallVector<Value> sums = overBlock(
+            acc, [&](Value i, Value n, ValueRange partial) {
+              SmallVector<Value> next;
+              unsigned a = 0;
+              for (unsigned k = 0; k < numSt; ++k) {
+                const Slot &st = ops.stateOuts[k];
+                if (!st.first)
+                  continue;
+                Value v = LLVM::LoadOp::create(b, loc, computeType,
+                                               stateAddr(k, i),
+                                               e.bytes(computeType));
+                if (scan.isSumState(k)) {
+                  next.push_back(arith::AddFOp::create(
+                      b, loc, partial[a++], e.convert(v, f64)));
+                  continue;
+                }
+                e.storeAt(e.gep(st.first, st.second, n), st.second, v);
+              }
+              return next;
+            });
+        scf::YieldOp::create(b, loc, sums);
+      });
+  return SmallVector<Value>(blocks.getResults());
 }
 
 unsigned mlir::flexsn::getDeepEntryPrefetch(ScanOp scan,

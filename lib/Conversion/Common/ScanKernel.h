@@ -59,6 +59,17 @@ llvm::SmallVector<Value> emitNeuronScan(OpBuilder &b, Location loc,
                                         unsigned l2Ahead = 0,
                                         Value l2Gate = Value());
 
+/// CPU kernels: emits the scan of neurons [begin, end) in blocks of `block`
+/// neurons, each block's time loop outside and its neuron loop inside, so
+/// that a step reads and writes consecutive elements of every sequence
+/// (vectorizable by LLVM) while the block's states stay in a stack buffer.
+/// `args` as for emitNeuronScan. Returns, per `sum_states` state with a
+/// pointer, this call's sum of its final values over the neurons, in f64.
+llvm::SmallVector<Value> emitBlockScan(OpBuilder &b, Location loc,
+                                       ScanOp scan, KernelVariant variant,
+                                       ValueRange args, Value begin, Value end,
+                                       unsigned block);
+
 /// The prefetch depth of a GPU kernel entry: as many steps as fit about 32
 /// registers of carried reads per thread (at most 8), and 1 when one step
 /// reads 32 registers or more, so that kernels reading many sequences per

@@ -62,34 +62,45 @@ struct ConvertFlexSNToCPUKernelsPass
         // rounded once and added atomically at the end (callers run chunks
         // of NCL in parallel).
         Type f64 = b.getF64Type();
-        SmallVector<Value> sumPtrs, zeros;
+        SmallVector<Value> sumPtrs;
         SmallVector<Type> sumTypes;
         for (auto [arg, value] : llvm::zip(abi, args))
           if (arg.role == KernelArgRole::SumState) {
             sumPtrs.push_back(value);
             sumTypes.push_back(arg.type);
-            zeros.push_back(
-                arith::ConstantOp::create(b, loc, b.getFloatAttr(f64, 0.0)));
           }
         auto widen = [&](OpBuilder &nb, Value v) -> Value {
           return v.getType() == f64 ? v
                                     : arith::ExtFOp::create(nb, loc, f64, v)
                                           .getResult();
         };
-        auto loop = scf::ForOp::create(
-            b, loc, begin, end, one, zeros,
-            [&](OpBuilder &nb, Location, Value n, ValueRange acc) {
-              SmallVector<Value> partials =
-                  emitNeuronScan(nb, loc, scan, variant, args, n, /*width=*/1,
-                                 LaneAccess::Scalar, prefetch,
-                                 CursorStep::Plain);
-              SmallVector<Value> next;
-              for (auto [a, p] : llvm::zip_equal(acc, partials))
-                next.push_back(arith::AddFOp::create(nb, loc, a, widen(nb, p)));
-              scf::YieldOp::create(nb, loc, next);
-            });
-        for (auto [ptr, sum, type] :
-             llvm::zip_equal(sumPtrs, loop.getResults(), sumTypes)) {
+        SmallVector<Value> sums;
+        if (prefetch == 1) {
+          // Blocks of neurons, time outside, neurons inside: consecutive
+          // accesses that LLVM vectorizes (emitBlockScan).
+          sums = emitBlockScan(b, loc, scan, variant, args, begin, end,
+                               kCPUBlockNeurons);
+        } else {
+          // The GPU's pipelined time loop, one neuron at a time (to test
+          // that transformation against the interpreter).
+          SmallVector<Value> zeros(
+              sumPtrs.size(),
+              arith::ConstantOp::create(b, loc, b.getFloatAttr(f64, 0.0)));
+          auto loop = scf::ForOp::create(
+              b, loc, begin, end, one, zeros,
+              [&](OpBuilder &nb, Location, Value n, ValueRange acc) {
+                SmallVector<Value> partials = emitNeuronScan(
+                    nb, loc, scan, variant, args, n, /*width=*/1,
+                    LaneAccess::Scalar, prefetch, CursorStep::Plain);
+                SmallVector<Value> next;
+                for (auto [a, p] : llvm::zip_equal(acc, partials))
+                  next.push_back(
+                      arith::AddFOp::create(nb, loc, a, widen(nb, p)));
+                scf::YieldOp::create(nb, loc, next);
+              });
+          sums.assign(loop.getResults().begin(), loop.getResults().end());
+        }
+        for (auto [ptr, sum, type] : llvm::zip_equal(sumPtrs, sums, sumTypes)) {
           Value rounded =
               type == f64 ? sum
                           : arith::TruncFOp::create(b, loc, type, sum).getResult();

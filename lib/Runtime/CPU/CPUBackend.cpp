@@ -6,7 +6,9 @@
 
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
 
 #include <algorithm>
 #include <functional>
@@ -34,9 +36,22 @@ FailureOr<std::unique_ptr<CPUKernels>> CPUKernels::compile(ModuleOp module,
   // ExecutionEngineOptions::transformer is a function_ref: the
   // std::function it refers to must outlive ExecutionEngine::create (a
   // temporary here was a stack-use-after-scope, found by ASan).
+  //
+  // The optimizer gets the host's target machine: without one, LLVM's cost
+  // models know no vector registers and the loop vectorizer leaves the
+  // kernels' neuron loops (emitBlockScan) scalar.
+  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!builder)
+    return module.emitError() << "JIT compilation failed: "
+                              << llvm::toString(builder.takeError());
+  auto host = builder->createTargetMachine();
+  if (!host)
+    return module.emitError() << "JIT compilation failed: "
+                              << llvm::toString(host.takeError());
+  std::unique_ptr<llvm::TargetMachine> targetMachine = std::move(*host);
   std::function<llvm::Error(llvm::Module *)> optimize =
       makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0,
-                                /*targetMachine=*/nullptr);
+                                targetMachine.get());
   ExecutionEngineOptions options;
   options.transformer = optimize;
   options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;

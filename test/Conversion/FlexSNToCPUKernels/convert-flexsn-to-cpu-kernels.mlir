@@ -1,22 +1,55 @@
 // RUN: flexsn-opt %s -convert-flexsn-to-cpu-kernels -split-input-file -verify-diagnostics | FileCheck %s --implicit-check-not=flexsn.scan --implicit-check-not=flexsn.spike --implicit-check-not=flexsn.detach
 
+// Neurons [begin, end) in blocks of 256: per block, the initial states
+// into a stack buffer, then time outside and the block's neurons inside
+// (consecutive elements of each row, which LLVM vectorizes), the states
+// read from and written back to the buffer. An optional pointer (the
+// initial state) is base + index * unit, a null one the block of zeros
+// with unit 0.
 // CHECK-LABEL: func.func @lif_inference
 // CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[V0:.*]]: !llvm.ptr, %[[S:.*]]: !llvm.ptr, %[[VS:.*]]: !llvm.ptr, %[[T:.*]]: i64, %[[NCL:.*]]: i64, %[[BEGIN:.*]]: i64, %[[END:.*]]: i64)
 // CHECK-SAME: flexsn.variant = "inference"
-// CHECK: scf.for %[[N:.*]] = %[[BEGIN]] to %[[END]]
-// CHECK: %[[INIT:.*]] = llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> f32
-// CHECK: scf.for %[[I:.*]] = %{{.*}} to %[[T]] step %{{.*}} iter_args(%[[V:.*]] = %[[INIT]]) -> (f32)
-// CHECK: %[[ROW:.*]] = arith.muli %[[I]], %[[NCL]] : i64
+// CHECK-DAG: %[[C256:.*]] = arith.constant 256 : i64
+// CHECK: %[[BUF:.*]] = llvm.alloca %{{.*}} x f32 {alignment = 64 : i64}
+// CHECK: %[[GIVEN:.*]] = llvm.icmp "ne" %[[V0]]
+// CHECK: %[[V0BASE:.*]] = llvm.select %[[GIVEN]], %[[V0]], %{{.*}} : i1, !llvm.ptr
+// CHECK: %[[V0UNIT:.*]] = arith.select %[[GIVEN]]
+// CHECK: scf.for %[[FIRST:.*]] = %[[BEGIN]] to %[[END]] step %[[C256]]
+// CHECK: %[[LEFT:.*]] = arith.subi %[[END]], %[[FIRST]]
+// CHECK: %[[COUNT:.*]] = arith.minsi %[[C256]], %[[LEFT]]
+// CHECK: scf.for %[[I0:.*]] = %{{.*}} to %[[COUNT]]
+// CHECK: %[[N0:.*]] = arith.addi %[[FIRST]], %[[I0]]
+// CHECK: %[[IX:.*]] = arith.muli %[[N0]], %[[V0UNIT]]
+// CHECK: llvm.getelementptr %[[V0BASE]][%[[IX]]]
+// CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : f32, !llvm.ptr
+// CHECK: scf.for %[[STEP:.*]] = %{{.*}} to %[[T]]
+// CHECK: %[[ROW:.*]] = arith.muli %[[STEP]], %[[NCL]] : i64
+// CHECK: %[[XROW:.*]] = llvm.getelementptr %[[X]][%[[ROW]]]
+// CHECK: scf.for %[[I:.*]] = %{{.*}} to %[[COUNT]]
+// CHECK: %[[N:.*]] = arith.addi %[[FIRST]], %[[I]]
+// CHECK: llvm.getelementptr %[[XROW]][%[[N]]]
+// CHECK: llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK: llvm.getelementptr %[[BUF]]
 // CHECK: llvm.load %{{.*}} : !llvm.ptr -> f32
 // CHECK: arith.cmpf oge
 // CHECK: arith.select
-// CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : f32, !llvm.ptr
+// CHECK: %[[AT:.*]] = arith.addi %[[ROW]], %[[N]]
+// CHECK: llvm.getelementptr %[[S]][%[[AT]]]
 // CHECK: llvm.store
-// CHECK: scf.yield
+// CHECK: llvm.getelementptr %[[VS]][%[[AT]]]
+// CHECK: llvm.store
+// CHECK: llvm.getelementptr %[[BUF]]
+// CHECK: llvm.store
+// The final_state kernel stores the buffer's states after the steps.
 // CHECK-LABEL: func.func @lif_final_state
+// CHECK-SAME: %[[FS:[^:]*]]: !llvm.ptr, %[[T2:[^:]*]]: i64
 // CHECK-SAME: flexsn.variant = "final_state"
-// CHECK: %[[FINAL:.*]] = scf.for
-// CHECK: llvm.store %[[FINAL]]
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[T2]] step
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: %[[FINAL:.*]] = llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK-NEXT: %[[FADDR:.*]] = llvm.getelementptr %[[FS]][%{{.*}}]
+// CHECK-NEXT: llvm.store %[[FINAL]], %[[FADDR]]
 func.func @lif(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
   %s, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
   ^bb0(%xt: f32, %vt: f32):
@@ -97,13 +130,14 @@ func.func @two_scans(%x: tensor<?x?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) 
 }
 
 // A scalar param's gradient (a sum_state) is accumulated over the chunk's
-// neurons in f64 and added atomically to an f64 buffer (no rounding: the
+// neurons in f64 (per block, after its steps) and added atomically to an f64 buffer (no rounding: the
 // caller casts once).
 // RUN: flexsn-opt %flexsn_src_root/examples/plif.mlir -flexsn-differentiate -canonicalize -convert-flexsn-to-cpu-kernels | FileCheck %s --check-prefix=SUM
 // SUM-LABEL: func.func @plif_backward
 // SUM: %[[Z:.*]] = arith.constant 0.000000e+00 : f64
 // SUM: %[[S:.*]] = scf.for {{.*}} iter_args(%[[A:.*]] = %[[Z]]) -> (f64)
+// SUM: scf.for {{.*}} iter_args(%[[P:.*]] = %[[A]]) -> (f64)
 // SUM: %[[W:.*]] = arith.extf %{{.*}} : f32 to f64
-// SUM: arith.addf %[[A]], %[[W]] : f64
+// SUM: arith.addf %[[P]], %[[W]] : f64
 // SUM-NOT: arith.truncf %[[S]]
 // SUM: llvm.atomicrmw fadd %{{.*}}, %[[S]] monotonic : !llvm.ptr, f64
