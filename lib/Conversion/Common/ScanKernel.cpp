@@ -791,35 +791,41 @@ SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
   bool reverse = scan.getReverse();
   bool finalOnly = variant == KernelVariant::FinalState;
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
-  // The emitter at neuron index 0: addresses are formed here, from a base
-  // and an index.
   Value zero64 =
       arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0)).getResult();
+  // The emitter's conversions, loads and stores at given addresses; every
+  // address here is a run's base (loop-invariant in the neuron loop) plus
+  // the neuron's index i in the block, so that each run is consecutive.
   NeuronScanEmitter e(b, loc, scan, 1, LaneAccess::Scalar, zero64,
                       args.front(), /*rawBits=*/true);
   Value zero = e.cst(0), one = e.cst(1), blockSize = e.cst(block);
+  auto loadAt = [&](Value base, Type elt, Value i) -> Value {
+    return e.widen(e.loadRawAt(e.gep(base, elt, i), elt), elt).front();
+  };
 
-  // An optional pointer that is null reads the block of zeros at index 0:
-  // every address below is base + index * unit, with base and unit
-  // (0 or 1) loop-invariant, so that a given pointer's accesses stay
-  // consecutive to LLVM (which versions the loop on unit == 1).
-  struct Strided {
-    Value base, unit;
-  };
-  auto strided = [&](Value ptr) -> Strided {
-    if (!ops.optional.contains(ptr))
-      return {ptr, Value()};
-    Value given = e.isGiven(ptr);
-    return {LLVM::SelectOp::create(b, loc, given, ptr, e.zerosAddress()),
-            arith::SelectOp::create(b, loc, given, one, zero)};
-  };
-  auto at = [&](const Strided &p, Type elt, Value index) -> Value {
-    if (p.unit)
-      index = arith::MulIOp::create(b, loc, index, p.unit);
-    return e.gep(p.base, elt, index);
-  };
-  auto loadAt = [&](Value addr, Type elt) -> Value {
-    return e.widen(e.loadRawAt(addr, elt), elt).front();
+  // A block of zeros on the stack, as long as a run of 8-byte elements: an
+  // optional pointer that is null reads its runs there.
+  Value zeros;
+  if (!ops.optional.empty()) {
+    zeros = LLVM::AllocaOp::create(b, loc, ptrType, b.getI8Type(),
+                                   e.cst(int64_t(block) * 8), 64);
+    LLVM::MemsetOp::create(
+        b, loc, zeros,
+        arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(0)),
+        e.cst(int64_t(block) * 8), /*isVolatile=*/false);
+  }
+  // Per optional pointer, whether it is non-null (in argument order).
+  llvm::DenseMap<Value, Value> givenOf;
+  for (Value arg : args)
+    if (ops.optional.contains(arg) && !givenOf.count(arg))
+      givenOf[arg] = e.isGiven(arg);
+  // The run of `slot` starting at element `offset`, or the zeros.
+  auto run = [&](const Slot &slot, Value offset) -> Value {
+    Value at = e.gep(slot.first, slot.second, offset);
+    auto it = givenOf.find(slot.first);
+    if (it == givenOf.end())
+      return at;
+    return LLVM::SelectOp::create(b, loc, it->second, at, zeros);
   };
 
   // The block's states, numSt rows of `block` compute-type values.
@@ -831,7 +837,7 @@ SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
     return e.gep(buffer, computeType,
                  arith::AddIOp::create(b, loc, e.cst(int64_t(k) * block), i));
   };
-  // Scalar params once; per-neuron ones are read where used.
+  // Scalar params once; per-neuron ones per block.
   SmallVector<Value> scalarParams(numPa);
   for (auto [k, slot] : llvm::enumerate(ops.params))
     if (!scan.isPerNeuronParam(k))
@@ -839,13 +845,6 @@ SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
           LLVM::LoadOp::create(b, loc, slot.second, slot.first,
                                e.bytes(slot.second)),
           computeType);
-  SmallVector<Strided> initStates, laggedInits, inputSeqs;
-  for (const Slot &slot : ops.states)
-    initStates.push_back(slot.first ? strided(slot.first) : Strided{});
-  for (const Slot &slot : ops.laggedInit)
-    laggedInits.push_back(strided(slot.first));
-  for (const Slot &slot : ops.inputs)
-    inputSeqs.push_back(strided(slot.first));
   Value tLast = arith::SubIOp::create(b, loc, ops.tSize, one);
 
   SmallVector<Value> accInit;
@@ -863,9 +862,9 @@ SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
         b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
         Value count = arith::MinSIOp::create(
             b, loc, blockSize, arith::SubIOp::create(b, loc, end, first));
-        // for (i = 0; i < count; ++i): `body(i, n = first + i, carried)`.
-        using InnerBody = llvm::function_ref<SmallVector<Value>(
-            Value, Value, ValueRange)>;
+        // for (i = 0; i < count; ++i) body(i, carried)
+        using InnerBody =
+            llvm::function_ref<SmallVector<Value>(Value, ValueRange)>;
         auto overBlock = [&](ValueRange carried, InnerBody body) {
           auto loop = scf::ForOp::create(
               b, loc, zero, count, one, carried,
@@ -873,23 +872,30 @@ SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
                 OpBuilder::InsertionGuard g(b);
                 b.setInsertionPoint(ib.getInsertionBlock(),
                                     ib.getInsertionPoint());
-                Value n = arith::AddIOp::create(b, loc, first, i);
-                scf::YieldOp::create(b, loc, body(i, n, c));
+                scf::YieldOp::create(b, loc, body(i, c));
               });
           return SmallVector<Value>(loop.getResults());
         };
+        SmallVector<Value> paramRuns(numPa);
+        for (auto [k, slot] : llvm::enumerate(ops.params))
+          if (!scalarParams[k])
+            paramRuns[k] = run(slot, first);
 
         // The initial states.
-        overBlock({}, [&](Value i, Value n, ValueRange) {
+        SmallVector<Value> initRuns(numSt);
+        for (auto [k, slot] : llvm::enumerate(ops.states))
+          if (slot.first)
+            initRuns[k] = run(slot, first);
+        overBlock({}, [&](Value i, ValueRange) {
           for (unsigned k = 0; k < numSt; ++k) {
-            Value v;
-            if (ops.states[k].first)
-              v = loadAt(at(initStates[k], ops.states[k].second, n),
-                         ops.states[k].second);
-            else
-              v = arith::ConstantOp::create(
-                  b, loc,
-                  b.getFloatAttr(computeType, *getConstantInitState(scan, k)));
+            Value v =
+                initRuns[k]
+                    ? loadAt(initRuns[k], ops.states[k].second, i)
+                    : arith::ConstantOp::create(
+                          b, loc,
+                          b.getFloatAttr(computeType,
+                                         *getConstantInitState(scan, k)))
+                          .getResult();
             LLVM::StoreOp::create(b, loc, v, stateAddr(k, i),
                                   e.bytes(computeType));
           }
@@ -906,67 +912,51 @@ SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
               Value t =
                   reverse ? arith::SubIOp::create(b, loc, tLast, s).getResult()
                           : s;
-              Value row = arith::MulIOp::create(b, loc, t, ops.ncl);
-              // Per step: each sequence's row, as a base (the neuron is
-              // the index).
-              SmallVector<Strided> inRows;
-              for (auto [k, slot] : llvm::enumerate(ops.inputs)) {
-                Strided p = inputSeqs[k];
-                Value offset = p.unit ? arith::MulIOp::create(b, loc, row,
-                                                              p.unit)
-                                            .getResult()
-                                      : row;
-                inRows.push_back({e.gep(p.base, slot.second, offset), p.unit});
-              }
+              Value at = arith::AddIOp::create(
+                  b, loc, arith::MulIOp::create(b, loc, t, ops.ncl), first);
+              SmallVector<Value> inRuns, lagRuns, outRuns, seqRuns;
+              for (const Slot &slot : ops.inputs)
+                inRuns.push_back(run(slot, at));
               // A lagged operand reads row t - 1, or its init at t = 0.
-              SmallVector<Strided> lagRows;
               if (numLa) {
                 Value started = arith::CmpIOp::create(
                     b, loc, arith::CmpIPredicate::sgt, t, zero);
-                Value before = arith::SubIOp::create(b, loc, row, ops.ncl);
-                for (auto [k, slot] : llvm::enumerate(ops.lagged)) {
-                  Strided init = laggedInits[k];
-                  Value seqRow = e.gep(slot.first, slot.second, before);
-                  Value unit = init.unit ? arith::SelectOp::create(
-                                               b, loc, started, one, init.unit)
-                                               .getResult()
-                                         : Value();
-                  lagRows.push_back(
-                      {LLVM::SelectOp::create(b, loc, started, seqRow,
-                                              init.base),
-                       unit});
-                }
+                Value before = arith::SubIOp::create(b, loc, at, ops.ncl);
+                for (auto [seq, init] :
+                     llvm::zip_equal(ops.lagged, ops.laggedInit))
+                  lagRuns.push_back(LLVM::SelectOp::create(
+                      b, loc, started, run(seq, before), run(init, first)));
               }
-              overBlock({}, [&](Value i, Value n, ValueRange) {
+              for (const Slot &slot : ops.outputs)
+                outRuns.push_back(slot.first ? run(slot, at) : Value());
+              for (const Slot &slot : ops.stateOuts)
+                seqRuns.push_back(!finalOnly && slot.first ? run(slot, at)
+                                                           : Value());
+              overBlock({}, [&](Value i, ValueRange) {
                 SmallVector<Value> laneArgs;
                 for (auto [k, slot] : llvm::enumerate(ops.inputs))
-                  laneArgs.push_back(
-                      loadAt(at(inRows[k], slot.second, n), slot.second));
+                  laneArgs.push_back(loadAt(inRuns[k], slot.second, i));
                 for (auto [k, slot] : llvm::enumerate(ops.lagged))
-                  laneArgs.push_back(
-                      loadAt(at(lagRows[k], slot.second, n), slot.second));
+                  laneArgs.push_back(loadAt(lagRuns[k], slot.second, i));
                 for (unsigned k = 0; k < numSt; ++k)
                   laneArgs.push_back(LLVM::LoadOp::create(
                       b, loc, computeType, stateAddr(k, i),
                       e.bytes(computeType)));
                 for (auto [k, slot] : llvm::enumerate(ops.params))
-                  laneArgs.push_back(
-                      scalarParams[k]
-                          ? scalarParams[k]
-                          : loadAt(e.gep(slot.first, slot.second, n),
-                                   slot.second));
+                  laneArgs.push_back(scalarParams[k]
+                                         ? scalarParams[k]
+                                         : loadAt(paramRuns[k], slot.second,
+                                                  i));
                 SmallVector<Value> res = e.emitBody(laneArgs);
-                Value index = arith::AddIOp::create(b, loc, row, n);
                 for (auto [k, out] : llvm::enumerate(ops.outputs))
-                  if (out.first)
-                    e.storeAt(e.gep(out.first, out.second, index), out.second,
+                  if (outRuns[k])
+                    e.storeAt(e.gep(outRuns[k], out.second, i), out.second,
                               res[k]);
                 for (unsigned k = 0; k < numSt; ++k) {
                   Value next = res[numOut + k];
-                  const Slot &st = ops.stateOuts[k];
-                  if (!finalOnly && st.first)
-                    e.storeAt(e.gep(st.first, st.second, index), st.second,
-                              next);
+                  if (seqRuns[k])
+                    e.storeAt(e.gep(seqRuns[k], ops.stateOuts[k].second, i),
+                              ops.stateOuts[k].second, next);
                   LLVM::StoreOp::create(b, loc, next, stateAddr(k, i),
                                         e.bytes(computeType));
                 }
@@ -981,8 +971,12 @@ SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
           scf::YieldOp::create(b, loc, acc);
           return;
         }
-        SmallVector<Value> sums = overBlock(
-            acc, [&](Value i, Value n, ValueRange partial) {
+        SmallVector<Value> finalRuns(numSt);
+        for (unsigned k = 0; k < numSt; ++k)
+          if (ops.stateOuts[k].first && !scan.isSumState(k))
+            finalRuns[k] = run(ops.stateOuts[k], first);
+        SmallVector<Value> sums =
+            overBlock(acc, [&](Value i, ValueRange partial) {
               SmallVector<Value> next;
               unsigned a = 0;
               for (unsigned k = 0; k < numSt; ++k) {
@@ -997,7 +991,7 @@ SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
                       b, loc, partial[a++], e.convert(v, f64)));
                   continue;
                 }
-                e.storeAt(e.gep(st.first, st.second, n), st.second, v);
+                e.storeAt(e.gep(finalRuns[k], st.second, i), st.second, v);
               }
               return next;
             });

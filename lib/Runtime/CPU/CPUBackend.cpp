@@ -4,9 +4,13 @@
 
 #include "flexsn/Pipelines/Pipelines.h"
 
-#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Analysis/TargetLibraryInfo.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/IR/Module.h"
+#include "llvm/IR/SystemLibraries.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/DynamicLibrary.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 
@@ -17,6 +21,22 @@
 
 using namespace mlir;
 using namespace mlir::flexsn;
+
+/// glibc's vector math library (libmvec) when it loads into the process,
+/// for the JIT to resolve the vector functions the optimizer calls; else
+/// none (a vectorized loop then calls the scalar functions lane by lane).
+static llvm::VectorLibrary vectorMathLibrary() {
+  static const llvm::VectorLibrary library = [] {
+#if defined(__linux__) && defined(__x86_64__)
+    std::string error;
+    if (!llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1",
+                                                           &error))
+      return llvm::VectorLibrary::LIBMVEC;
+#endif
+    return llvm::VectorLibrary::NoLibrary;
+  }();
+  return library;
+}
 
 FailureOr<std::unique_ptr<CPUKernels>> CPUKernels::compile(ModuleOp module,
                                                            unsigned prefetch) {
@@ -33,10 +53,6 @@ FailureOr<std::unique_ptr<CPUKernels>> CPUKernels::compile(ModuleOp module,
   if (failed(pm.run(*clone)))
     return failure();
 
-  // ExecutionEngineOptions::transformer is a function_ref: the
-  // std::function it refers to must outlive ExecutionEngine::create (a
-  // temporary here was a stack-use-after-scope, found by ASan).
-  //
   // The optimizer gets the host's target machine: without one, LLVM's cost
   // models know no vector registers and the loop vectorizer leaves the
   // kernels' neuron loops (emitBlockScan) scalar.
@@ -48,10 +64,32 @@ FailureOr<std::unique_ptr<CPUKernels>> CPUKernels::compile(ModuleOp module,
   if (!host)
     return module.emitError() << "JIT compilation failed: "
                               << llvm::toString(host.takeError());
-  std::unique_ptr<llvm::TargetMachine> targetMachine = std::move(*host);
+  std::shared_ptr<llvm::TargetMachine> targetMachine = std::move(*host);
+  // ExecutionEngineOptions::transformer is a function_ref: the
+  // std::function it refers to must outlive ExecutionEngine::create (a
+  // temporary here was a stack-use-after-scope, found by ASan).
   std::function<llvm::Error(llvm::Module *)> optimize =
-      makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0,
-                                targetMachine.get());
+      [targetMachine](llvm::Module *m) -> llvm::Error {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder passes(targetMachine.get());
+    // glibc's vector math library, where the process has it: a vectorized
+    // loop then calls its 8-wide exp, log, ... (the surrogate gradients'
+    // exp) instead of the scalar function once per lane.
+    llvm::TargetLibraryInfoImpl libraries(targetMachine->getTargetTriple(),
+                                          vectorMathLibrary());
+    fam.registerPass([&] { return llvm::TargetLibraryAnalysis(libraries); });
+    passes.registerModuleAnalyses(mam);
+    passes.registerCGSCCAnalyses(cgam);
+    passes.registerFunctionAnalyses(fam);
+    passes.registerLoopAnalyses(lam);
+    passes.crossRegisterProxies(lam, fam, cgam, mam);
+    passes.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3)
+        .run(*m, mam);
+    return llvm::Error::success();
+  };
   ExecutionEngineOptions options;
   options.transformer = optimize;
   options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;

@@ -1,42 +1,44 @@
 // RUN: flexsn-opt %s -convert-flexsn-to-cpu-kernels -split-input-file -verify-diagnostics | FileCheck %s --implicit-check-not=flexsn.scan --implicit-check-not=flexsn.spike --implicit-check-not=flexsn.detach
 
 // Neurons [begin, end) in blocks of 256: per block, the initial states
-// into a stack buffer, then time outside and the block's neurons inside
-// (consecutive elements of each row, which LLVM vectorizes), the states
-// read from and written back to the buffer. An optional pointer (the
-// initial state) is base + index * unit, a null one the block of zeros
-// with unit 0.
+// into a stack buffer, then time outside and the block's neurons inside,
+// the states read from and written back to the buffer. Every access is a
+// run's base (fixed in the neuron loop) plus the neuron's index in the
+// block, consecutive elements that LLVM vectorizes; an optional pointer
+// that is null (the initial state) reads its runs from a stack block of
+// zeros.
 // CHECK-LABEL: func.func @lif_inference
 // CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[V0:.*]]: !llvm.ptr, %[[S:.*]]: !llvm.ptr, %[[VS:.*]]: !llvm.ptr, %[[T:.*]]: i64, %[[NCL:.*]]: i64, %[[BEGIN:.*]]: i64, %[[END:.*]]: i64)
 // CHECK-SAME: flexsn.variant = "inference"
 // CHECK-DAG: %[[C256:.*]] = arith.constant 256 : i64
-// CHECK: %[[BUF:.*]] = llvm.alloca %{{.*}} x f32 {alignment = 64 : i64}
+// CHECK: %[[ZEROS:.*]] = llvm.alloca %{{.*}} x i8 {alignment = 64 : i64}
+// CHECK: "llvm.intr.memset"(%[[ZEROS]]
 // CHECK: %[[GIVEN:.*]] = llvm.icmp "ne" %[[V0]]
-// CHECK: %[[V0BASE:.*]] = llvm.select %[[GIVEN]], %[[V0]], %{{.*}} : i1, !llvm.ptr
-// CHECK: %[[V0UNIT:.*]] = arith.select %[[GIVEN]]
+// CHECK: %[[BUF:.*]] = llvm.alloca %{{.*}} x f32 {alignment = 64 : i64}
 // CHECK: scf.for %[[FIRST:.*]] = %[[BEGIN]] to %[[END]] step %[[C256]]
 // CHECK: %[[LEFT:.*]] = arith.subi %[[END]], %[[FIRST]]
 // CHECK: %[[COUNT:.*]] = arith.minsi %[[C256]], %[[LEFT]]
+// CHECK: %[[V0AT:.*]] = llvm.getelementptr %[[V0]][%[[FIRST]]]
+// CHECK: %[[V0B:.*]] = llvm.select %[[GIVEN]], %[[V0AT]], %[[ZEROS]]
 // CHECK: scf.for %[[I0:.*]] = %{{.*}} to %[[COUNT]]
-// CHECK: %[[N0:.*]] = arith.addi %[[FIRST]], %[[I0]]
-// CHECK: %[[IX:.*]] = arith.muli %[[N0]], %[[V0UNIT]]
-// CHECK: llvm.getelementptr %[[V0BASE]][%[[IX]]]
+// CHECK: llvm.getelementptr %[[V0B]][%[[I0]]]
 // CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : f32, !llvm.ptr
 // CHECK: scf.for %[[STEP:.*]] = %{{.*}} to %[[T]]
 // CHECK: %[[ROW:.*]] = arith.muli %[[STEP]], %[[NCL]] : i64
-// CHECK: %[[XROW:.*]] = llvm.getelementptr %[[X]][%[[ROW]]]
+// CHECK: %[[AT:.*]] = arith.addi %[[ROW]], %[[FIRST]] : i64
+// CHECK: %[[XB:.*]] = llvm.getelementptr %[[X]][%[[AT]]]
+// CHECK: %[[SB:.*]] = llvm.getelementptr %[[S]][%[[AT]]]
+// CHECK: %[[VSB:.*]] = llvm.getelementptr %[[VS]][%[[AT]]]
 // CHECK: scf.for %[[I:.*]] = %{{.*}} to %[[COUNT]]
-// CHECK: %[[N:.*]] = arith.addi %[[FIRST]], %[[I]]
-// CHECK: llvm.getelementptr %[[XROW]][%[[N]]]
+// CHECK: llvm.getelementptr %[[XB]][%[[I]]]
 // CHECK: llvm.load %{{.*}} : !llvm.ptr -> f32
 // CHECK: llvm.getelementptr %[[BUF]]
 // CHECK: llvm.load %{{.*}} : !llvm.ptr -> f32
 // CHECK: arith.cmpf oge
 // CHECK: arith.select
-// CHECK: %[[AT:.*]] = arith.addi %[[ROW]], %[[N]]
-// CHECK: llvm.getelementptr %[[S]][%[[AT]]]
+// CHECK: llvm.getelementptr %[[SB]][%[[I]]]
 // CHECK: llvm.store
-// CHECK: llvm.getelementptr %[[VS]][%[[AT]]]
+// CHECK: llvm.getelementptr %[[VSB]][%[[I]]]
 // CHECK: llvm.store
 // CHECK: llvm.getelementptr %[[BUF]]
 // CHECK: llvm.store
@@ -46,9 +48,10 @@
 // CHECK-SAME: flexsn.variant = "final_state"
 // CHECK: scf.for %{{.*}} = %{{.*}} to %[[T2]] step
 // CHECK: scf.for
-// CHECK: scf.for
+// CHECK: %[[FSB:.*]] = llvm.getelementptr %[[FS]][%{{.*}}]
+// CHECK: scf.for %[[I2:.*]] = %{{.*}} to
 // CHECK: %[[FINAL:.*]] = llvm.load %{{.*}} : !llvm.ptr -> f32
-// CHECK-NEXT: %[[FADDR:.*]] = llvm.getelementptr %[[FS]][%{{.*}}]
+// CHECK-NEXT: %[[FADDR:.*]] = llvm.getelementptr %[[FSB]][%[[I2]]]
 // CHECK-NEXT: llvm.store %[[FINAL]], %[[FADDR]]
 func.func @lif(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
   %s, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
