@@ -19,8 +19,8 @@ from cores import lif  # noqa: E402
 
 dev = sys.argv[1] if len(sys.argv) > 1 else "cuda"
 m = flexsn.FlexSN(lif(), num_states=1).to(dev)
-x = torch.randn(1, 1024, device=dev, requires_grad=True)
-g = torch.randn(1, 1024, device=dev)
+x = torch.randn(1, int(os.environ.get("NCL", 1024)), device=dev, requires_grad=True)
+g = torch.randn(1, x.shape[1], device=dev)
 sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
 
 
