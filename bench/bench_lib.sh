@@ -14,3 +14,22 @@ bench_same() { sed -n 's/.*kernel at \([0-9]*\)% of a same-size copy.*/\1/p' <<<
 bench_ms() { sed -n 's/.*kernel median \([0-9.]*\) ms.*/\1/p' <<<"$1"; }
 # the entry the launch took, e.g. lif_inference_scalar
 bench_entry() { sed -n 's/^bench: entry \([^ ]*\).*/\1/p' <<<"$1"; }
+# each_case ROW-FUNCTION: calls ROW-FUNCTION CORE DTYPE VARIANT T NCL for
+# every case of $CORES x $DTYPES x $VARIANTS x $SHAPES (T_NCL words), with
+# the defaults below or the caller's DEFAULT_SHAPES; two_in_two_state in
+# f32 only when SKIP_2IN2ST_F32 is empty.
+each_case() {
+  local core dt v s T N
+  for core in ${CORES:-lif two_in_two_state}; do
+    for dt in ${DTYPES:-bf16 f32}; do
+      [ -n "${SKIP_2IN2ST_F32:-}" ] && [ "$core" = two_in_two_state ] &&
+        [ "$dt" = f32 ] && continue
+      for v in ${VARIANTS:-inference final_state backward}; do
+        for s in ${SHAPES:-$DEFAULT_SHAPES}; do
+          read -r T N <<<"${s/_/ }"
+          "$1" "$core" "$dt" "$v" "$T" "$N"
+        done
+      done
+    done
+  done
+}

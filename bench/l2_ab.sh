@@ -20,19 +20,12 @@ one() {
 }
 printf "%-17s %-4s %-11s %-17s | %-12s | %-12s | %-12s | %-12s\n" core dtype \
   variant shape "A l2=0" "B l2=$L2" "A l2=0" "B l2=$L2"
-for core in ${CORES:-lif two_in_two_state}; do
-  for dt in ${DTYPES:-bf16 f32}; do
-    [ "$core" = two_in_two_state ] && [ "$dt" = f32 ] && continue
-    for v in ${VARIANTS:-inference final_state backward}; do
-      for s in ${SHAPES:-1024_16384 2048_8192 256_65536}; do
-        read -r T N <<<"${s/_/ }"
-        printf "%-17s %-4s %-11s T=%-4s NCL=%-6s" $core $dt $v $T $N
-        for r in 1 2; do
-          printf " | %s" "$(one $core $v $T $N $dt --l2-prefetch=0)"
-          printf " | %s" "$(one $core $v $T $N $dt --l2-prefetch=$L2)"
-        done
-        printf "\n"
-      done
-    done
+row() {
+  printf "%-17s %-4s %-11s T=%-4s NCL=%-6s" "$1" "$2" "$3" "$4" "$5"
+  for r in 1 2; do
+    printf " | %s" "$(one "$1" "$3" "$4" "$5" "$2" --l2-prefetch=0)"
+    printf " | %s" "$(one "$1" "$3" "$4" "$5" "$2" --l2-prefetch=$L2)"
   done
-done
+  printf "\n"
+}
+SKIP_2IN2ST_F32=1 DEFAULT_SHAPES="1024_16384 2048_8192 256_65536" each_case row

@@ -21,18 +21,12 @@ bench() {
 printf "%-17s %-4s %-11s %-18s | %-13s" core dtype variant shape default
 for p in $DEPTHS; do printf " | %-13s" "prefetch=$p"; done
 printf "\n"
-for core in ${CORES:-lif two_in_two_state}; do
-  for dt in ${DTYPES:-bf16 f32}; do
-    for v in ${VARIANTS:-inference final_state backward}; do
-      for s in ${SHAPES:-256_65536 32_262144}; do
-        read -r T N <<<"${s/_/ }"
-        printf "%-17s %-4s %-11s T=%-3s NCL=%-8s | %s" $core $dt $v $T $N \
-          "$(bench $core $v $T $N $dt)"
-        for p in $DEPTHS; do
-          printf " | %s" "$(bench $core $v $T $N $dt --prefetch=$p)"
-        done
-        printf "\n"
-      done
-    done
+row() {
+  printf "%-17s %-4s %-11s T=%-3s NCL=%-8s | %s" "$1" "$2" "$3" "$4" "$5" \
+    "$(bench "$1" "$3" "$4" "$5" "$2")"
+  for p in $DEPTHS; do
+    printf " | %s" "$(bench "$1" "$3" "$4" "$5" "$2" --prefetch=$p)"
   done
-done
+  printf "\n"
+}
+DEFAULT_SHAPES="256_65536 32_262144" each_case row
