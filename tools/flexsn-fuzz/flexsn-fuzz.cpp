@@ -759,10 +759,11 @@ Core minimize(Core core, const Shape &shape, Outcome::Status status,
 
 Shape shapeOf(std::mt19937_64 &rng) {
   // Small shapes: T = 0 and NCL = 1 included; NCL past a vector width and
-  // a thread's neuron group so that tails are covered.
+  // a thread's neuron group so that tails are covered, and past one and
+  // two of the CPU kernels' blocks of 256 neurons (kCPUBlockNeurons).
   static const int64_t kT[] = {0, 1, 2, 3, 5, 8};
-  static const int64_t kNCL[] = {1, 3, 7, 16, 33, 67};
-  std::uniform_int_distribution<int> t(0, 5), n(0, 5);
+  static const int64_t kNCL[] = {1, 3, 7, 16, 33, 67, 259, 600};
+  std::uniform_int_distribution<int> t(0, 5), n(0, 7);
   return {kT[t(rng)], kNCL[n(rng)], rng()};
 }
 

@@ -13,6 +13,10 @@
 // RUN: flexsn-run %flexsn_src_root/examples/plif.mlir --check --dtype=f32 --T=64 --ncl=1 --variant=inference --seed=449 | FileCheck %s
 // RUN: flexsn-run %flexsn_src_root/examples/plif.mlir --check --dtype=f32 --T=64 --ncl=1000 --variant=final_state --seed=1448 | FileCheck %s
 // RUN: flexsn-run %flexsn_src_root/examples/plif.mlir --check --dtype=f32 --T=64 --ncl=4099 --variant=inference --seed=4547 | FileCheck %s
+// Two threads, each a chunk of several blocks of 256 neurons and a partial
+// one, the scalar param's gradient summed over both:
+// RUN: flexsn-run %flexsn_src_root/examples/plif.mlir --check --dtype=f32 --T=37 --ncl=4099 --variant=backward --threads=2 --seed=77 | FileCheck %s
+// RUN: flexsn-run %flexsn_src_root/examples/plif.mlir --check --dtype=bf16 --T=9 --ncl=1000 --variant=backward --threads=2 --seed=78 | FileCheck %s
 // RUN: flexsn-run %flexsn_src_root/examples/plif.mlir --check --dtype=bf16 --T=0 --ncl=1 --variant=inference --seed=1 | FileCheck %s
 // RUN: flexsn-run %flexsn_src_root/examples/plif.mlir --check --dtype=bf16 --T=0 --ncl=1000 --variant=final_state --seed=1000 | FileCheck %s
 // RUN: flexsn-run %flexsn_src_root/examples/plif.mlir --check --dtype=bf16 --T=0 --ncl=4099 --variant=inference --seed=4099 | FileCheck %s
