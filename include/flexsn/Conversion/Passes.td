@@ -16,15 +16,20 @@ def ConvertFlexSNToCPUKernels : Pass<"convert-flexsn-to-cpu-kernels", "ModuleOp"
         (ptr inputs..., ptr init_states..., ptr params..., ptr outputs...,
          ptr state results..., i64 T, i64 NCL, i64 begin, i64 end)
 
-    The kernel loops over neurons `begin .. end` (callers split NCL across
-    threads) and, inside, sequentially over time with the states in
-    registers. The body is copied with `flexsn.spike` lowered to a compare
-    and select and `flexsn.detach` to its operand; loads and stores are
+    The kernel scans the neurons `begin .. end` (callers split NCL across
+    threads) in blocks of 256: per block, the initial states go into a
+    stack buffer, then the time loop runs outside and the block's neurons
+    inside, so that each step reads and writes runs of consecutive elements
+    (LLVM's loop vectorizer turns them into SIMD), and the final states (or
+    their f64 sums over neurons) come out of the buffer at the end. An
+    optional pointer that is null reads a stack block of zeros. The body is
+    copied with `flexsn.spike` lowered to a compare and select and
+    `flexsn.detach` to its operand; loads and stores are
     `llvm.load`/`llvm.store` on the storage type with `arith.extf`/`truncf`
     to the compute type. A body op other than arith/math/flexsn is an error
-    that names it. `prefetch` > 1 software-pipelines the time loop as the
-    GPU lowering does (the CPU needs no help with latency: the option exists
-    so that the transformation is tested on the CPU against the
+    that names it. `prefetch` > 1 instead emits the GPU lowering's
+    software-pipelined time loop, one neuron at a time (the option exists
+    so that that transformation is tested on the CPU against the
     interpreter).
   }];
   let options = [

@@ -83,9 +83,11 @@ struct ConvertFlexSNToCPUKernelsPass
         } else {
           // The GPU's pipelined time loop, one neuron at a time (to test
           // that transformation against the interpreter).
-          SmallVector<Value> zeros(
-              sumPtrs.size(),
-              arith::ConstantOp::create(b, loc, b.getFloatAttr(f64, 0.0)));
+          SmallVector<Value> zeros;
+          if (!sumPtrs.empty())
+            zeros.assign(sumPtrs.size(),
+                         arith::ConstantOp::create(
+                             b, loc, b.getFloatAttr(f64, 0.0)));
           auto loop = scf::ForOp::create(
               b, loc, begin, end, one, zeros,
               [&](OpBuilder &nb, Location, Value n, ValueRange acc) {
