@@ -458,3 +458,41 @@ def test_training_preloads_the_backward_entry(device, monkeypatch):
     assert_close(x.grad, xr.grad, what="grad x")
     assert calls == ([3000] * len(calls) if device.type == "cuda" else [])
     assert (len(calls) >= 1) == (device.type == "cuda")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("with_seqs", [False, True])
+def test_many_neurons_over_blocks_and_threads(device, threads, with_seqs):
+    """NCL past several of the CPU kernels' blocks of 256 neurons, a partial
+    block included, split over one or two threads: outputs, states and
+    gradients equal the reference's, with the state sequences' gradients
+    absent (null pointers read as zeros) or present."""
+    c, r = pair(tutorial(), 2, 2, device)
+    torch.manual_seed(5)
+    T, shape = 7, (3, 345)  # 1035 neurons: four blocks, the last of 11
+    x = torch.randn(T, *shape, device=device) * 2
+    y = torch.randn(T, *shape, device=device)
+    xc, yc, xr, yr = (t.clone().requires_grad_() for t in (x, y, x, y))
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        oc = c(xc, yc)
+    finally:
+        torch.set_num_threads(before)
+    orf = r(xr, yr)
+    for a, b, what in zip(oc, orf, ("s1", "s2")):
+        assert_close(a, b, what=what)
+    for a, b, what in zip(c.states, r.states, ("v", "rho")):
+        assert_close(a, b, what=what)
+    g = [torch.randn_like(o) for o in oc]
+    gs = [torch.randn_like(s) for s in c.state_seqs] if with_seqs else []
+    torch.set_num_threads(threads)
+    try:
+        torch.autograd.backward(list(oc) + (list(c.state_seqs) if with_seqs else []),
+                                g + gs)
+    finally:
+        torch.set_num_threads(before)
+    torch.autograd.backward(list(orf) + (list(r.state_seqs) if with_seqs else []),
+                            g + gs)
+    assert_close(xc.grad, xr.grad, what="grad x")
+    assert_close(yc.grad, yr.grad, what="grad y")
