@@ -67,7 +67,7 @@ static cl::opt<unsigned> clL2Prefetch(
     cl::desc("--cuda: steps ahead of the loads whose reads the "
              "one-neuron-per-thread entries ask L2 for, at launches of at "
              "most 128 threads per SM (0, the default: none; at most 256)"),
-    cl::init(0));
+    cl::init(kDefaultL2Prefetch));
 static cl::list<std::string>
     clSaveOps(cl::cat(fuzzCategory), "save-ops", cl::CommaSeparated,
               cl::desc("the training forward's saving policy, as "

@@ -477,21 +477,26 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
       writeSeqs.push_back(strideOf(elt, Value()));
     std::tie(readStart, writeStart) = rowAddresses(rowOf(zero));
   }
+  // One PTX instruction as inline assembly, which LLVM does not see
+  // through.
+  auto asmOp = [&](TypeRange results, ValueRange operands, StringRef text,
+                   StringRef constraints, bool effects) {
+    return LLVM::InlineAsmOp::create(
+        b, loc, results, operands, text, constraints, effects,
+        /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+        LLVM::AsmDialectAttr(), ArrayAttr());
+  };
+  // A global address plus `bytes`, opaque to LLVM (CursorStep::OpaqueGlobal).
+  auto addBytes = [&](Value ptr, Value bytes) -> Value {
+    return asmOp(TypeRange{globalPtr}, ValueRange{ptr, bytes},
+                 "add.s64 $0, $1, $2;", "=l,l,l", /*effects=*/false)
+        .getResult(0);
+  };
   auto advance = [&](ArrayRef<Value> cursors, ArrayRef<Seq> seqs) {
     SmallVector<Value> next;
-    for (auto [cursor, seq] : llvm::zip_equal(cursors, seqs)) {
-      if (!opaque) {
-        next.push_back(e.gep(cursor, seq.elt, seq.stride));
-        continue;
-      }
-      next.push_back(
-          LLVM::InlineAsmOp::create(
-              b, loc, TypeRange{globalPtr}, ValueRange{cursor, seq.stride},
-              "add.s64 $0, $1, $2;", "=l,l,l", /*has_side_effects=*/false,
-              /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-              LLVM::AsmDialectAttr(), ArrayAttr())
-              .getResult(0));
-    }
+    for (auto [cursor, seq] : llvm::zip_equal(cursors, seqs))
+      next.push_back(opaque ? addBytes(cursor, seq.stride)
+                            : e.gep(cursor, seq.elt, seq.stride));
     return next;
   };
 
@@ -718,13 +723,6 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
     for (const Seq &seq : readSeqs)
       aheadOffsets.push_back(
           arith::MulIOp::create(b, loc, seq.stride, e.cst(l2Ahead)));
-  auto asmOp = [&](TypeRange results, ValueRange operands, StringRef text,
-                   StringRef constraints, bool effects) {
-    return LLVM::InlineAsmOp::create(
-        b, loc, results, operands, text, constraints, effects,
-        /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-        LLVM::AsmDialectAttr(), ArrayAttr());
-  };
   auto emitL2Prefetch = [&](Value iv, ValueRange carried) {
     SmallVector<Value> reads =
         cursorsOf(carried, numCarriedStates + depth * numRaw).first;
@@ -736,16 +734,11 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
     scf::IfOp::create(b, loc, cond, [&](OpBuilder &nb, Location) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-      auto add = [&](Value p, Value bytes) {
-        return asmOp(TypeRange{globalPtr}, ValueRange{p, bytes},
-                     "add.s64 $0, $1, $2;", "=l,l,l", false)
-            .getResult(0);
-      };
       for (auto [k, cursor] : llvm::enumerate(reads)) {
-        Value p = add(cursor, aheadOffsets[k]);
+        Value p = addBytes(cursor, aheadOffsets[k]);
         for (unsigned j = 0; j < depth; ++j) {
           if (j)
-            p = add(p, readSeqs[k].stride);
+            p = addBytes(p, readSeqs[k].stride);
           asmOp(TypeRange{}, ValueRange{p}, "prefetch.global.L2 [$0];", "l",
                 true);
         }
@@ -791,14 +784,14 @@ SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
   bool reverse = scan.getReverse();
   bool finalOnly = variant == KernelVariant::FinalState;
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
-  Value zero64 =
+  Value zero =
       arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0)).getResult();
   // The emitter's conversions, loads and stores at given addresses; every
   // address here is a run's base (loop-invariant in the neuron loop) plus
   // the neuron's index i in the block, so that each run is consecutive.
-  NeuronScanEmitter e(b, loc, scan, 1, LaneAccess::Scalar, zero64,
-                      args.front(), /*rawBits=*/true);
-  Value zero = e.cst(0), one = e.cst(1), blockSize = e.cst(block);
+  NeuronScanEmitter e(b, loc, scan, 1, LaneAccess::Scalar, zero, args.front(),
+                      /*rawBits=*/true);
+  Value one = e.cst(1), blockSize = e.cst(block);
   auto loadAt = [&](Value base, Type elt, Value i) -> Value {
     return e.widen(e.loadRawAt(e.gep(base, elt, i), elt), elt).front();
   };
@@ -817,7 +810,7 @@ SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
   // Per optional pointer, whether it is non-null (in argument order).
   llvm::DenseMap<Value, Value> givenOf;
   for (Value arg : args)
-    if (ops.optional.contains(arg) && !givenOf.count(arg))
+    if (ops.optional.contains(arg))
       givenOf[arg] = e.isGiven(arg);
   // The run of `slot` starting at element `offset`, or the zeros.
   auto run = [&](const Slot &slot, Value offset) -> Value {
@@ -836,6 +829,13 @@ SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
   auto stateAddr = [&](unsigned k, Value i) -> Value {
     return e.gep(buffer, computeType,
                  arith::AddIOp::create(b, loc, e.cst(int64_t(k) * block), i));
+  };
+  auto loadState = [&](unsigned k, Value i) -> Value {
+    return LLVM::LoadOp::create(b, loc, computeType, stateAddr(k, i),
+                                e.bytes(computeType));
+  };
+  auto storeState = [&](unsigned k, Value i, Value v) {
+    LLVM::StoreOp::create(b, loc, v, stateAddr(k, i), e.bytes(computeType));
   };
   // Scalar params once; per-neuron ones per block.
   SmallVector<Value> scalarParams(numPa);
@@ -896,8 +896,7 @@ SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
                           b.getFloatAttr(computeType,
                                          *getConstantInitState(scan, k)))
                           .getResult();
-            LLVM::StoreOp::create(b, loc, v, stateAddr(k, i),
-                                  e.bytes(computeType));
+            storeState(k, i, v);
           }
           return SmallVector<Value>();
         });
@@ -939,9 +938,7 @@ SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
                 for (auto [k, slot] : llvm::enumerate(ops.lagged))
                   laneArgs.push_back(loadAt(lagRuns[k], slot.second, i));
                 for (unsigned k = 0; k < numSt; ++k)
-                  laneArgs.push_back(LLVM::LoadOp::create(
-                      b, loc, computeType, stateAddr(k, i),
-                      e.bytes(computeType)));
+                  laneArgs.push_back(loadState(k, i));
                 for (auto [k, slot] : llvm::enumerate(ops.params))
                   laneArgs.push_back(scalarParams[k]
                                          ? scalarParams[k]
@@ -957,8 +954,7 @@ SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
                   if (seqRuns[k])
                     e.storeAt(e.gep(seqRuns[k], ops.stateOuts[k].second, i),
                               ops.stateOuts[k].second, next);
-                  LLVM::StoreOp::create(b, loc, next, stateAddr(k, i),
-                                        e.bytes(computeType));
+                  storeState(k, i, next);
                 }
                 return SmallVector<Value>();
               });
@@ -983,9 +979,7 @@ SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
                 const Slot &st = ops.stateOuts[k];
                 if (!st.first)
                   continue;
-                Value v = LLVM::LoadOp::create(b, loc, computeType,
-                                               stateAddr(k, i),
-                                               e.bytes(computeType));
+                Value v = loadState(k, i);
                 if (scan.isSumState(k)) {
                   next.push_back(arith::AddFOp::create(
                       b, loc, partial[a++], e.convert(v, f64)));

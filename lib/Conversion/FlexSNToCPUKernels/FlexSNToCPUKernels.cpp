@@ -56,7 +56,6 @@ struct ConvertFlexSNToCPUKernelsPass
         b.setInsertionPointToStart(entry);
         ValueRange args = entry->getArguments();
         Value begin = args[args.size() - 2], end = args.back();
-        Value one = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1));
         // Sums over neurons (sum_states): this call's share, accumulated in
         // f64 (an f32 running sum over a million neurons loses 1e-5), then
         // rounded once and added atomically at the end (callers run chunks
@@ -69,11 +68,6 @@ struct ConvertFlexSNToCPUKernelsPass
             sumPtrs.push_back(value);
             sumTypes.push_back(arg.type);
           }
-        auto widen = [&](OpBuilder &nb, Value v) -> Value {
-          return v.getType() == f64 ? v
-                                    : arith::ExtFOp::create(nb, loc, f64, v)
-                                          .getResult();
-        };
         SmallVector<Value> sums;
         if (prefetch == 1) {
           // Blocks of neurons, time outside, neurons inside: consecutive
@@ -83,6 +77,13 @@ struct ConvertFlexSNToCPUKernelsPass
         } else {
           // The GPU's pipelined time loop, one neuron at a time (to test
           // that transformation against the interpreter).
+          Value one =
+              arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1));
+          auto widen = [&](OpBuilder &nb, Value v) -> Value {
+            return v.getType() == f64
+                       ? v
+                       : arith::ExtFOp::create(nb, loc, f64, v).getResult();
+          };
           SmallVector<Value> zeros;
           if (!sumPtrs.empty())
             zeros.assign(sumPtrs.size(),
