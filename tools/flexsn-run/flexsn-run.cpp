@@ -114,7 +114,7 @@ static cl::opt<unsigned> clL2Prefetch(
     cl::cat(runCategory), "l2-prefetch",
     cl::desc("--backend=cuda: steps ahead of the loads whose reads the "
              "one-neuron-per-thread entries ask L2 for, at launches of at "
-             "most 128 threads per SM (0, the default: none; at most 256)"),
+             "most 128 threads per SM (default 32; 0: none; at most 256)"),
     cl::init(kDefaultL2Prefetch));
 
 static cl::opt<unsigned> clNeuronsPerThread(

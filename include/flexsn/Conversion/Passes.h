@@ -70,11 +70,12 @@ constexpr unsigned kDeepReadBytes = 64;
 constexpr unsigned kL2PrefetchMaxThreadsPerSM = 128;
 
 /// The default of the `l2-prefetch` option (steps ahead of the slots) and
-/// its largest value. Off by default: an experimental build (bench/NOTES.md
-/// run 132, prefetching at every launch) took lif bf16 inference at T=1024
-/// NCL=16K from 54 to 67% of copy but cost up to 28 points at T=256
-/// NCL=64K; this gated form has not yet run on a GPU (bench/l2_ab.sh).
-constexpr unsigned kDefaultL2Prefetch = 0;
+/// its largest value. bench/NOTES.md run 135 (H100, bench/l2_ab.sh): at
+/// T=1024 NCL=16K (124 threads per SM) 32 steps took lif f32 final_state
+/// from 54 to 76% of copy, lif bf16 inference 55 -> 69, and no case lost;
+/// above the gate nothing changes. Without the gate, at 248 threads per SM,
+/// lif f32 backward fell from 86 to 69%.
+constexpr unsigned kDefaultL2Prefetch = 32;
 constexpr unsigned kMaxL2Prefetch = 256;
 
 #define GEN_PASS_DECL

@@ -85,10 +85,10 @@ def ConvertFlexSNToGPU : Pass<"convert-flexsn-to-gpu", "ModuleOp"> {
            "steps of loads in flight per thread, 1-32 (0: as many as fit "
            "about 32 registers of carried reads, 1 when a step reads 32 "
            "registers or more, and at most 1024 / (lanes x body ops))">,
-    Option<"l2Prefetch", "l2-prefetch", "unsigned", "0",
+    Option<"l2Prefetch", "l2-prefetch", "unsigned", "32",
            "one-neuron-per-thread entries: steps ahead of the slots whose "
            "reads are asked of L2 at launches of at most 128 threads per SM "
-           "(0, the default: none; at most 256)">
+           "(default 32; 0: none; at most 256)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect",

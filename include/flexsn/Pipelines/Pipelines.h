@@ -58,9 +58,9 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       *this, "l2-prefetch",
       llvm::cl::desc("GPU entries of one neuron per thread: steps ahead of "
                      "their loads whose reads they ask L2 for, at launches "
-                     "of at most 128 threads per SM (0, the default: none; "
+                     "of at most 128 threads per SM (default 32; 0: none; "
                      "at most 256)"),
-      llvm::cl::init(0)}; // kDefaultL2Prefetch (flexsn/Conversion/Passes.h)
+      llvm::cl::init(32)}; // kDefaultL2Prefetch (flexsn/Conversion/Passes.h)
   Option<std::string> cudaHome{
       *this, "cuda-home",
       llvm::cl::desc("CUDA toolkit root, for libdevice (default: "

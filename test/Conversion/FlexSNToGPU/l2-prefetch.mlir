@@ -1,10 +1,10 @@
 // The one-neuron-per-thread entries (scalar, deep) ask L2 for the reads of
 // the steps `l2-prefetch` ahead of their slots, gated per launch by NCL <=
 // 128 x %nsmid and per iteration by the steps lying inside T; the vector
-// entry, a loop of depth 1 and l2-prefetch=0 (the default) have none. The
-// PTX assembles.
+// entry, a loop of depth 1 and l2-prefetch=0 have none. 32 is the default.
+// The PTX assembles.
 // RUN: flexsn-opt %s -convert-flexsn-to-gpu="l2-prefetch=32" | FileCheck %s
-// RUN: flexsn-opt %s -convert-flexsn-to-gpu | FileCheck %s --check-prefix=OFF --implicit-check-not=prefetch.global --implicit-check-not=nsmid
+// RUN: flexsn-opt %s -convert-flexsn-to-gpu | FileCheck %s
 // RUN: flexsn-opt %s -convert-flexsn-to-gpu="l2-prefetch=0" | FileCheck %s --check-prefix=OFF --implicit-check-not=prefetch.global --implicit-check-not=nsmid
 // RUN: flexsn-opt %s -convert-flexsn-to-gpu="prefetch=1 l2-prefetch=32" | FileCheck %s --check-prefix=OFF --implicit-check-not=prefetch.global --implicit-check-not=nsmid
 // RUN: not flexsn-opt %s -convert-flexsn-to-gpu="l2-prefetch=257" 2>&1 | FileCheck %s --check-prefix=RANGE
