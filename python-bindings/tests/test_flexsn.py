@@ -469,7 +469,9 @@ def test_many_neurons_over_blocks_and_threads(device, threads, with_seqs):
     absent (null pointers read as zeros) or present."""
     c, r = pair(tutorial(), 2, 2, device)
     torch.manual_seed(5)
-    T, shape = 7, (3, 345)  # 1035 neurons: four blocks, the last of 11
+    # 6000 neurons: 24 blocks, the last of 112; on two threads two chunks
+    # of 12 blocks (T x NCL is past CPUKernels::kMinChunkWork)
+    T, shape = 7, (3, 2000)
     x = torch.randn(T, *shape, device=device) * 2
     y = torch.randn(T, *shape, device=device)
     xc, yc, xr, yr = (t.clone().requires_grad_() for t in (x, y, x, y))
@@ -496,3 +498,85 @@ def test_many_neurons_over_blocks_and_threads(device, threads, with_seqs):
                             g + gs)
     assert_close(xc.grad, xr.grad, what="grad x")
     assert_close(yc.grad, yr.grad, what="grad y")
+
+
+def _cpu_lif_run(k, x, v0, threads):
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return k(x, v0)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_cpu_launches_from_several_threads():
+    """Four Python threads launch CPU kernels split over the kept worker
+    threads at once (each call two chunks or more): every result equals
+    the one-thread run's."""
+    import threading
+    k = flexsn.FlexSNKernel(lif(), 1, 1, backend="cpu")
+    torch.manual_seed(3)
+    xs = [torch.randn(16, 5000) * 2 for _ in range(4)]
+    v0 = torch.zeros(5000)
+    want = [_cpu_lif_run(k, x, v0, 1) for x in xs]
+    got, errors = [None] * 4, []
+
+    def worker(i):
+        try:
+            for _ in range(20):
+                got[i] = k(xs[i], v0)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(4)
+    try:
+        pool = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join(120)
+        assert not any(t.is_alive() for t in pool), "a launch did not finish"
+    finally:
+        torch.set_num_threads(before)
+    assert not errors, errors
+    for (a, sa), (b, sb) in zip(got, want):
+        assert torch.equal(a, b) and torch.equal(sa, sb)
+
+
+def _child_run(conn, k, x, v0):
+    # Two threads as inherited from the parent. Nothing here runs PyTorch's
+    # parallel CPU ops (nor torch.set_num_threads, nor pickles a tensor):
+    # with GNU OpenMP, which they use, those hang in a forked child of a
+    # process that ran a parallel region (PyTorch's to mind, not ours).
+    out, v = k(x, v0)
+    conn.send((torch.get_num_threads(), out.numpy().tobytes(), v.numpy().tobytes()))
+
+
+def test_cpu_launch_in_forked_child():
+    """A child forked after the parent's split launches (its worker threads
+    do not exist in the child) launches split kernels of its own and gets
+    the parent's results."""
+    import multiprocessing
+    k = flexsn.FlexSNKernel(lif(), 1, 1, backend="cpu")
+    torch.manual_seed(4)
+    x, v0 = torch.randn(16, 5000) * 2, torch.zeros(5000)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        want = k(x, v0)  # starts a worker
+        ctx = multiprocessing.get_context("fork")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_child_run, args=(child, k, x, v0))
+        proc.start()
+    finally:
+        torch.set_num_threads(before)
+    try:
+        assert parent.poll(120), "the forked child's launch did not finish"
+        threads, out, v = parent.recv()
+    finally:
+        proc.join(30)
+        if proc.is_alive():
+            proc.kill()
+    assert proc.exitcode == 0 and threads == 2
+    assert out == want[0].numpy().tobytes() and v == want[1].numpy().tobytes()

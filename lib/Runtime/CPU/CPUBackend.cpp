@@ -2,6 +2,7 @@
 
 #include "flexsn/Runtime/CPU/CPUBackend.h"
 
+#include "flexsn/Conversion/Passes.h"
 #include "flexsn/Pipelines/Pipelines.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -15,9 +16,14 @@
 #include "llvm/Target/TargetMachine.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
+
+#include <pthread.h>
 
 using namespace mlir;
 using namespace mlir::flexsn;
@@ -112,35 +118,128 @@ FailureOr<CPUKernels::KernelFn> CPUKernels::lookup(StringRef name) {
   return *fn;
 }
 
+namespace {
+/// The process's kernel worker threads, started on first need and kept:
+/// a launch wakes waiting workers instead of starting threads (starting and
+/// joining two std::threads cost about 60 us on the build machine, 15 times
+/// the kernel at T=1 NCL=8192). The calling thread and the workers claim a
+/// launch's chunks under the pool's mutex alike, so a launch finishes even
+/// while every worker runs another launch's chunks, and several threads
+/// may launch at once. A forked child starts a pool of its own (the
+/// parent's workers do not exist there).
+class WorkerPool {
+public:
+  static WorkerPool &get() {
+    static bool registered = [] {
+      pthread_atfork([] { creation.lock(); }, [] { creation.unlock(); },
+                     [] {
+                       current = nullptr; // the parent's stays, unused
+                       creation.unlock();
+                     });
+      return true;
+    }();
+    (void)registered;
+    std::lock_guard<std::mutex> lock(creation);
+    if (!current)
+      current = new WorkerPool; // never deleted: its workers wait forever
+    return *current;
+  }
+
+  /// Runs body(0) .. body(chunks - 1) on the calling thread and up to
+  /// chunks - 1 workers; returns when every chunk has run.
+  void parallelFor(unsigned chunks, llvm::function_ref<void(unsigned)> body) {
+    Job job{body, chunks};
+    std::unique_lock<std::mutex> lock(mutex);
+    for (; numWorkers + 1 < std::min(chunks, kMaxWorkers + 1); ++numWorkers)
+      std::thread([this] { work(); }).detach();
+    queue.push_back(&job);
+    for (unsigned i = 1; i < chunks; ++i)
+      wake.notify_one();
+    while (claim(job))
+      runChunk(job, lock);
+    finished.wait(lock, [&] { return job.done == job.chunks; });
+  }
+
+private:
+  struct Job {
+    llvm::function_ref<void(unsigned)> body;
+    unsigned chunks;
+    unsigned next = 0; // the next chunk to claim
+    unsigned done = 0; // chunks run
+  };
+  static constexpr unsigned kMaxWorkers = 255;
+
+  /// With `mutex` held: claims `job`'s next chunk, if any, and takes the
+  /// job off the queue when that was its last.
+  bool claim(Job &job) {
+    if (job.next == job.chunks)
+      return false;
+    if (++job.next == job.chunks)
+      queue.erase(std::find(queue.begin(), queue.end(), &job));
+    return true;
+  }
+
+  /// Runs the chunk just claimed with `lock` released. Nothing touches the
+  /// job after its last chunk's `done` increment: its caller may then
+  /// return and free it.
+  void runChunk(Job &job, std::unique_lock<std::mutex> &lock) {
+    unsigned chunk = job.next - 1;
+    lock.unlock();
+    job.body(chunk);
+    lock.lock();
+    if (++job.done == job.chunks)
+      finished.notify_all();
+  }
+
+  void work() {
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      wake.wait(lock, [&] { return !queue.empty(); });
+      Job &job = *queue.front();
+      if (claim(job))
+        runChunk(job, lock);
+    }
+  }
+
+  std::mutex mutex;
+  std::condition_variable wake, finished;
+  std::deque<Job *> queue;
+  unsigned numWorkers = 0;
+  static inline std::mutex creation;
+  static inline WorkerPool *current = nullptr;
+};
+} // namespace
+
 void CPUKernels::run(KernelFn fn, ArrayRef<void *> ptrs, int64_t T,
                      int64_t NCL, unsigned threads) {
   if (threads == 0)
     threads = std::max(1u, std::thread::hardware_concurrency());
-  // Small problems are not worth a thread each.
-  int64_t minChunk = 4096;
+  // Chunks of whole neuron blocks (the kernels' vector loops stay whole),
+  // each worth waking a worker for: at least kMinChunkWork neuron-steps.
+  int64_t blocks = (NCL + kCPUBlockNeurons - 1) / kCPUBlockNeurons;
+  int64_t work = std::max<int64_t>(T, 1) * NCL;
   int64_t chunks = std::max<int64_t>(
-      1, std::min<int64_t>(threads, (NCL + minChunk - 1) / minChunk));
+      1, std::min<int64_t>({threads, blocks, work / kMinChunkWork}));
   auto runRange = [&](int64_t begin, int64_t end) {
-    std::vector<void *> ptrCopies(ptrs.begin(), ptrs.end());
+    // The packed entry takes a pointer to each argument.
+    llvm::SmallVector<void *, 32> values(ptrs.begin(), ptrs.end());
     int64_t scalars[4] = {T, NCL, begin, end};
-    std::vector<void *> args;
-    for (void *&p : ptrCopies)
+    llvm::SmallVector<void *, 36> args;
+    for (void *&p : values)
       args.push_back(&p);
     for (int64_t &s : scalars)
       args.push_back(&s);
     fn(args.data());
   };
-  if (chunks == 1) {
+  if (chunks == 1) { // NCL = 0 included: final states still copy through
     runRange(0, NCL);
     return;
   }
-  std::vector<std::thread> pool;
-  int64_t per = (NCL + chunks - 1) / chunks;
-  for (int64_t c = 0; c < chunks; ++c) {
-    int64_t begin = c * per, end = std::min(NCL, begin + per);
-    if (begin < end)
-      pool.emplace_back(runRange, begin, end);
-  }
-  for (std::thread &t : pool)
-    t.join();
+  int64_t perBlocks = (blocks + chunks - 1) / chunks;
+  chunks = (blocks + perBlocks - 1) / perBlocks; // none left empty
+  int64_t per = perBlocks * kCPUBlockNeurons;
+  WorkerPool::get().parallelFor(unsigned(chunks), [&](unsigned c) {
+    int64_t begin = c * per;
+    runRange(begin, std::min(NCL, begin + per));
+  });
 }

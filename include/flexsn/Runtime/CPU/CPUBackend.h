@@ -23,10 +23,13 @@ public:
   FailureOr<KernelFn> lookup(StringRef name);
 
   /// Runs `fn` on `ptrs` (the kernel's pointer arguments in ABI order) for
-  /// T steps and NCL neurons, splitting the neurons over `threads` threads
-  /// (0: one per hardware thread). Nothing runs when T or NCL is 0, except
-  /// that final-state kernels still copy initial states through (they run
-  /// with T = 0).
+  /// T steps and NCL neurons, splitting the neurons over at most `threads`
+  /// threads (0: one per hardware thread) in chunks of whole blocks of
+  /// kCPUBlockNeurons, each of at least kMinChunkWork neuron-steps; the
+  /// calling thread runs one chunk and kept worker threads the others.
+  /// Nothing runs when T or NCL is 0, except that final-state kernels
+  /// still copy initial states through (they run with T = 0).
+  static constexpr int64_t kMinChunkWork = 32768;
   static void run(KernelFn fn, ArrayRef<void *> ptrs, int64_t T, int64_t NCL,
                   unsigned threads = 0);
 
