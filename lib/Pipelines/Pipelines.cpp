@@ -31,6 +31,12 @@
 using namespace mlir;
 using namespace mlir::flexsn;
 
+// The l2-prefetch default is written out where a constant cannot reach it:
+// the pass option (Passes.td), PipelineOptions (Pipelines.h) and the tools'
+// help texts (flexsn-run, flexsn-fuzz). Change them with it.
+static_assert(kDefaultL2Prefetch == 32,
+              "update the l2-prefetch defaults written out elsewhere");
+
 std::unique_ptr<PipelineOptions>
 PipelineOptions::parse(StringRef text, std::string &error) {
   auto options = std::make_unique<PipelineOptions>();
