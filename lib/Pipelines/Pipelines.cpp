@@ -31,9 +31,9 @@
 using namespace mlir;
 using namespace mlir::flexsn;
 
-// The l2-prefetch default is written out where a constant cannot reach it:
-// the pass option (Passes.td), PipelineOptions (Pipelines.h) and the tools'
-// help texts (flexsn-run, flexsn-fuzz). Change them with it.
+// The l2-prefetch default is written out where the constant cannot reach
+// it: the pass option (Passes.td) and the help texts (Pipelines.h,
+// flexsn-run, flexsn-fuzz). Change them with it.
 static_assert(kDefaultL2Prefetch == 32,
               "update the l2-prefetch defaults written out elsewhere");
 

@@ -823,7 +823,7 @@ Totals runRange(unsigned first, unsigned last) {
            << (isSmooth(core) ? "" : " --finite-differences=false")
            << (clPrefetch ? " --prefetch=" + std::to_string(clPrefetch)
                           : std::string())
-           << (clL2Prefetch && o.backend == "cuda"
+           << (clL2Prefetch != kDefaultL2Prefetch && o.backend == "cuda"
                    ? " --l2-prefetch=" + std::to_string(clL2Prefetch)
                    : std::string())
            << (clSaveOps.empty() || !StringRef(variant).starts_with("backward")

@@ -10,6 +10,8 @@
 #ifndef FLEXSN_PIPELINES_PIPELINES_H
 #define FLEXSN_PIPELINES_PIPELINES_H
 
+#include "flexsn/Conversion/Passes.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
@@ -60,7 +62,7 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
                      "their loads whose reads they ask L2 for, at launches "
                      "of at most 128 threads per SM (default 32; 0: none; "
                      "at most 256)"),
-      llvm::cl::init(32)}; // kDefaultL2Prefetch (flexsn/Conversion/Passes.h)
+      llvm::cl::init(kDefaultL2Prefetch)};
   Option<std::string> cudaHome{
       *this, "cuda-home",
       llvm::cl::desc("CUDA toolkit root, for libdevice (default: "
