@@ -1,6 +1,7 @@
 """FlexSN's compiled backends against the "torch" reference loop: outputs,
 final states, state sequences and gradients over T, shapes and dtypes."""
 
+import contextlib
 import copy
 
 import pytest
@@ -475,12 +476,8 @@ def test_many_neurons_over_blocks_and_threads(device, threads, with_seqs):
     x = torch.randn(T, *shape, device=device) * 2
     y = torch.randn(T, *shape, device=device)
     xc, yc, xr, yr = (t.clone().requires_grad_() for t in (x, y, x, y))
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with num_threads(threads):
         oc = c(xc, yc)
-    finally:
-        torch.set_num_threads(before)
     orf = r(xr, yr)
     for a, b, what in zip(oc, orf, ("s1", "s2")):
         assert_close(a, b, what=what)
@@ -488,23 +485,23 @@ def test_many_neurons_over_blocks_and_threads(device, threads, with_seqs):
         assert_close(a, b, what=what)
     g = [torch.randn_like(o) for o in oc]
     gs = [torch.randn_like(s) for s in c.state_seqs] if with_seqs else []
-    torch.set_num_threads(threads)
-    try:
+    with num_threads(threads):
         torch.autograd.backward(list(oc) + (list(c.state_seqs) if with_seqs else []),
                                 g + gs)
-    finally:
-        torch.set_num_threads(before)
     torch.autograd.backward(list(orf) + (list(r.state_seqs) if with_seqs else []),
                             g + gs)
     assert_close(xc.grad, xr.grad, what="grad x")
     assert_close(yc.grad, yr.grad, what="grad y")
 
 
-def _cpu_lif_run(k, x, v0, threads):
+@contextlib.contextmanager
+def num_threads(n):
+    """PyTorch's CPU thread count (which CPU kernels split over) set to n
+    for the block."""
     before = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    torch.set_num_threads(n)
     try:
-        return k(x, v0)
+        yield
     finally:
         torch.set_num_threads(before)
 
@@ -518,7 +515,8 @@ def test_cpu_launches_from_several_threads():
     torch.manual_seed(3)
     xs = [torch.randn(16, 5000) * 2 for _ in range(4)]
     v0 = torch.zeros(5000)
-    want = [_cpu_lif_run(k, x, v0, 1) for x in xs]
+    with num_threads(1):
+        want = [k(x, v0) for x in xs]
     got, errors = [None] * 4, []
 
     def worker(i):
@@ -528,17 +526,13 @@ def test_cpu_launches_from_several_threads():
         except Exception as e:  # reported below
             errors.append(e)
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(4)
-    try:
+    with num_threads(4):
         pool = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
         for t in pool:
             t.start()
         for t in pool:
             t.join(120)
         assert not any(t.is_alive() for t in pool), "a launch did not finish"
-    finally:
-        torch.set_num_threads(before)
     assert not errors, errors
     for (a, sa), (b, sb) in zip(got, want):
         assert torch.equal(a, b) and torch.equal(sa, sb)
@@ -561,16 +555,12 @@ def test_cpu_launch_in_forked_child():
     k = flexsn.FlexSNKernel(lif(), 1, 1, backend="cpu")
     torch.manual_seed(4)
     x, v0 = torch.randn(16, 5000) * 2, torch.zeros(5000)
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
+    with num_threads(2):
         want = k(x, v0)  # starts a worker
         ctx = multiprocessing.get_context("fork")
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_child_run, args=(child, k, x, v0))
         proc.start()
-    finally:
-        torch.set_num_threads(before)
     try:
         assert parent.poll(120), "the forked child's launch did not finish"
         threads, out, v = parent.recv()
