@@ -213,6 +213,7 @@ void mlir::flexsn::buildGPUPipeline(OpPassManager &pm,
   OpPassManager &gpuPm = pm.nest<gpu::GPUModuleOp>();
   gpuPm.addPass(createCanonicalizerPass());
   gpuPm.addPass(createCSEPass());
+  gpuPm.addPass(createFlexSNBoundedReciprocal());
   gpuPm.addPass(createSCFToControlFlowPass());
   gpuPm.addPass(createConvertGpuOpsToNVVMOps());
   gpuPm.addPass(createCanonicalizerPass());

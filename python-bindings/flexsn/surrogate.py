@@ -49,8 +49,11 @@ def derivative(kind: int, params: Sequence[float], x: torch.Tensor) -> torch.Ten
     ax = x.abs()
 
     def sigmoid_grad(alpha):
-        s = torch.sigmoid(alpha * x)
-        return alpha * s * (1 - s)
+        # alpha * e / (1 + e)^2 with e = exp(-|alpha x|), as the compiled
+        # kernels compute it (sigmoid' is even; no 1 - s cancels).
+        e = torch.exp(-abs(alpha) * ax)
+        r = 1 / (1 + e)
+        return alpha * (e * (r * r))
 
     if kind == 0:
         return sigmoid_grad(p[0])

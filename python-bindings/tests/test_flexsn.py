@@ -570,3 +570,24 @@ def test_cpu_launch_in_forked_child():
             proc.kill()
     assert proc.exitcode == 0 and threads == 2
     assert out == want[0].numpy().tobytes() and v == want[1].numpy().tobytes()
+
+
+def test_bounded_reciprocal_is_ieee_division(device):
+    """A divisor the GPU lowering proves to be a normal float (here a clamp
+    to [1, 2]) takes the reciprocal's fast path without its range test
+    (flexsn-bounded-reciprocal). That is still IEEE division, bit for bit:
+    over every float in [1, 2), the clamped ends, infinities and NaN."""
+    def core(x, v):
+        return 1.0 / torch.clamp(x, 1.0, 2.0), v
+
+    k = flexsn.FlexSNKernel(core, 1, 1, backend=device.type)
+    every = torch.arange(0x3F800000, 0x40000000, dtype=torch.int32).view(torch.float32)
+    inf, nan = float("inf"), float("nan")
+    ends = torch.tensor([0.0, -0.0, 0.5, 1.0, 2.0, 3.0, 1e30, -1e30, inf, -inf, nan,
+                         1.5e-45, -7.0, 1.9999999, 1.0000001, 1.25])
+    x = torch.cat([every, ends]).reshape(8, -1).to(device)
+    got, _ = k(x, torch.zeros(x.shape[1], device=device))
+    want = 1.0 / torch.clamp(x, 1.0, 2.0)
+    assert torch.equal(got.isnan(), want.isnan())
+    finite = ~want.isnan()
+    assert torch.equal(got[finite].view(torch.int32), want[finite].view(torch.int32))

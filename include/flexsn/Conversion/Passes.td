@@ -99,4 +99,40 @@ def ConvertFlexSNToGPU : Pass<"convert-flexsn-to-gpu", "ModuleOp"> {
                            "::mlir::cf::ControlFlowDialect"];
 }
 
+def FlexSNBoundedReciprocal : Pass<"flexsn-bounded-reciprocal"> {
+  let summary = "Reciprocals of proven-normal f32 divisors to the IEEE fast "
+                "path, without its range test";
+  let description = [{
+    Rewrites `arith.divf 1.0, %d` on f32 whose divisor %d its defining ops
+    prove to lie within [2^-64, 2^64] in magnitude (or to be NaN) into
+    `nvvm.rcp.approx.ftz.f` refined by one Newton step, r = fma(r0,
+    -fma(d, r0, -1), r0). For such a divisor that is the sequence ptxas
+    emits for `rcp.rn.f32` (correctly rounded), less the test and branch to
+    its slow path for zero, subnormal, huge and non-finite divisors: a
+    branch in every step splits the unrolled time loop into blocks that
+    ptxas cannot schedule across. A NaN divisor gives NaN either way.
+
+    The proof is an interval evaluation of the divisor's operand tree
+    (at most 16 ops deep): float constants, `math.absf`, `arith.negf`,
+    `addf`, `subf`, `mulf`, `math.exp`, `maximumf`/`maxnumf`,
+    `minimumf`/`minnumf` and `arith.select`, whose branches are evaluated
+    under the select's condition when it compares a value with a constant:
+    `select(x >= 0, -x, x)` (-|x|, as the Python tracer writes sigmoid)
+    is at most 0. Anything else is unbounded. So the sigmoid surrogate's
+    derivative (1 / (1 + exp(-alpha |x|)), divisor in [1, 2]) and a traced
+    `torch.sigmoid` take the fast path; `1 / x` keeps `rcp.rn.f32`. The GPU
+    pipeline runs it on each kernel entry before the NVVM lowering.
+
+    Example:
+
+        %a = math.absf %x : f32
+        %m = arith.mulf %a, %c_minus4 : f32     // [-inf, 0]
+        %e = math.exp %m : f32                  // [0, 1]
+        %d = arith.addf %e, %c1 : f32           // [1, 2]
+        %r = arith.divf %c1, %d : f32           // -> rcp.approx + 2 fma
+  }];
+  let dependentDialects = ["::mlir::NVVM::NVVMDialect",
+                           "::mlir::LLVM::LLVMDialect"];
+}
+
 #endif // FLEXSN_CONVERSION_PASSES_TD

@@ -17,6 +17,8 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Builders.h"
 
+#include <cmath>
+
 namespace mlir {
 namespace flexsn {
 namespace detail {
@@ -45,9 +47,15 @@ struct ScalarBuilder {
   }
   /// `g` where `cond`, else 0.
   Value where(Value cond, Value g) { return select(cond, g, c(0.0)); }
+  /// alpha * sigmoid'(alpha * x). sigmoid' is even, so this is alpha * e /
+  /// (1 + e)^2 with e = exp(-|alpha * x|) in [0, 1]: the divisor lies in
+  /// [1, 2] (it cannot overflow, and the GPU lowering proves its range and
+  /// takes the reciprocal's fast path, flexsn-bounded-reciprocal), and no
+  /// 1 - s cancels where sigmoid is near 1. Mirrors SurrogateAttr's.
   Value sigmoidGrad(double alpha, Value x) {
-    Value s = div(c(1.0), add(c(1.0), exp(mul(c(-alpha), x))));
-    return mul(c(alpha), mul(s, sub(c(1.0), s)));
+    Value e = exp(mul(c(-std::abs(alpha)), abs(x)));
+    Value r = div(c(1.0), add(c(1.0), e));
+    return mul(c(alpha), mul(e, mul(r, r)));
   }
 };
 

@@ -236,9 +236,12 @@ void SurrogateAttr::print(AsmPrinter &printer) const {
 double SurrogateAttr::derivative(double x) const {
   ArrayRef<double> p = getParams().asArrayRef();
   const double pi = M_PI;
+  // alpha * sigmoid'(alpha * x) as alpha * e / (1 + e)^2, e =
+  // exp(-|alpha * x|), as the IR rule builds it (AdjointRules.h).
   auto sigmoidGrad = [](double alpha, double x) {
-    double s = 1.0 / (1.0 + std::exp(-alpha * x));
-    return alpha * s * (1.0 - s);
+    double e = std::exp(-std::abs(alpha) * std::abs(x));
+    double r = 1.0 / (1.0 + e);
+    return alpha * (e * (r * r));
   };
   switch (getKind()) {
   case SurrogateKind::Sigmoid:
