@@ -13,7 +13,9 @@
 // The vector entry: the runtime launches it only when NCL is a multiple of
 // 4 and the pointers are aligned, so it holds no run-time path choice.
 // CHECK-NOT: llvm.ptrtoint
-// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
+// Every read is an invariant load (ld.global.nc): a kernel never writes
+// what it reads, and ptxas may move such loads across the stores.
+// CHECK: llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
 // Each sequence is a cursor in the global address space, advanced a step
 // by an inline add.s64 (LLVM's strength reduction does not see through it).
 // CHECK: llvm.addrspacecast %{{.*}} : !llvm.ptr to !llvm.ptr<1>
@@ -23,27 +25,39 @@
 // type; the loop advances 8 steps per iteration, carrying the 4 states, the
 // 8 slots, the input's cursor and the two outputs' cursors.
 // CHECK: scf.if %{{.*}} -> (vector<4xf32>)
-// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
+// CHECK: llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
 // CHECK: llvm.inline_asm "add.s64 $0, $1, $2;", "=l,l,l" %{{.*}}, %{{.*}} : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>
 // CHECK: scf.for {{.*}} step %c8_i64 iter_args({{.*}}) -> (f32, f32, f32, f32, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>)
-// Copy 0 needs no guard: it stores through the output cursors, advances
-// them, and refills its slot with step iv + 8 only inside T.
+// An iteration wholly inside T is unguarded: copy j first refills its
+// slot with step iv + j + 8 and advances the read cursor, then computes
+// step iv + j, stores through the output cursors and advances them.
+// CHECK: arith.cmpi slt
+// CHECK: scf.if %{{.*}} -> (f32, f32, f32, f32, vector<4xf32>
+// CHECK-NEXT: llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
+// CHECK-NEXT: llvm.inline_asm "add.s64
 // CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr<1>
-// CHECK: llvm.inline_asm "add.s64
+// CHECK: llvm.store
+// CHECK-NEXT: llvm.inline_asm "add.s64
+// CHECK-NEXT: llvm.inline_asm "add.s64
+// CHECK-NEXT: llvm.load %{{.*}} invariant
+// The last iterations: copy 0 refills only inside T, then runs; copies 1
+// to 7 refill and run only inside T.
+// CHECK: } else {
 // CHECK: arith.cmpi slt
-// CHECK: scf.if %{{.*}} -> (vector<4xf32>)
-// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
-// CHECK: llvm.inline_asm "add.s64
-// Copies 1 to 7 run only inside T.
+// CHECK-NEXT: scf.if %{{.*}} -> (vector<4xf32>)
+// CHECK-NEXT: llvm.load %{{.*}} invariant
+// CHECK: llvm.store
 // CHECK: arith.cmpi slt
-// CHECK: scf.if %{{.*}} -> (f32, f32, f32, f32)
+// CHECK-NEXT: scf.if %{{.*}} -> (vector<4xf32>)
+// CHECK: arith.cmpi slt
+// CHECK-NEXT: scf.if %{{.*}} -> (f32, f32, f32, f32)
 // CHECK: gpu.return
 // The scalar entry: thread g scans neuron g with scalar accesses (small
 // NCL, odd NCL, unaligned pointers), 8 steps in flight (1 + 32 / 1).
 // CHECK: gpu.module @lif_inference_scalar
 // CHECK: gpu.func @lif_inference_scalar(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64) kernel attributes {flexsn.variant = "inference"}
 // CHECK-NOT: vector<
-// CHECK: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> f32
+// CHECK: llvm.load %{{.*}} invariant {alignment = 4 : i64} : !llvm.ptr -> f32
 // CHECK: scf.for {{.*}} step %c8_i64 iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>)
 // CHECK: gpu.return
 // CHECK: gpu.func @lif_final_state(
@@ -53,7 +67,7 @@
 // t * NCL of each sequence (no cursors).
 // P1: scf.for %[[IV:.*]] = {{.*}} step %c1_i64 iter_args({{.*}}) -> (f32, f32, f32, f32)  : i64
 // P1: arith.muli %[[IV]], %{{.*}} : i64
-// P1: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
+// P1: llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
 // W1-NOT: vector<
 // W1-NOT: _scalar
 // W1: gpu.func @lif_final_state(

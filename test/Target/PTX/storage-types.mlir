@@ -1,17 +1,19 @@
 // f16/bf16 storage on the vector path: 64-bit vector loads/stores of the
-// narrow type with f32 compute; f64 storage with f64 compute.
+// narrow type with f32 compute; f64 storage with f64 compute. Every read
+// of a sequence or state is invariant (ld.global.nc): a kernel never
+// writes what it reads.
 // REQUIRES: ptxas
 // RUN: flexsn-translate --flexsn-to-ptx %s -o %t.ptx
 // RUN: %ptxas -arch=sm_90 %t.ptx -o %t.cubin
-// RUN: FileCheck %s --input-file=%t.ptx --implicit-check-not=.extern
+// RUN: FileCheck %s --input-file=%t.ptx --implicit-check-not=.extern --implicit-check-not=ld.global.v --implicit-check-not=ld.global.b
 // CHECK: .visible .entry half_inference(
-// CHECK-DAG: ld.global.v4.b16
+// CHECK-DAG: ld.global.nc.v4.b16
 // CHECK-DAG: cvt.f32.bf16
 // CHECK-DAG: cvt.f32.f16
 // CHECK-DAG: cvt.rn.f16x2.f32
 // CHECK-DAG: st.global.v2.b32
 // CHECK: .visible .entry wide_inference(
-// CHECK: ld.global.v2.b64
+// CHECK: ld.global.nc.v2.b64
 func.func @half(%x: tensor<?x?xbf16>, %v0: tensor<?xf16>) -> (tensor<?x?xbf16>, tensor<?x?xf16>) {
   %s, %v = flexsn.scan ins(%x : tensor<?x?xbf16>) states(%v0 : tensor<?xf16>) -> (tensor<?x?xbf16>, tensor<?x?xf16>) {
   ^bb0(%xt: f32, %vt: f32):
