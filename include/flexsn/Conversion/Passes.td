@@ -115,7 +115,9 @@ def FlexSNBoundedReciprocal : Pass<"flexsn-bounded-reciprocal"> {
     The proof is an interval evaluation of the divisor's operand tree
     (at most 16 ops deep): float constants, `math.absf`, `arith.negf`,
     `addf`, `subf`, `mulf`, `math.exp`, `maximumf`/`maxnumf`,
-    `minimumf`/`minnumf` and `arith.select`, whose branches are evaluated
+    `minimumf`/`minnumf` (the latter two also span the other operand's
+    range, which they return where one operand is NaN, unless that one is
+    a constant) and `arith.select`, whose branches are evaluated
     under the select's condition when it compares a value with a constant:
     `select(x >= 0, -x, x)` (-|x|, as the Python tracer writes sigmoid)
     is at most 0. Anything else is unbounded. So the sigmoid surrogate's

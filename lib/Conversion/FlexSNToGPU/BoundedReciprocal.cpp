@@ -236,20 +236,36 @@ std::optional<Interval> RangeProver::defined(Value v, unsigned depth) {
             arith::MinNumFOp>([&](Operation *) -> R {
         bool isMax = isa<arith::MaximumFOp, arith::MaxNumFOp>(op);
         R x = operand(0), y = operand(1);
-        if (!x && !y)
-          return std::nullopt;
-        // One bound suffices: max(x, y) >= the known operand's lower bound.
-        if (!x || !y) {
+        // Where neither operand is NaN. One bound suffices: max(x, y) is at
+        // least the known operand's lower bound.
+        Interval both;
+        if (x && y)
+          both = x->empty() || y->empty() ? Interval::none()
+                 : isMax ? Interval{std::max(x->lo, y->lo),
+                                    std::max(x->hi, y->hi)}
+                         : Interval{std::min(x->lo, y->lo),
+                                    std::min(x->hi, y->hi)};
+        else if (x || y) {
           Interval k = x ? *x : *y;
-          if (k.empty())
+          both = k.empty() ? Interval::none()
+                 : isMax   ? Interval{k.lo, kInf}
+                           : Interval{-kInf, k.hi};
+        } else
+          return std::nullopt;
+        // maximumf/minimumf give NaN where an operand is NaN; maxnumf/
+        // minnumf give the other operand, which need not lie in `both`.
+        // A constant operand is never NaN (NaN constants prove nothing).
+        if (isa<arith::MaximumFOp, arith::MinimumFOp>(op))
+          return both;
+        Interval r = both;
+        for (auto [i, other] : {std::pair{0u, y}, std::pair{1u, x}}) {
+          if (matchPattern(op->getOperand(i), m_Constant()))
+            continue;
+          if (!other)
             return std::nullopt;
-          return isMax ? Interval{k.lo, kInf} : Interval{-kInf, k.hi};
+          r = hull(r, *other);
         }
-        if (x->empty() || y->empty())
-          return Interval::none();
-        if (isMax)
-          return Interval{std::max(x->lo, y->lo), std::max(x->hi, y->hi)};
-        return Interval{std::min(x->lo, y->lo), std::min(x->hi, y->hi)};
+        return r;
       })
       .Case<arith::SelectOp>([&](arith::SelectOp s) { return select(s, depth); })
       .Default([](Operation *) -> R { return std::nullopt; });

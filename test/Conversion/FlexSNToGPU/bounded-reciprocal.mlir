@@ -99,12 +99,14 @@ func.func @clamped(%x: f32) -> (f32, f32, f32) {
 
 // Not proven: an unknown divisor; 1 + exp(x) (unbounded above); |x| (may be
 // 0); max(x, 1) (unbounded above); a numerator other than 1; 0 * |x| (0 *
-// inf); the wrong branch of the select (x itself where x >= 0); f64.
+// inf); the wrong branch of the select (x itself where x >= 0); f64; and
+// maxnumf(clamp(x, 1, 2), -|y|): [1, 2] where neither is NaN, but -|y|
+// (down to -inf, and -0, whose reciprocal is -inf) where x is NaN.
 // CHECK-LABEL: func.func @kept(
 // CHECK-NOT: nvvm.rcp
-// CHECK-COUNT-8: arith.divf
+// CHECK-COUNT-9: arith.divf
 // CHECK-NOT: nvvm.rcp
-func.func @kept(%x: f32, %w: f64) -> (f32, f32, f32, f32, f32, f32, f32, f64) {
+func.func @kept(%x: f32, %w: f64, %y: f32) -> (f32, f32, f32, f32, f32, f32, f32, f64, f32) {
   %zero = arith.constant 0.0 : f32
   %one = arith.constant 1.0 : f32
   %two = arith.constant 2.0 : f32
@@ -137,5 +139,13 @@ func.func @kept(%x: f32, %w: f64) -> (f32, f32, f32, f32, f32, f32, f32, f64) {
   %e64 = math.exp %m64 : f64
   %d64 = arith.addf %e64, %one64 : f64
   %r7 = arith.divf %one64, %d64 : f64
-  return %r0, %r1, %r2, %r3, %r4, %r5, %r6, %r7 : f32, f32, f32, f32, f32, f32, f32, f64
+  %low = arith.cmpf olt, %x, %one : f32
+  %lx = arith.select %low, %one, %x : f32
+  %high = arith.cmpf ogt, %lx, %two : f32
+  %cx = arith.select %high, %two, %lx : f32
+  %ay = math.absf %y : f32
+  %ny = arith.negf %ay : f32
+  %d8 = arith.maxnumf %cx, %ny : f32
+  %r8 = arith.divf %one, %d8 : f32
+  return %r0, %r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8 : f32, f32, f32, f32, f32, f32, f32, f64, f32
 }
