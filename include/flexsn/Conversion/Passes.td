@@ -120,7 +120,10 @@ def FlexSNBoundedReciprocal : Pass<"flexsn-bounded-reciprocal"> {
     a constant) and `arith.select`, whose branches are evaluated
     under the select's condition when it compares a value with a constant:
     `select(x >= 0, -x, x)` (-|x|, as the Python tracer writes sigmoid)
-    is at most 0. Anything else is unbounded. So the sigmoid surrogate's
+    is at most 0. Each value's bounds are those of exact arithmetic,
+    widened for its type's rounding (past the largest finite value:
+    infinite; below the smallest normal one: 0). Anything else is
+    unbounded. So the sigmoid surrogate's
     derivative (1 / (1 + exp(-alpha |x|)), divisor in [1, 2]) and a traced
     `torch.sigmoid` take the fast path; `1 / x` keeps `rcp.rn.f32`. The GPU
     pipeline runs it on each kernel entry before the NVVM lowering.

@@ -74,14 +74,33 @@ private:
 };
 
 std::optional<Interval> RangeProver::range(Value v, unsigned depth) {
+  auto type = dyn_cast<FloatType>(getElementTypeOrSelf(v.getType()));
+  if (!type)
+    return std::nullopt;
   std::optional<Interval> r = defined(v, depth);
+  if (r && !r->empty()) {
+    if (std::isnan(r->lo) || std::isnan(r->hi))
+      return std::nullopt;
+    // The bounds are exact arithmetic; the op rounds to its type: past the
+    // largest finite value it overflows to infinity, and below the
+    // smallest normal one it may flush to zero.
+    const llvm::fltSemantics &sem = type.getFloatSemantics();
+    double largest = APFloat::getLargest(sem).convertToDouble();
+    double tiny = APFloat::getSmallestNormalized(sem).convertToDouble();
+    if (r->hi > largest)
+      r->hi = kInf;
+    if (r->lo < -largest)
+      r->lo = -kInf;
+    if (r->lo > 0 && r->lo < tiny)
+      r->lo = 0;
+    if (r->hi < 0 && r->hi > -tiny)
+      r->hi = 0;
+  }
   for (auto &[value, assumed] : assumptions) {
     if (value != v)
       continue;
     r = r ? meet(*r, assumed) : assumed;
   }
-  if (r && !r->empty() && (std::isnan(r->lo) || std::isnan(r->hi)))
-    return std::nullopt;
   return r;
 }
 

@@ -101,12 +101,14 @@ func.func @clamped(%x: f32) -> (f32, f32, f32) {
 // 0); max(x, 1) (unbounded above); a numerator other than 1; 0 * |x| (0 *
 // inf); the wrong branch of the select (x itself where x >= 0); f64; and
 // maxnumf(clamp(x, 1, 2), -|y|): [1, 2] where neither is NaN, but -|y|
-// (down to -inf, and -0, whose reciprocal is -inf) where x is NaN.
+// (down to -inf, and -0, whose reciprocal is -inf) where x is NaN;
+// clamp(x, 1, 2) * 1e20 * 1e20 * 1e-30, which overflows f32 on the way;
+// clamp(x, 1, 2) * 1e5 rounded to f16 (past 65504: inf) and back.
 // CHECK-LABEL: func.func @kept(
 // CHECK-NOT: nvvm.rcp
-// CHECK-COUNT-9: arith.divf
+// CHECK-COUNT-11: arith.divf
 // CHECK-NOT: nvvm.rcp
-func.func @kept(%x: f32, %w: f64, %y: f32) -> (f32, f32, f32, f32, f32, f32, f32, f64, f32) {
+func.func @kept(%x: f32, %w: f64, %y: f32) -> (f32, f32, f32, f32, f32, f32, f32, f64, f32, f32, f32) {
   %zero = arith.constant 0.0 : f32
   %one = arith.constant 1.0 : f32
   %two = arith.constant 2.0 : f32
@@ -147,5 +149,16 @@ func.func @kept(%x: f32, %w: f64, %y: f32) -> (f32, f32, f32, f32, f32, f32, f32
   %ny = arith.negf %ay : f32
   %d8 = arith.maxnumf %cx, %ny : f32
   %r8 = arith.divf %one, %d8 : f32
-  return %r0, %r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8 : f32, f32, f32, f32, f32, f32, f32, f64, f32
+  %big = arith.constant 1.0e20 : f32
+  %small = arith.constant 1.0e-30 : f32
+  %p1 = arith.mulf %cx, %big : f32
+  %p2 = arith.mulf %p1, %big : f32
+  %d9 = arith.mulf %p2, %small : f32
+  %r9 = arith.divf %one, %d9 : f32
+  %e5 = arith.constant 1.0e5 : f32
+  %p3 = arith.mulf %cx, %e5 : f32
+  %h = arith.truncf %p3 : f32 to f16
+  %hw = arith.extf %h : f16 to f32
+  %r10 = arith.divf %one, %hw : f32
+  return %r0, %r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8, %r9, %r10 : f32, f32, f32, f32, f32, f32, f32, f64, f32, f32, f32
 }
