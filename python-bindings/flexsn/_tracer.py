@@ -428,6 +428,8 @@ def _sigmoid(B: _Body, x):
     # by both branches: r = 1 / (1 + e) is sigmoid(|x|), e * r is
     # sigmoid(-|x|); its adjoint adds none to the backward's recomputed r
     # (the reciprocal's adjoint is a product, see ArithAdjointModels.cpp).
+    # The divisor lies in [1, 2], which the GPU lowering proves: the
+    # reciprocal skips rcp.rn's slow-path test (flexsn-bounded-reciprocal).
     nonneg, z = _neg_abs(B, x)
     e = B.un("math.exp", z)
     r = B.div(1.0, B.add(1.0, e))
