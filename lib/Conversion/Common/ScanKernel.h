@@ -37,7 +37,8 @@ enum class CursorStep {
   /// `add.s64` that LLVM does not see through. Seen through, its loop
   /// strength reduction gives every unrolled copy of every cursor a
   /// precomputed base of its own: lif's bf16 backward entry went from 56 to
-  /// 94 registers.
+  /// 94 registers. The kernel's reads are also invariant loads
+  /// (ld.global.nc), which ptxas may move across its stores.
   OpaqueGlobal,
 };
 
