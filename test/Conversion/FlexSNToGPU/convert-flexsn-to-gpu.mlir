@@ -28,29 +28,33 @@
 // CHECK: llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
 // CHECK: llvm.inline_asm "add.s64 $0, $1, $2;", "=l,l,l" %{{.*}}, %{{.*}} : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>
 // CHECK: scf.for {{.*}} step %c8_i64 iter_args({{.*}}) -> (f32, f32, f32, f32, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>)
-// An iteration wholly inside T is unguarded: copy j first refills its
-// slot with step iv + j + 8 and advances the read cursor, then computes
-// step iv + j, stores through the output cursors and advances them.
+// An iteration wholly inside T is unguarded: copy j computes step iv + j
+// and stores through the output cursors, then refills its slot with step
+// iv + j + 8 and advances the cursors.
 // CHECK: arith.cmpi slt
 // CHECK: scf.if %{{.*}} -> (f32, f32, f32, f32, vector<4xf32>
-// CHECK-NEXT: llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
-// CHECK-NEXT: llvm.inline_asm "add.s64
+// CHECK-NOT: llvm.load
 // CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr<1>
 // CHECK: llvm.store
+// CHECK-NEXT: llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
 // CHECK-NEXT: llvm.inline_asm "add.s64
 // CHECK-NEXT: llvm.inline_asm "add.s64
-// CHECK-NEXT: llvm.load %{{.*}} invariant
-// The last iterations: copy 0 refills only inside T, then runs; copies 1
-// to 7 refill and run only inside T.
+// CHECK-NEXT: llvm.inline_asm "add.s64
+// CHECK-NOT: llvm.load
+// CHECK: llvm.store
+// The last iterations: copy 0 runs, then refills only inside T; copies 1
+// to 7 run and refill only inside T.
 // CHECK: } else {
-// CHECK: arith.cmpi slt
-// CHECK-NEXT: scf.if %{{.*}} -> (vector<4xf32>)
-// CHECK-NEXT: llvm.load %{{.*}} invariant
+// CHECK-NOT: llvm.load
 // CHECK: llvm.store
 // CHECK: arith.cmpi slt
 // CHECK-NEXT: scf.if %{{.*}} -> (vector<4xf32>)
+// CHECK-NEXT: llvm.load %{{.*}} invariant
 // CHECK: arith.cmpi slt
 // CHECK-NEXT: scf.if %{{.*}} -> (f32, f32, f32, f32)
+// CHECK: llvm.store
+// CHECK: arith.cmpi slt
+// CHECK-NEXT: scf.if %{{.*}} -> (vector<4xf32>)
 // CHECK: gpu.return
 // The scalar entry: thread g scans neuron g with scalar accesses (small
 // NCL, odd NCL, unaligned pointers), 8 steps in flight (1 + 32 / 1).
