@@ -9,7 +9,12 @@
 //                             (inference, final_state);
 //   train(id, leaves, stream) the training forward as an autograd node whose
 //                             backward launches the backward kernel, both in
-//                             C++ (no Python autograd.Function on the step).
+//                             C++ (no Python autograd.Function on the step);
+//   run_plan(id, args, stream) either of them for a call that matches the
+//                             configuration (dtypes, shapes, device, grad
+//                             mode...) of the recorded call `id` names, or
+//                             nothing for one that does not: the package's
+//                             fast path, its checks in C++.
 //
 // It links against libtorch only, never against libFlexSN.so: the package
 // hands it the address of `flexsn_kernel_launch` and `flexsn_free` of the
@@ -97,6 +102,8 @@ std::mutex registryMutex;
 int64_t nextId = 1;
 std::unordered_map<int64_t, std::shared_ptr<const BoundKernel>> kernels;
 std::unordered_map<int64_t, c10::intrusive_ptr<BoundTraining>> trainings;
+struct BoundPlan;
+std::unordered_map<int64_t, std::shared_ptr<const BoundPlan>> plans;
 
 template <typename Table>
 typename Table::mapped_type lookup(const Table &table, int64_t id,
@@ -218,6 +225,7 @@ void release(int64_t id) {
   std::lock_guard<std::mutex> lock(registryMutex);
   kernels.erase(id);
   trainings.erase(id);
+  plans.erase(id);
 }
 
 /// Allocates `bound`'s results and launches it on `args` (input #0 first:
@@ -493,14 +501,10 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
   }
 };
 
-std::vector<at::Tensor>
-trainOp(int64_t id, const c10::List<std::optional<at::Tensor>> &leaves,
-        int64_t stream) {
-  c10::intrusive_ptr<BoundTraining> bound = lookup(trainings, id, "training");
-  TORCH_CHECK(static_cast<int64_t>(leaves.size()) == bound->numLeaves,
-              "flexsn_native.train: ", leaves.size(),
-              " leaves for a kernel of ", bound->numLeaves);
-  std::vector<at::Tensor> all = asTensors(leaves);
+/// The training forward of `bound` on `all` (its leaves, undefined where
+/// the call passes none) as an autograd node: outputs, then state results.
+std::vector<at::Tensor> train(const c10::intrusive_ptr<BoundTraining> &bound,
+                              std::vector<at::Tensor> all, int64_t stream) {
   std::vector<at::Tensor> defined;
   for (const at::Tensor &t : all)
     if (t.defined())
@@ -510,6 +514,131 @@ trainOp(int64_t id, const c10::List<std::optional<at::Tensor>> &leaves,
   for (int64_t i : bound->nonDifferentiable)
     outputs[i] = outputs[i].detach();
   return outputs;
+}
+
+std::vector<at::Tensor>
+trainOp(int64_t id, const c10::List<std::optional<at::Tensor>> &leaves,
+        int64_t stream) {
+  c10::intrusive_ptr<BoundTraining> bound = lookup(trainings, id, "training");
+  TORCH_CHECK(static_cast<int64_t>(leaves.size()) == bound->numLeaves,
+              "flexsn_native.train: ", leaves.size(),
+              " leaves for a kernel of ", bound->numLeaves);
+  return train(bound, asTensors(leaves), stream);
+}
+
+/// A call's configuration, recorded for the package's fast path (its
+/// _runner.Plan): a later call through run_plan is checked against it here
+/// and, when it matches, launches the plan's inference kernel or training
+/// node with no Python in between. The configuration: grad mode; per
+/// tensor of the call (inputs, initial states, parameters) whether it is
+/// passed, its dtype, device, sizes and contiguity, and in grad mode
+/// whether it requires grad.
+struct BoundPlan {
+  struct Slot {
+    bool passed = false;
+    c10::ScalarType dtype = at::kFloat;
+    std::vector<int64_t> sizes;
+    bool requiresGrad = false;
+  };
+  int64_t id = 0;
+  std::shared_ptr<const BoundKernel> kernel;  // inference: one launch
+  c10::intrusive_ptr<BoundTraining> training; // or a training node
+  std::vector<int64_t> order; // inference: the results returned, in order
+  bool grad = false;
+  c10::Device device{c10::kCPU};
+  std::vector<Slot> slots;
+
+  bool matches(const c10::List<std::optional<at::Tensor>> &args) const {
+    if (torch::autograd::GradMode::is_enabled() != grad ||
+        args.size() != slots.size())
+      return false;
+    for (size_t j = 0; j < slots.size(); ++j) {
+      const Slot &slot = slots[j];
+      std::optional<at::Tensor> given = args.get(j);
+      bool passed = given.has_value() && given->defined();
+      if (passed != slot.passed)
+        return false;
+      if (!passed)
+        continue;
+      const at::Tensor &t = *given;
+      if (t.scalar_type() != slot.dtype || t.device() != device ||
+          t.sizes() != at::IntArrayRef(slot.sizes) || !t.is_contiguous() ||
+          (grad && t.requires_grad() != slot.requiresGrad))
+        return false;
+    }
+    return true;
+  }
+};
+
+/// Records the configuration of `example` (the tensors of the call being
+/// recorded, in call order) for `target`: a kernel binding (`train` false;
+/// `order`: which of its results a planned call returns) or a training
+/// binding. Every passed tensor must be on one device.
+int64_t bindPlan(int64_t target, bool train, std::vector<int64_t> order,
+                 const c10::List<std::optional<at::Tensor>> &example,
+                 bool grad) {
+  auto plan = std::make_shared<BoundPlan>();
+  if (train) {
+    plan->training = lookup(trainings, target, "training");
+    TORCH_CHECK(static_cast<int64_t>(example.size()) ==
+                    plan->training->numLeaves,
+                "flexsn_native.bind_plan: ", example.size(),
+                " tensors for a training kernel of ",
+                plan->training->numLeaves, " leaves");
+  } else {
+    plan->kernel = lookup(kernels, target, "kernel");
+    for (int64_t i : order)
+      TORCH_CHECK(i >= 0 &&
+                      i < static_cast<int64_t>(plan->kernel->results.size()),
+                  "flexsn_native.bind_plan: result index out of range");
+    plan->order = std::move(order);
+  }
+  plan->grad = grad;
+  bool first = true;
+  for (size_t j = 0; j < example.size(); ++j) {
+    std::optional<at::Tensor> given = example.get(j);
+    BoundPlan::Slot slot;
+    slot.passed = given.has_value() && given->defined();
+    if (slot.passed) {
+      const at::Tensor &t = *given;
+      TORCH_CHECK(first || t.device() == plan->device,
+                  "flexsn_native.bind_plan: tensors on ", plan->device,
+                  " and ", t.device());
+      plan->device = t.device();
+      first = false;
+      slot.dtype = t.scalar_type();
+      slot.sizes = t.sizes().vec();
+      slot.requiresGrad = grad && t.requires_grad();
+    }
+    plan->slots.push_back(std::move(slot));
+  }
+  TORCH_CHECK(!first && plan->slots[0].passed,
+              "flexsn_native.bind_plan: the call's input #0 is missing");
+  std::lock_guard<std::mutex> lock(registryMutex);
+  plan->id = nextId++;
+  int64_t id = plan->id;
+  plans.emplace(id, std::move(plan));
+  return id;
+}
+
+/// A call through plan `id`: its results (an inference kernel's in the
+/// plan's order; a training node's outputs, then its state results), or
+/// none when the call does not match the plan (the package then takes its
+/// general path).
+std::vector<at::Tensor>
+runPlan(int64_t id, const c10::List<std::optional<at::Tensor>> &args,
+        int64_t stream) {
+  std::shared_ptr<const BoundPlan> plan = lookup(plans, id, "plan");
+  if (!plan->matches(args))
+    return {};
+  if (plan->training)
+    return train(plan->training, asTensors(args), stream);
+  std::vector<at::Tensor> results = run(*plan->kernel, asTensors(args), stream);
+  std::vector<at::Tensor> ordered;
+  ordered.reserve(plan->order.size());
+  for (int64_t i : plan->order)
+    ordered.push_back(results[i]);
+  return ordered;
 }
 
 } // namespace
@@ -528,4 +657,8 @@ TORCH_LIBRARY(flexsn_native, m) {
   m.def("trace(bool on) -> int[]", &trace);
   m.def("launch(int id, Tensor?[] args, int stream) -> Tensor[]", &launchOp);
   m.def("train(int id, Tensor?[] leaves, int stream) -> Tensor[]", &trainOp);
+  m.def("bind_plan(int target, bool train, int[] order, Tensor?[] example, "
+        "bool grad) -> int",
+        &bindPlan);
+  m.def("run_plan(int id, Tensor?[] args, int stream) -> Tensor[]", &runPlan);
 }

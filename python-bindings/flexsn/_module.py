@@ -42,7 +42,7 @@ def _slot(states) -> int:
     return 2 * torch.is_grad_enabled() + (states is None)
 
 
-def _run_planned(owner, cc, inputs, states, statics):
+def _run_planned(owner, cc, inputs, states):
     """A call ([T, *S] inputs) through the plan `owner` (a FlexSN or a
     FlexSNKernel, whose compiled core is `cc`) keeps for it: (outputs, state
     sequences or None, final states), or None when it has none or the call
@@ -50,14 +50,11 @@ def _run_planned(owner, cc, inputs, states, statics):
     entry = owner.__dict__.get("_plans", _NO_PLANS)[_slot(states)]
     if entry is None or entry[1] != owner._plan_key():
         return None  # (a matching key also means `cc` is the plan's core)
-    plan = entry[0]
-    params = cc.param_tensors(statics) if cc.traced.params else ()
-    if not plan.matches(inputs, states, params):
-        return None
+    params = cc.param_tensors(owner.static_inputs) if cc.traced.params else ()
     args = list(inputs)
     args += [None] * cc.num_states if states is None else states
     args += params
-    return plan.run(args)
+    return entry[0].call(args, inputs, states, params)
 
 
 def _keep_plan(owner, states, record: list) -> None:
@@ -204,7 +201,7 @@ class FlexSNKernel:
         inputs, states = tensors[:self.num_inputs], tensors[self.num_inputs:]
         compiling = torch.compiler.is_compiling()  # Dynamo traces the general path
         r = None if compiling else \
-            _run_planned(self, self.compiled, inputs, states, self.static_inputs)
+            _run_planned(self, self.compiled, inputs, states)
         if r is None:
             _runner.validate_sequences(inputs, states, self.num_inputs, self.num_states)
             record: Optional[list] = None if compiling else []
@@ -373,8 +370,7 @@ class FlexSN(nn.Module):
             if not all(isinstance(x, torch.Tensor) for x in inputs):
                 return None
             inputs = [x.unsqueeze(0) for x in inputs]
-        r = _run_planned(self, self.kernel.compiled, inputs, self.__dict__["states"],
-                         self.static_inputs)
+        r = _run_planned(self, self.kernel.compiled, inputs, self.__dict__["states"])
         if r is None:
             return None
         outs, seqs, finals = r

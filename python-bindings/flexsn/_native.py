@@ -29,6 +29,7 @@ _reason = "not loaded yet"
 # The operators' overloads, looked up once (attribute lookups cost a call).
 launch = None
 train = None
+run_plan = None
 
 
 def _base(version: str) -> str:
@@ -38,7 +39,7 @@ def _base(version: str) -> str:
 
 
 def _load() -> None:
-    global _loaded, _ops, _reason, launch, train
+    global _loaded, _ops, _reason, launch, train, run_plan
     with _lock:
         if _loaded:
             return
@@ -68,6 +69,7 @@ def _load() -> None:
             return
         _ops = ops
         launch, train = ops.launch.default, ops.train.default
+        run_plan = ops.run_plan.default
         _reason = f"loaded {path} (PyTorch {built})"
 
 

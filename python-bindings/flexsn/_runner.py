@@ -18,7 +18,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from . import _native, _program, _tracer
-from ._errors import FallbackWarning, UnsupportedOpError
+from ._errors import FallbackWarning, FlexSNError, UnsupportedOpError
 
 FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
@@ -504,11 +504,15 @@ class Plan:
     lookups (FlexSN.forward's fast path). The configuration: grad mode and
     which tensors require grad, the inputs' dtype, device and full shape,
     initial states absent or one contiguous step each, parameters of the
-    same dtype, device and shape, every tensor contiguous. :meth:`matches`
-    tests a call against it; anything else takes the general path."""
+    same dtype, device and shape, every tensor contiguous. :meth:`call`
+    runs a call that has it and returns None for any other, which then takes
+    the general path. With the native call path the configuration is
+    recorded in libFlexSNTorch.so, which checks a call against it and
+    launches in one operator call (:meth:`matches` and `run` otherwise)."""
 
     __slots__ = ("grad", "flags", "dtype", "device", "shape", "step", "states_none",
-                 "param_shapes", "run")
+                 "param_shapes", "run", "native", "stream_of", "num_results",
+                 "num_outputs", "final", "want_seqs")
 
     def __init__(self, inputs, init_states, params, grad: bool, run: Callable):
         first = inputs[0]
@@ -519,6 +523,64 @@ class Plan:
         self.param_shapes = [(p.dtype, p.shape) for p in params]
         tensors = list(inputs) + list(init_states or []) + list(params)
         self.flags = [t.requires_grad for t in tensors] if grad else None
+        self.native = None
+
+    def bind_native(self, prep, want_seqs: bool, args: list) -> None:
+        """Records this plan in libFlexSNTorch.so (the native call path),
+        when `prep` (an InferPrep or TrainPrep) runs there; `args`: the
+        recorded call's tensors as its kernels take them."""
+        ops = _native.ops()
+        if ops is None:
+            return
+        if isinstance(prep, InferPrep):
+            bound, target, train = prep.kernel, prep.kernel.native, False
+            order = prep.out_ix + prep.rest_ix
+            self.num_outputs, self.final = len(prep.out_ix), not want_seqs
+        else:
+            pair = prep.pair(want_seqs)
+            bound, target, train = pair.forward, pair.native, True
+            order = []
+            self.num_outputs, self.final = len(pair.out_ix), pair.final
+            self.num_results = len(pair.out_ix) + len(pair.state_ix)
+        if target is None:
+            return
+        if not train:
+            self.num_results = len(order)
+        if self.num_results == 0:  # an empty result would read as "no match"
+            return
+        self.want_seqs = want_seqs
+        index = bound.device
+        self.stream_of = (lambda: _program.current_stream(index)) if bound.cuda \
+            else (lambda: 0)
+        self.native = ops.bind_plan(target, train, order, args, self.grad)
+
+    def __del__(self):
+        _native.release(getattr(self, "native", None))
+
+    def call(self, args: list, inputs, init_states, params) -> Optional[tuple]:
+        """The call's (outputs, state sequences or None, final states), or
+        None when it does not have this plan's configuration. `args`: its
+        tensors as the kernels take them (inputs, initial states or None
+        each, parameters)."""
+        native = self.native
+        if native is None:
+            return self.run(args) if self.matches(inputs, init_states, params) else None
+        try:
+            res = _native.run_plan(native, args, self.stream_of())
+        except RuntimeError as e:
+            message = str(e)
+            if message.startswith("flexsn_native::run_plan()"):
+                return None  # an argument not a tensor: the general path names it
+            if message.startswith("flexsn: kernel launch failed"):
+                raise FlexSNError(message[len("flexsn: "):]) from None
+            raise
+        if len(res) != self.num_results:
+            return None
+        no = self.num_outputs
+        outs, rest = res[:no], res[no:]
+        if self.final:
+            return outs, None, rest
+        return outs, (rest if self.want_seqs else None), [q[-1] for q in rest]
 
     def matches(self, inputs, init_states, params) -> bool:
         """True when a call with these tensors has this plan's configuration
@@ -566,8 +628,11 @@ def _plan_for(prep, geom, want_seqs: bool, tensors, taken) -> Optional[Plan]:
             return None
     if init_states is not None and any(t.shape != geom[3] for t in init_states):
         return None
-    return Plan(inputs, init_states, params, torch.is_grad_enabled(),
+    plan = Plan(inputs, init_states, params, torch.is_grad_enabled(),
                 functools.partial(prep.run, geom=geom, want_seqs=want_seqs))
+    xs, s0, ps = taken
+    plan.bind_native(prep, want_seqs, list(xs) + list(s0) + list(ps))
+    return plan
 
 
 def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bool,

@@ -126,6 +126,89 @@ def test_native_operators_refuse_bad_calls():
 
 
 @native_only
+def test_native_plan_operators_refuse_bad_calls():
+    ops = _native.ops()
+    k = flexsn.FlexSNKernel(lif(), 1, 1, backend="cpu")
+    x, v = torch.randn(3, 4), torch.zeros(4)
+    with torch.no_grad():
+        k.run([x], [v], want_seqs=False)
+    ident = next(iter(k.compiled.prepared.values())).kernel.native
+    with pytest.raises(RuntimeError, match="no bound plan #123456789"):
+        ops.run_plan(123456789, [x, v], 0)
+    with pytest.raises(RuntimeError, match="no bound training #123456789"):
+        ops.bind_plan(123456789, True, [], [x, v], False)
+    with pytest.raises(RuntimeError, match="result index out of range"):
+        ops.bind_plan(ident, False, [0, 9], [x, v], False)
+    with pytest.raises(RuntimeError, match="input #0 is missing"):
+        ops.bind_plan(ident, False, [0], [None, v], False)
+    with pytest.raises(RuntimeError, match="tensors on cpu and meta"):
+        ops.bind_plan(ident, False, [0], [x, torch.zeros(4, device="meta")], False)
+    plan = ops.bind_plan(ident, False, [0, 1], [x, v], False)
+    try:
+        with torch.no_grad():
+            s, vf = ops.run_plan(plan, [x, v], 0)
+            assert s.shape == (3, 4) and vf.shape == (4,)
+            # any difference from the recorded call: no result, nothing run
+            for other in ([x[:2], v], [x.double(), v], [x, None], [x.t().contiguous().t(), v],
+                          [torch.randn(4, 3).t(), v], [x], [x, v, v]):
+                assert ops.run_plan(plan, other, 0) == []
+        assert ops.run_plan(plan, [x, v], 0) == []  # grad mode differs
+    finally:
+        ops.release(plan)
+    with pytest.raises(RuntimeError, match=f"no bound plan #{plan}"):
+        ops.run_plan(plan, [x, v], 0)
+
+
+@native_only
+def test_planned_calls_are_checked_in_cpp(device, monkeypatch):
+    """With the native call path a planned call is checked and launched by
+    one operator call: Plan.matches (the ctypes path's checks) never runs,
+    and a call that differs from the plan still takes the general path."""
+    from flexsn import _runner
+    m = flexsn.FlexSN(lif(), num_states=1).to(device)
+    ref = flexsn.FlexSN(lif(), num_states=1).to(device)
+    ref.__dict__["_fast"] = lambda inputs: None
+    x = torch.randn(5, 8, device=device) * 2
+    xg = x.clone().requires_grad_()
+    for mod in (m, ref):
+        with torch.no_grad():
+            mod(x)
+        mod.reset()
+        mod(xg).sum().backward()
+        mod.reset()
+    assert all(e[0].native is not None for e in m.__dict__["_plans"] if e is not None)
+
+    def no_python_checks(*a, **k):
+        raise AssertionError("Plan.matches ran on the native path")
+    monkeypatch.setattr(_runner.Plan, "matches", no_python_checks)
+    general = []
+    real = _runner.run_compiled
+    monkeypatch.setattr(_runner, "run_compiled",
+                        lambda *a, **k: general.append(1) or real(*a, **k))
+    for _ in range(2):
+        for mod in (m, ref):
+            mod.reset()
+        with torch.no_grad():
+            assert torch.equal(m(x), ref(x))
+        for mod in (m, ref):
+            mod.reset()
+        xg.grad = None
+        m(xg).sum().backward()
+        g = xg.grad.clone()
+        xg.grad = None
+        ref(xg).sum().backward()
+        assert torch.equal(g, xg.grad)
+    assert len(general) == 4  # `ref`'s calls only
+    m.reset()
+    with torch.no_grad():
+        m(x[:3])  # another T: the general path
+    assert len(general) == 5
+    with pytest.raises(TypeError, match="input"):
+        m.reset()
+        m("not a tensor")
+
+
+@native_only
 def test_native_launch_checks_input0_and_positions():
     """A bound kernel (a real one, lif's inference) called with no [T, ...]
     input #0, or fewer tensors than it reads: an error naming it."""
