@@ -280,3 +280,69 @@ def test_retain_graph_and_noncontiguous_gradients(device, monkeypatch, path):
     ((s1.transpose(0, 2) * w).sum() + (r.state_seqs[0].permute(2, 1, 0) * w).sum()).backward()
     assert_close(first[0], xr.grad, what="x.grad")
     assert_close(first[1], yr.grad, what="y.grad")
+
+
+def _vm_flags(address: int):
+    """The VmFlags of the mapping of this process holding `address`, or None
+    where /proc does not say."""
+    try:
+        with open("/proc/self/smaps") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    inside = False
+    for line in lines:
+        head = line.split(" ", 1)[0]
+        if "-" in head and all(c in "0123456789abcdef-" for c in head):
+            lo, hi = (int(v, 16) for v in head.split("-"))
+            inside = lo <= address < hi
+        elif inside and line.startswith("VmFlags:"):
+            return line.split()[1:]
+    return None
+
+
+HUGE_PAGES_CHECK = """
+import sys, torch, flexsn
+sys.path.insert(0, {tests!r})
+from cores import lif
+from test_native import _vm_flags
+k = flexsn.FlexSNKernel(lif(), 1, 1, backend="cpu")
+x = torch.randn(4, 1 << 20) * 2
+with torch.no_grad():
+    (s,), _, _ = k.run([x], None, want_seqs=False)  # s: 16 MiB
+ref = flexsn.FlexSNKernel(lif(), 1, 1, backend="torch")(x, torch.zeros(1 << 20))[0]
+print(torch.equal(s, ref), "hg" in (_vm_flags(s.data_ptr() + (8 << 20)) or []),
+      _vm_flags(s.data_ptr()) is not None)
+"""
+
+
+@native_only
+@pytest.mark.parametrize("setting", [None, "0"])
+def test_large_cpu_results_are_advised_huge_pages(setting):
+    """A CPU result of 4 MiB or more is advised onto transparent huge pages
+    before the kernel writes it (madvise MADV_HUGEPAGE: VmFlags "hg" on its
+    mapping), unless FLEXSN_HUGE_PAGES=0; the results are the same."""
+    import os
+    import subprocess
+    import sys
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            thp = f.read()
+    except OSError:
+        pytest.skip("no transparent huge pages here")
+    if "[never]" in thp:
+        pytest.skip("transparent huge pages are off here")
+    env = dict(os.environ)
+    env.pop("FLEXSN_HUGE_PAGES", None)
+    if setting is not None:
+        env["FLEXSN_HUGE_PAGES"] = setting
+    tests = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run([sys.executable, "-c", HUGE_PAGES_CHECK.format(tests=tests)],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    same, advised, readable = out.stdout.split()
+    assert same == "True"
+    if readable != "True":
+        pytest.skip("/proc/self/smaps gives no VmFlags here")
+    assert advised == ("True" if setting is None else "False")
+
