@@ -116,7 +116,10 @@ int flexsn_kernel_preload(const flexsn_kernel *kernel, int64_t NCL,
  * gradient (grad_output, grad_state_seq, grad_final_state of a backward).
  * Buffers of role sum_state must be zeroed by the caller. CPU: runs on
  * `threads` threads (0: every core) and returns when done; `stream` is
- * ignored. CUDA: enqueues on `stream` (a CUstream; NULL: the legacy default
+ * ignored; result buffers of 4 MiB or more are first advised onto
+ * transparent huge pages (madvise, Linux; FLEXSN_HUGE_PAGES=0 in the
+ * environment: not), which spares a freshly mapped buffer a page fault per
+ * 4 KiB. CUDA: enqueues on `stream` (a CUstream; NULL: the legacy default
  * stream) and returns without waiting; `threads` is ignored. Fails (and
  * runs nothing) on a wrong pointer count, a NULL pointer to a non-empty,
  * non-optional buffer, T or NCL < 0, or sizes whose byte counts overflow. */

@@ -39,6 +39,8 @@ struct flexsn_kernel {
     unsigned elementBytes;
     /// May be null: the kernel reads zeros.
     bool optional;
+    /// Written by the kernel (a result), not only read.
+    bool written;
   };
   llvm::SmallVector<Pointer> pointers;
   CPUKernels::KernelFn cpuFn = nullptr;
@@ -277,7 +279,8 @@ int flexsn_kernel_get(flexsn_program *program, const char *name, int device,
   k->target = program->target;
   for (const ManifestArg &a : info->args)
     if (a.isPointer)
-      k->pointers.push_back({a.shape, a.elementBytes, a.optional});
+      k->pointers.push_back(
+          {a.shape, a.elementBytes, a.optional, isResultRole(a.role)});
   if (program->target == FLEXSN_TARGET_CPU) {
     auto fn = program->cpu->lookup(name);
     if (failed(fn))
@@ -336,6 +339,7 @@ int flexsn_kernel_launch(const flexsn_kernel *kernel, void *const *ptrs,
     return failWith(error, "T and NCL must be >= 0 (got T=" +
                                std::to_string(T) +
                                ", NCL=" + std::to_string(NCL) + ")");
+  llvm::SmallVector<int64_t, 16> sizes;
   for (auto [i, p] : llvm::enumerate(kernel->pointers)) {
     int64_t bytes;
     if (!bufferBytes(p.shape, p.elementBytes, T, NCL, bytes))
@@ -348,8 +352,12 @@ int flexsn_kernel_launch(const flexsn_kernel *kernel, void *const *ptrs,
       return failWith(error, "pointer #" + std::to_string(i) + " of kernel '" +
                                  name + "' is NULL but its buffer holds " +
                                  std::to_string(bytes) + " bytes");
+    sizes.push_back(bytes);
   }
   if (kernel->target == FLEXSN_TARGET_CPU) {
+    for (auto [i, p] : llvm::enumerate(kernel->pointers))
+      if (p.written)
+        CPUKernels::adviseHugePages(ptrs[i], size_t(sizes[i]));
     CPUKernels::run(kernel->cpuFn, llvm::ArrayRef<void *>(ptrs, num_ptrs), T,
                     NCL, threads);
     return 0;

@@ -66,11 +66,6 @@ void HostBuffer::fill(std::mt19937_64 &rng, double lo, double hi) {
     encodeStorage(dist(rng), arg.type, bytes.data() + i * width());
 }
 
-bool mlir::flexsn::isResultRole(KernelArgRole role) {
-  return role == KernelArgRole::Output || role == KernelArgRole::StateSeq ||
-         role == KernelArgRole::FinalState || role == KernelArgRole::SumState;
-}
-
 /// Buffers for every pointer argument: results poisoned with NaN (sums are
 /// zeroed before each run: the kernel adds to them), operands zero.
 static std::vector<HostBuffer> makeBuffers(ArrayRef<KernelArg> abi, int64_t T,

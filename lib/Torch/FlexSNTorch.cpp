@@ -30,13 +30,8 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -233,46 +228,6 @@ void release(int64_t id) {
   plans.erase(id);
 }
 
-/// CPU results of at least this many bytes are asked to sit on transparent
-/// huge pages (adviseHugePages).
-constexpr size_t kHugePageAdviceBytes = size_t(4) << 20;
-
-/// Asks Linux to back the whole 2 MiB pages inside a fresh CPU result with
-/// transparent huge pages before the kernel first writes it. PyTorch's CPU
-/// allocator maps a large tensor anew on each call (glibc serves it with
-/// mmap), and every 4 KiB page then faults on its first write: on the build
-/// machine, writing a fresh 64 MiB tensor took 20-25 ms, 6-7 ms on huge
-/// pages. The kernel writes every byte of its results, so the advice costs
-/// no memory beyond them; it is advice only (THP off: no effect) and the
-/// same that PyTorch's allocator gives every tensor of 2 MiB or more under
-/// THP_MEM_ALLOC_ENABLE=1. The first calls of a process pay for it (the
-/// kernel assembles free huge pages: on the build machine lif's f32
-/// inference at T=4 NCL=4M took 58-77 ms for its first 8 calls, 15-18 ms
-/// after, 46-52 ms without the advice); FLEXSN_HUGE_PAGES=0 in the
-/// environment turns it off.
-void adviseHugePages(const at::Tensor &t) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  static const bool enabled = [] {
-    const char *v = std::getenv("FLEXSN_HUGE_PAGES");
-    if (!v)
-      return true;
-    std::string s(v);
-    return !(s == "0" || s == "off" || s == "no" || s == "false");
-  }();
-  size_t bytes = t.nbytes();
-  if (!enabled || bytes < kHugePageAdviceBytes)
-    return;
-  constexpr uintptr_t kHuge = uintptr_t(2) << 20;
-  uintptr_t begin = reinterpret_cast<uintptr_t>(t.data_ptr());
-  uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);
-  uintptr_t last = (begin + bytes) & ~(kHuge - 1);
-  if (last > first)
-    (void)madvise(reinterpret_cast<void *>(first), last - first, MADV_HUGEPAGE);
-#else
-  (void)t;
-#endif
-}
-
 /// Allocates `bound`'s results and launches it on `args` (input #0 first:
 /// it gives T and the per-step shape). Every tensor was checked by the
 /// Python layer (dtype, device, sizes, contiguity); this only refuses what
@@ -328,8 +283,6 @@ std::vector<at::Tensor> run(const BoundKernel &bound,
       t = at::zeros({1}, options.dtype(r.dtype));
       break;
     }
-    if (!bound.cuda)
-      adviseHugePages(t);
     pointers[r.slot] = t.data_ptr();
     results.push_back(std::move(t));
   }

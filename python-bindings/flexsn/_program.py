@@ -141,47 +141,6 @@ def chip_of(device: torch.device) -> str:
     return chip
 
 
-# CPU results of at least this many bytes are advised onto transparent huge
-# pages (advise_huge_pages), as libFlexSNTorch.so does on the native path.
-HUGE_PAGE_ADVICE_BYTES = 4 << 20
-_HUGE = 2 << 20
-_MADV_HUGEPAGE = 14  # Linux
-_madvise = None
-
-
-def _huge_pages_wanted() -> bool:
-    return os.environ.get("FLEXSN_HUGE_PAGES", "1").strip().lower() not in (
-        "0", "off", "no", "false")
-
-
-def advise_huge_pages(t: torch.Tensor) -> None:
-    """The ctypes path's twin of libFlexSNTorch.so's adviseHugePages: asks
-    Linux to back the whole 2 MiB pages of a fresh CPU result of 4 MiB or
-    more with transparent huge pages before the kernel first writes it
-    (FLEXSN_HUGE_PAGES=0: not; elsewhere than Linux: nothing)."""
-    global _madvise
-    nbytes = t.numel() * t.element_size()
-    if nbytes < HUGE_PAGE_ADVICE_BYTES:
-        return
-    if _madvise is None:
-        fn = False
-        if os.name == "posix" and os.uname().sysname == "Linux" and _huge_pages_wanted():
-            try:
-                fn = ctypes.CDLL(None, use_errno=True).madvise
-                fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-                fn.restype = ctypes.c_int
-            except (OSError, AttributeError):
-                fn = False
-        _madvise = fn
-    if not _madvise:
-        return
-    begin = t.data_ptr()
-    first = (begin + _HUGE - 1) & ~(_HUGE - 1)
-    last = (begin + nbytes) & ~(_HUGE - 1)
-    if last > first:
-        _madvise(first, last - first, _MADV_HUGEPAGE)  # advice: its result is not needed
-
-
 def current_stream(index: int) -> int:
     """PyTorch's current CUDA stream on device `index`, as a CUstream."""
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -296,8 +255,6 @@ class Bound:
         if self.cuda:
             stream, threads = current_stream(self.device), 0
         else:
-            for t in results:
-                advise_huge_pages(t)
             stream, threads = None, torch.get_num_threads()
         _capi.kernel_launch(self.handle, self.array(*vals), self.num, T, NCL, stream,
                             threads)

@@ -536,17 +536,15 @@ class Plan:
             bound, target, train = prep.kernel, prep.kernel.native, False
             order = prep.out_ix + prep.rest_ix
             self.num_outputs, self.final = len(prep.out_ix), not want_seqs
+            self.num_results = len(order)
         else:
             pair = prep.pair(want_seqs)
             bound, target, train = pair.forward, pair.native, True
             order = []
             self.num_outputs, self.final = len(pair.out_ix), pair.final
             self.num_results = len(pair.out_ix) + len(pair.state_ix)
-        if target is None:
-            return
-        if not train:
-            self.num_results = len(order)
-        if self.num_results == 0:  # an empty result would read as "no match"
+        # (an empty result would read as "no match")
+        if target is None or self.num_results == 0:
             return
         self.want_seqs = want_seqs
         index = bound.device

@@ -76,8 +76,6 @@ struct HostBuffer {
   void fill(std::mt19937_64 &rng, double lo, double hi);
 };
 
-bool isResultRole(KernelArgRole role);
-
 /// Where kernels run.
 class KernelRunner {
 public:

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -24,6 +25,9 @@
 #include <vector>
 
 #include <pthread.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 using namespace mlir;
 using namespace mlir::flexsn;
@@ -209,6 +213,30 @@ private:
   static inline WorkerPool *current = nullptr;
 };
 } // namespace
+
+void CPUKernels::adviseHugePages(void *ptr, size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  static const bool enabled = [] {
+    const char *v = std::getenv("FLEXSN_HUGE_PAGES");
+    if (!v)
+      return true;
+    llvm::StringRef s = llvm::StringRef(v).trim();
+    return !(s == "0" || s.equals_insensitive("off") ||
+             s.equals_insensitive("no") || s.equals_insensitive("false"));
+  }();
+  if (!enabled || !ptr || bytes < kHugePageAdviceBytes)
+    return;
+  constexpr uintptr_t kHuge = uintptr_t(2) << 20;
+  uintptr_t begin = reinterpret_cast<uintptr_t>(ptr);
+  uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);
+  uintptr_t last = (begin + bytes) & ~(kHuge - 1);
+  if (last > first)
+    (void)madvise(reinterpret_cast<void *>(first), last - first, MADV_HUGEPAGE);
+#else
+  (void)ptr;
+  (void)bytes;
+#endif
+}
 
 void CPUKernels::run(KernelFn fn, ArrayRef<void *> ptrs, int64_t T,
                      int64_t NCL, unsigned threads) {

@@ -33,6 +33,24 @@ public:
   static void run(KernelFn fn, ArrayRef<void *> ptrs, int64_t T, int64_t NCL,
                   unsigned threads = 0);
 
+  /// Asks Linux to back the whole 2 MiB pages of a kernel's result buffer
+  /// (`bytes` at `ptr`) with transparent huge pages before the kernel
+  /// writes it, when it holds at least kHugePageAdviceBytes (the C API's
+  /// CPU launch does so for every result). PyTorch's CPU allocator maps a
+  /// large tensor anew on each call (glibc serves it with mmap), and every
+  /// 4 KiB page then faults on its first write: on the build machine,
+  /// writing a fresh 64 MiB tensor took 20-25 ms, 6-7 ms on huge pages.
+  /// The kernel writes every byte of its results, so the advice costs no
+  /// memory beyond them; it is advice only (THP off, or a mapping that
+  /// cannot take it: no effect), the same that PyTorch's allocator gives
+  /// every tensor of 2 MiB or more under THP_MEM_ALLOC_ENABLE=1. The first
+  /// calls of a process pay for it (the kernel assembles free huge pages:
+  /// lif's f32 inference at T=4 NCL=4M took 58-77 ms for its first 8
+  /// calls, 15-18 ms after, 46-52 ms without the advice).
+  /// FLEXSN_HUGE_PAGES=0 in the environment turns it off.
+  static constexpr size_t kHugePageAdviceBytes = size_t(4) << 20;
+  static void adviseHugePages(void *ptr, size_t bytes);
+
 private:
   std::unique_ptr<ExecutionEngine> engine;
 };

@@ -274,6 +274,11 @@ std::string mlir::flexsn::getKernelName(StringRef funcName,
 }
 
 
+bool mlir::flexsn::isResultRole(KernelArgRole role) {
+  return role == KernelArgRole::Output || role == KernelArgRole::StateSeq ||
+         role == KernelArgRole::FinalState || role == KernelArgRole::SumState;
+}
+
 ArgShape mlir::flexsn::getArgShape(KernelArgRole role) {
   switch (role) {
   case KernelArgRole::Input:

@@ -130,6 +130,9 @@ enum class ArgShape {
   Scalar,    // one element
 };
 ArgShape getArgShape(KernelArgRole role);
+/// Whether the kernel writes a pointer argument of `role` (outputs, state
+/// sequences, final states, sums); the others it only reads.
+bool isResultRole(KernelArgRole role);
 /// "[T, NCL]", "[NCL]" or "[]".
 llvm::StringRef stringifyArgShape(ArgShape shape);
 /// Elements of a pointer argument of `shape` at T x NCL; nullopt when
