@@ -678,8 +678,8 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   llvm::append_range(carriedInit, slots);
   llvm::append_range(carriedInit, reads);
   llvm::append_range(carriedInit, writeStart);
-  // One iteration: steps iv .. iv + depth - 1, each after the refill of
-  // its slot with step + depth. `checked`: steps and refills past T are
+  // One iteration: steps iv .. iv + depth - 1, each followed by the refill
+  // of its slot with step + depth. `checked`: steps and refills past T are
   // skipped (the last iterations); unchecked, every one runs.
   auto emitIteration = [&](Value iv, ValueRange carried,
                            bool checked) -> SmallVector<Value> {
