@@ -43,10 +43,11 @@ public:
   /// The kernel writes every byte of its results, so the advice costs no
   /// memory beyond them; it is advice only (THP off, or a mapping that
   /// cannot take it: no effect), the same that PyTorch's allocator gives
-  /// every tensor of 2 MiB or more under THP_MEM_ALLOC_ENABLE=1. The first
-  /// calls of a process pay for it (the kernel assembles free huge pages:
-  /// lif's f32 inference at T=4 NCL=4M took 58-77 ms for its first 8
-  /// calls, 15-18 ms after, 46-52 ms without the advice).
+  /// every tensor of 2 MiB or more under THP_MEM_ALLOC_ENABLE=1
+  /// (bench/compare.py --device cpu, lif f32 inference at T=4 NCL=4M: 40.4
+  /// ms in run 133, 13.5 ms in run 148). The first calls of a process pay
+  /// for it while the kernel assembles free huge pages (bench/NOTES.md run
+  /// 148).
   /// FLEXSN_HUGE_PAGES=0 in the environment turns it off.
   static constexpr size_t kHugePageAdviceBytes = size_t(4) << 20;
   static void adviseHugePages(void *ptr, size_t bytes);
