@@ -4,7 +4,7 @@ fresh process each. Run twice against one cache directory: the first
 process compiles (cold), the second finds CUDA programs on disk (warm).
 The first call's time is split into our compiler's (MLIR to PTX, or on
 the CPU MLIR to LLVM plus the JIT's optimization and code generation, which
-the first kernel lookup runs) and our launches' (on CUDA the first launch
+each kernel's first lookup runs) and our launches' (on CUDA the first launch
 of each kernel entry holds the driver's PTX-to-SASS compile; with the
 native call path launches are not counted here); the rest is tracing and
 PyTorch.
@@ -48,9 +48,9 @@ def timed(what, fn):
             spent[what] += time.perf_counter() - t
     return wrapper
 _capi.program_create = timed("compile", _capi.program_create)
-# On the CPU the first kernel lookup of a program runs LLVM's O3 pipeline
-# and code generation for the whole program (the JIT materializes it then):
-# counted with our compiler's time.
+# On the CPU a kernel's first lookup runs LLVM's optimizer and code
+# generation for that kernel (the JIT compiles it then): counted with our
+# compiler's time.
 _capi.kernel_get = timed("compile", _capi.kernel_get)
 _capi.kernel_launch = timed("launch", _capi.kernel_launch)
 from flexsn import surrogate

@@ -282,11 +282,10 @@ int flexsn_kernel_get(flexsn_program *program, const char *name, int device,
       k->pointers.push_back(
           {a.shape, a.elementBytes, a.optional, isResultRole(a.role)});
   if (program->target == FLEXSN_TARGET_CPU) {
+    // The kernel's first lookup compiles it (CPUKernels::lookup).
     auto fn = program->cpu->lookup(name);
-    if (failed(fn))
-      return failWith(error, std::string("the CPU JIT has no entry point for "
-                                         "kernel '") +
-                                 name + "'");
+    if (!fn)
+      return failWith(error, fn.takeError());
     k->cpuFn = *fn;
   } else {
     auto dev = getDevice(device);

@@ -162,10 +162,7 @@ public:
 
 private:
   Expected<CPUKernels::KernelFn> lookup(StringRef name) {
-    auto fn = kernels->lookup(name);
-    if (failed(fn))
-      return makeError("no CPU kernel named '" + name + "'");
-    return *fn;
+    return kernels->lookup(name);
   }
   static std::vector<void *> pointers(std::vector<HostBuffer> &buffers) {
     std::vector<void *> ptrs;

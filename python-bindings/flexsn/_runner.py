@@ -242,24 +242,43 @@ class TrainPrep:
     core whose backward reads no state sequence also has a final-state
     pair, which a call that wants no state sequences runs: its forward
     writes final states, not sequences, and nothing but the saved values
-    stays alive for its backward."""
+    stays alive for its backward. Each pair is bound on first use: on the
+    CPU binding a kernel JIT-compiles it, so a configuration that only
+    ever runs one pair compiles two kernels, not four."""
 
     def __init__(self, cc: "CompiledCore", dtype, device: torch.device, p_dtypes, p_scalar,
                  mask):
         ni, ns, no, npar = cc.num_inputs, cc.num_states, cc.num_outputs, len(p_dtypes)
         target, chip, index = _where(device)
         ir = cc.ir([dtype] * (ni + ns), p_dtypes, p_scalar, mask)
-        program = _program.get_program(ir, target, chip, differentiate=True,
-                                       save_ops="auto")
-        counts = (ni, ns, no, npar, cc.non_differentiable)
-        self.seqs = TrainPair(program, "core_forward", "core_backward", False, index, *counts)
-        self.final = None
-        if "core_forward_final" in program.kernels:
-            self.final = TrainPair(program, "core_forward_final", "core_backward_final",
-                                   True, index, *counts)
+        self._program = _program.get_program(ir, target, chip, differentiate=True,
+                                             save_ops="auto")
+        self._index = index
+        self._counts = (ni, ns, no, npar, cc.non_differentiable)
+        self._has_final = "core_forward_final" in self._program.kernels
+        self._pairs = {}
+
+    def _bound(self, final: bool) -> TrainPair:
+        pair = self._pairs.get(final)
+        if pair is None:
+            names = ("core_forward_final", "core_backward_final") if final else \
+                ("core_forward", "core_backward")
+            pair = self._pairs[final] = TrainPair(self._program, *names, final,
+                                                  self._index, *self._counts)
+        return pair
+
+    @property
+    def seqs(self) -> TrainPair:
+        """The pair whose forward writes state sequences."""
+        return self._bound(False)
+
+    @property
+    def final(self) -> Optional[TrainPair]:
+        """The final-state pair, or None where the compiler built none."""
+        return self._bound(True) if self._has_final else None
 
     def pair(self, want_seqs: bool) -> TrainPair:
-        return self.seqs if want_seqs or self.final is None else self.final
+        return self._bound(not want_seqs and self._has_final)
 
     def preload(self, NCL: int, want_seqs: bool = True) -> None:
         self.pair(want_seqs).preload(NCL)

@@ -20,9 +20,38 @@ _on_path = on_call_path
 
 def _prep(m):
     """The module's one TrainPrep."""
-    preps = [p for p in m.kernel.compiled.prepared.values() if hasattr(p, "seqs")]
+    from flexsn._runner import TrainPrep
+    preps = [p for p in m.kernel.compiled.prepared.values() if isinstance(p, TrainPrep)]
     assert len(preps) == 1, preps
     return preps[0]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_training_call_binds_only_the_pair_it_runs(device, monkeypatch, path):
+    # Binding a kernel fetches it from the program (on the CPU that
+    # JIT-compiles it): a call that wants no state sequences takes the
+    # final-state pair, and the pair that writes sequences is bound only
+    # when a call wants them. (A threshold of its own: a program no other
+    # call of this process has bound kernels of.)
+    threshold = {"active": 1.0625, "ctypes": 1.125}[path]
+
+    def go():
+        c = flexsn.FlexSN(lif(v_th=threshold), 1, 1, backend=device.type)
+        x = torch.randn(5, 3, 4, device=device, requires_grad=True)
+        c(x).sum().backward()
+        prep = _prep(c)
+        fetched = {name for name, _ in prep._program._launchers}
+        assert not any(n.startswith("core_") and not n.endswith("_final")
+                       for n in fetched), fetched
+        assert {"core_forward_final", "core_backward_final"} <= fetched, fetched
+        c.reset()
+        c.store_state_seqs = True
+        s = c(x)
+        s.sum().backward()
+        fetched = {name for name, _ in prep._program._launchers}
+        assert {"core_forward", "core_backward"} <= fetched, fetched
+        assert len(c.state_seqs[0]) == 5
+    _on_path(monkeypatch, path, go)
 
 
 def _saved_ptrs(fn):

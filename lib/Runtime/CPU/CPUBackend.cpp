@@ -5,6 +5,9 @@
 #include "flexsn/Conversion/Passes.h"
 #include "flexsn/Pipelines/Pipelines.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Analysis/TargetLibraryInfo.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
@@ -57,15 +60,16 @@ FailureOr<std::unique_ptr<CPUKernels>> CPUKernels::compile(ModuleOp module,
   }();
   (void)initialized;
 
-  OwningOpRef<ModuleOp> clone = module.clone();
+  OwningOpRef<ModuleOp> lowered = module.clone();
   PassManager pm(module.getContext());
   buildCPUPipeline(pm, prefetch);
-  if (failed(pm.run(*clone)))
+  if (failed(pm.run(*lowered)))
     return failure();
 
   // The optimizer gets the host's target machine: without one, LLVM's cost
   // models know no vector registers and the loop vectorizer leaves the
-  // kernels' neuron loops (emitBlockScan) scalar.
+  // kernels' neuron loops (emitBlockScan) scalar. Detected here, so that a
+  // host LLVM cannot target fails the program, not its first lookup.
   auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!builder)
     return module.emitError() << "JIT compilation failed: "
@@ -74,21 +78,61 @@ FailureOr<std::unique_ptr<CPUKernels>> CPUKernels::compile(ModuleOp module,
   if (!host)
     return module.emitError() << "JIT compilation failed: "
                               << llvm::toString(host.takeError());
-  std::shared_ptr<llvm::TargetMachine> targetMachine = std::move(*host);
+  auto kernels = std::unique_ptr<CPUKernels>(new CPUKernels);
+  kernels->lowered = std::move(lowered);
+  kernels->targetMachine = std::move(*host);
+  return kernels;
+}
+
+CPUKernels::~CPUKernels() = default;
+
+/// A clone of `lowered` that defines `name` and only what it uses: the
+/// other kernels' functions are erased (a kernel calls no other kernel;
+/// one that is used stays), so that LLVM optimizes and generates code for
+/// one kernel, not the whole program.
+static OwningOpRef<ModuleOp> kernelModule(ModuleOp lowered, StringRef name) {
+  OwningOpRef<ModuleOp> one = lowered.clone();
+  SmallVector<LLVM::LLVMFuncOp> others;
+  for (auto fn : one->getOps<LLVM::LLVMFuncOp>())
+    if (!fn.isExternal() && fn.getSymName() != name &&
+        SymbolTable::symbolKnownUseEmpty(fn, *one))
+      others.push_back(fn);
+  for (LLVM::LLVMFuncOp fn : others)
+    fn.erase();
+  return one;
+}
+
+llvm::Expected<CPUKernels::KernelFn> CPUKernels::lookup(StringRef name) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = entries.find(name); it != entries.end())
+    return it->second;
+  auto fn = lowered->lookupSymbol<LLVM::LLVMFuncOp>(name);
+  if (!fn || fn.isExternal())
+    return llvm::createStringError("no CPU kernel named '" + name + "'");
+
+  OwningOpRef<ModuleOp> one = kernelModule(*lowered, name);
+  // Translation reports through the context's diagnostics: kept for the
+  // error message.
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(one->getContext(), [&](Diagnostic &d) {
+    diagnostics += (diagnostics.empty() ? "" : "; ") + d.str();
+    return success();
+  });
+  std::shared_ptr<llvm::TargetMachine> tm = targetMachine;
   // ExecutionEngineOptions::transformer is a function_ref: the
   // std::function it refers to must outlive ExecutionEngine::create (a
   // temporary here was a stack-use-after-scope, found by ASan).
   std::function<llvm::Error(llvm::Module *)> optimize =
-      [targetMachine](llvm::Module *m) -> llvm::Error {
+      [tm](llvm::Module *m) -> llvm::Error {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
     llvm::ModuleAnalysisManager mam;
-    llvm::PassBuilder passes(targetMachine.get());
+    llvm::PassBuilder passes(tm.get());
     // glibc's vector math library, where the process has it: a vectorized
     // loop then calls its 8-wide exp, log, ... (the surrogate gradients'
     // exp) instead of the scalar function once per lane.
-    llvm::TargetLibraryInfoImpl libraries(targetMachine->getTargetTriple(),
+    llvm::TargetLibraryInfoImpl libraries(tm->getTargetTriple(),
                                           vectorMathLibrary());
     fam.registerPass([&] { return llvm::TargetLibraryAnalysis(libraries); });
     passes.registerModuleAnalyses(mam);
@@ -96,30 +140,35 @@ FailureOr<std::unique_ptr<CPUKernels>> CPUKernels::compile(ModuleOp module,
     passes.registerFunctionAnalyses(fam);
     passes.registerLoopAnalyses(lam);
     passes.crossRegisterProxies(lam, fam, cgam, mam);
-    passes.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3)
+    // O2, not O3: the same kernel speed (flexsn-run --bench, lif, plif and
+    // two_in_two_state, every variant measured; a generated 300-op core's
+    // training and inference steps) for half the JIT time of a large core
+    // (0.23 -> 0.12 s for the 300-op core's forward; bench/NOTES.md,
+    // session 18).
+    passes.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2)
         .run(*m, mam);
     return llvm::Error::success();
   };
   ExecutionEngineOptions options;
   options.transformer = optimize;
   options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
-  auto engine = ExecutionEngine::create(*clone, options);
-  if (!engine) {
-    std::string message = llvm::toString(engine.takeError());
-    return module.emitError() << "JIT compilation failed: " << message;
-  }
-  auto kernels = std::make_unique<CPUKernels>();
-  kernels->engine = std::move(*engine);
-  return kernels;
-}
-
-FailureOr<CPUKernels::KernelFn> CPUKernels::lookup(StringRef name) {
-  auto fn = engine->lookupPacked(name);
-  if (!fn) {
-    llvm::consumeError(fn.takeError());
-    return failure();
-  }
-  return *fn;
+  auto engine = ExecutionEngine::create(*one, options);
+  auto failed = [&](llvm::Error e) {
+    std::string message = llvm::toString(std::move(e));
+    if (!diagnostics.empty())
+      message += " (" + diagnostics + ")";
+    return llvm::createStringError("JIT compilation of CPU kernel '" + name +
+                                   "' failed: " + message);
+  };
+  if (!engine)
+    return failed(engine.takeError());
+  // The first lookup runs LLVM's optimizer and code generation.
+  auto entry = (*engine)->lookupPacked(name);
+  if (!entry)
+    return failed(entry.takeError());
+  engines.push_back(std::move(*engine));
+  entries[name] = *entry;
+  return *entry;
 }
 
 namespace {

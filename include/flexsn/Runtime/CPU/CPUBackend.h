@@ -6,21 +6,36 @@
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringMap.h"
+
 #include <memory>
+#include <mutex>
+#include <vector>
 
 namespace mlir {
 namespace flexsn {
 
-/// The CPU kernels of a flexsn module, compiled in-process.
+/// The CPU kernels of a flexsn module, compiled in-process, each on its
+/// first lookup.
 class CPUKernels {
 public:
-  /// Runs the CPU pipeline on a clone of `module` and JIT-compiles it.
+  /// Runs the CPU pipeline on a clone of `module` (to the LLVM dialect) and
+  /// keeps the result; no LLVM code is generated yet. The clone lives in
+  /// `module`'s context, which must outlive the CPUKernels.
   static FailureOr<std::unique_ptr<CPUKernels>> compile(ModuleOp module,
                                                         unsigned prefetch = 1);
+  ~CPUKernels();
 
   using KernelFn = void (*)(void **);
-  /// The packed entry point of kernel `name` (e.g. "lif_inference").
-  FailureOr<KernelFn> lookup(StringRef name);
+  /// The packed entry point of kernel `name` (e.g. "lif_inference"). The
+  /// first lookup of a kernel JIT-compiles that kernel alone (translation
+  /// to LLVM IR, LLVM's O2 pipeline, code generation): a training call
+  /// pays for its forward and backward kernels, not for the program's
+  /// other variants. Later lookups return the same entry point. An error
+  /// names a kernel the program does not define, or the JIT's failure.
+  /// Thread-safe.
+  llvm::Expected<KernelFn> lookup(StringRef name);
 
   /// Runs `fn` on `ptrs` (the kernel's pointer arguments in ABI order) for
   /// T steps and NCL neurons, splitting the neurons over at most `threads`
@@ -53,7 +68,16 @@ public:
   static void adviseHugePages(void *ptr, size_t bytes);
 
 private:
-  std::unique_ptr<ExecutionEngine> engine;
+  CPUKernels() = default;
+
+  /// The program after the CPU pipeline (LLVM dialect).
+  OwningOpRef<ModuleOp> lowered;
+  /// The host's, for LLVM's optimizer.
+  std::shared_ptr<llvm::TargetMachine> targetMachine;
+  std::mutex mutex; // guards engines and entries
+  /// One JIT per kernel looked up.
+  std::vector<std::unique_ptr<ExecutionEngine>> engines;
+  llvm::StringMap<KernelFn> entries;
 };
 
 } // namespace flexsn
