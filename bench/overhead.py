@@ -12,7 +12,12 @@ Median wall time of 2000 calls after warm-up (500 for the modules). At this
 size the kernels themselves take a few microseconds (launch latency), so
 the figures are the overhead.
 
-    python3 bench/overhead.py [cuda|cpu]
+    python3 bench/overhead.py [cuda|cpu] [--layers]
+
+--layers: where a module inference call's time goes instead, layer by
+layer from the operator of libFlexSNTorch.so out to the call as the
+module rows time it (reset, torch.no_grad(), the module), each row the
+median wall time of the call through that layer.
 """
 
 import os
@@ -32,7 +37,72 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare  # noqa: E402
 
 
+def median_us(fn, calls, sync):
+    for _ in range(calls // 10):
+        fn()
+    sync()
+    walls = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        fn()
+        walls.append(time.perf_counter() - t)
+    sync()
+    return statistics.median(walls) * 1e6
+
+
+def layers(dev, sync):
+    """A module inference call (LIF, T=1 NCL=1024, states from none), timed
+    through each layer of its fast path: each row adds one layer to the
+    row above it."""
+    from flexsn import _module, _native
+    m = flexsn.FlexSN(lif(), num_states=1).to(dev)
+    x = torch.randn(1, 1024, device=dev)
+    with torch.no_grad():
+        for _ in range(3):
+            m.reset()
+            m(x)
+    m.reset()
+    with torch.no_grad():
+        plan = m.__dict__["_plans"][_module._slot(None)][0]
+    args, xs = [x, None], (x,)
+    rows = []
+    if plan.native is not None:
+        native = plan.native
+        stream = plan.stream_of()
+        rows.append(("operator run_plan", lambda: _native.run_plan(native, args, stream)))
+    # From _fast on, each call starts from no states again (a call leaves
+    # its final states, whose plan is another slot's).
+    reset = m.reset
+    cc = m.kernel.compiled
+    rows += [
+        ("Plan.call", lambda: plan.call(args, [x], None, ())),
+        ("_run_planned (module's plan)", lambda: _module._run_planned(m, cc, xs, None)),
+        ("m.reset(); m._fast((x,))", lambda: (reset(), m._fast(xs))),
+        ("m.reset(); m.forward(x)", lambda: (reset(), m.forward(x))),
+        ("m.reset(); m(x)", lambda: (reset(), m(x))),
+    ]
+    print(f"device {dev}; module inference, LIF T=1 NCL=1024, states from none; "
+          "call path " + _native.status().split(":")[0])
+    with torch.no_grad():
+        for name, fn in rows:
+            print(f"{name:34s} {median_us(fn, 3000, sync):8.1f} us")
+        print(f"{'torch  x * 2':34s} {median_us(lambda: x * 2, 3000, sync):8.1f} us")
+
+    def whole():
+        m.reset()
+        with torch.no_grad():
+            m(x)
+    print(f"{'reset, with no_grad(): m(x)':34s} {median_us(whole, 3000, sync):8.1f} us"
+          "  (the module inference row of the default run)")
+
+
 def main():
+    if "--layers" in sys.argv:
+        sys.argv.remove("--layers")
+        dev = torch.device(sys.argv[1] if len(sys.argv) > 1 else
+                           ("cuda" if torch.cuda.is_available() else "cpu"))
+        layers(dev, torch.cuda.synchronize if dev.type == "cuda" else (lambda: None))
+        return
     dev = torch.device(sys.argv[1] if len(sys.argv) > 1 else
                        ("cuda" if torch.cuda.is_available() else "cpu"))
     k = flexsn.FlexSNKernel(lif(), 1, 1, backend=dev.type)
