@@ -89,7 +89,10 @@ void flexsn_program_destroy(flexsn_program *program);
 typedef struct flexsn_kernel flexsn_kernel;
 
 /* The kernel `name` of `program`, ready to launch: on the CPU (`device`
- * must be 0) or on CUDA device `device` (its primary context). A CUDA
+ * must be 0) or on CUDA device `device` (its primary context). A CPU
+ * kernel is JIT-compiled by its first flexsn_kernel_get, alone (a JIT
+ * failure is that call's error); the program's other kernels are not
+ * compiled until asked for. A CUDA
  * kernel's entries (a vector and a scalar entry, see the manifest) are each
  * compiled by the driver and loaded on the first launch that takes it, from
  * a module holding that entry only: a PTX the driver rejects is reported by

@@ -20,12 +20,16 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/ThreadPool.h"
+#include "llvm/Support/Threading.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+
+#include <pthread.h>
 
 using namespace mlir;
 using namespace mlir::flexsn;
@@ -80,10 +84,38 @@ int failWith(char **error, llvm::Error e) {
   return failWith(error, llvm::toString(std::move(e)));
 }
 
+/// The worker threads every program's context compiles on (MLIR's parallel
+/// passes, the PTX of kernel entries in parallel). A context made with
+/// threading on starts a pool of its own, one thread per hardware thread,
+/// and keeps it while the program lives: 40 CPU configurations of one core
+/// left 160 threads in a process of the 2-core build machine, and on a
+/// 128-core host each program would hold 128. Never deleted (programs may
+/// be destroyed at exit, after static destructors); a forked child starts
+/// its own, the parent's threads not existing there.
+llvm::ThreadPoolInterface &sharedThreadPool() {
+  static std::mutex creation;
+  static llvm::DefaultThreadPool *current = nullptr;
+  static bool registered = [] {
+    pthread_atfork([] { creation.lock(); }, [] { creation.unlock(); },
+                   [] {
+                     current = nullptr; // the parent's stays, unused
+                     creation.unlock();
+                   });
+    return true;
+  }();
+  (void)registered;
+  std::lock_guard<std::mutex> lock(creation);
+  if (!current)
+    current = new llvm::DefaultThreadPool(llvm::hardware_concurrency());
+  return *current;
+}
+
 std::unique_ptr<MLIRContext> makeContext() {
   DialectRegistry registry;
   registerAllDialects(registry);
-  auto context = std::make_unique<MLIRContext>(registry);
+  auto context = std::make_unique<MLIRContext>(
+      registry, MLIRContext::Threading::DISABLED);
+  context->setThreadPool(sharedThreadPool());
   context->loadAllAvailableDialects();
   // An error names its op through its location; a note that prints the op
   // would dump the whole (lowered) module into the message.

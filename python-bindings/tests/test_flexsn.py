@@ -4,6 +4,8 @@ final states, state sequences and gradients over T, shapes and dtypes."""
 import contextlib
 import copy
 
+import os
+
 import pytest
 import torch
 
@@ -569,6 +571,58 @@ def test_cpu_launch_in_forked_child():
         if proc.is_alive():
             proc.kill()
     assert proc.exitcode == 0 and threads == 2
+    assert out == want[0].numpy().tobytes() and v == want[1].numpy().tobytes()
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
+def test_programs_share_one_compile_thread_pool():
+    """Every program compiles on one process-wide pool of worker threads:
+    making programs does not leave threads behind per program (each MLIR
+    context used to start and keep a pool of its own)."""
+    x = torch.randn(3, 64)
+    before = _threads()
+    for i in range(12):  # twelve programs: a threshold each
+        m = flexsn.FlexSN(lif(v_th=1.0 + (i + 1) / 1024), 1, 1, backend="cpu")
+        with torch.no_grad():
+            m(x)
+        m(x.clone().requires_grad_()).sum().backward()
+    grown = _threads() - before
+    assert grown <= (os.cpu_count() or 1) + 1, f"{grown} threads more after 24 programs"
+
+
+def _child_compile(conn, x):
+    # A program no process has compiled yet, made in the child: its passes
+    # run on the child's own pool (the parent's threads are not here).
+    k = flexsn.FlexSNKernel(lif(v_th=1.4375), 1, 1, backend="cpu")
+    out, v = k(x, torch.zeros(x.shape[1:]))
+    conn.send((out.numpy().tobytes(), v.numpy().tobytes()))
+
+
+def test_new_program_in_forked_child():
+    """A child forked after the parent compiled (and so started the shared
+    compile pool) compiles a program of its own and gets the results the
+    same program gives in the parent."""
+    import multiprocessing
+    torch.manual_seed(5)
+    x = torch.randn(6, 300) * 2
+    flexsn.FlexSNKernel(lif(v_th=1.3125), 1, 1, backend="cpu")(x, torch.zeros(300))
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_child_compile, args=(child, x))
+    proc.start()
+    try:
+        assert parent.poll(120), "the forked child's compile did not finish"
+        out, v = parent.recv()
+    finally:
+        proc.join(30)
+        if proc.is_alive():
+            proc.kill()
+    assert proc.exitcode == 0
+    want = flexsn.FlexSNKernel(lif(v_th=1.4375), 1, 1, backend="cpu")(x, torch.zeros(300))
     assert out == want[0].numpy().tobytes() and v == want[1].numpy().tobytes()
 
 
