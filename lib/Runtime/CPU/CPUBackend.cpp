@@ -9,8 +9,13 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/Analysis/TargetLibraryInfo.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/SelfExecutorProcessControl.h"
+#include "llvm/ExecutionEngine/Orc/TaskDispatch.h"
+#include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IR/SystemLibraries.h"
 #include "llvm/Passes/PassBuilder.h"
@@ -84,7 +89,68 @@ FailureOr<std::unique_ptr<CPUKernels>> CPUKernels::compile(ModuleOp module,
   return kernels;
 }
 
-CPUKernels::~CPUKernels() = default;
+namespace {
+/// The process's one JIT: every program's kernels are linked into it, each
+/// kernel into a JITDylib of its own (programs reuse kernel names), which
+/// the program removes when it is destroyed. One JIT, not one per kernel:
+/// an LLJIT with its target machines costs a fixed 10-20 ms to set up and
+/// about 2 MiB of memory kept (per-kernel ExecutionEngines, session 18).
+/// Code is generated on the calling thread (no JIT threads), under
+/// `mutex`, which a fork waits for: a forked child finds the JIT between
+/// compiles and keeps using it.
+struct SharedJIT {
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  uint64_t nextDylib = 0;
+
+  static std::mutex mutex;
+  /// With `mutex` held: the JIT, made on first use.
+  static llvm::Expected<SharedJIT *> get() {
+    static bool registered = [] {
+      pthread_atfork([] { mutex.lock(); }, [] { mutex.unlock(); },
+                     [] { mutex.unlock(); });
+      return true;
+    }();
+    (void)registered;
+    static SharedJIT *current = nullptr; // never deleted: programs may be
+                                         // destroyed after static destructors
+    if (current)
+      return current;
+    auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!builder)
+      return builder.takeError();
+    builder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+    auto control = llvm::orc::SelfExecutorProcessControl::Create(
+        nullptr, std::make_unique<llvm::orc::InPlaceTaskDispatcher>());
+    if (!control)
+      return control.takeError();
+    auto jit = llvm::orc::LLJITBuilder()
+                   .setJITTargetMachineBuilder(std::move(*builder))
+                   .setExecutorProcessControl(std::move(*control))
+                   .setPlatformSetUp(llvm::orc::setUpInactivePlatform)
+                   .create();
+    if (!jit)
+      return jit.takeError();
+    current = new SharedJIT;
+    current->jit = std::move(*jit);
+    return current;
+  }
+};
+std::mutex SharedJIT::mutex;
+} // namespace
+
+CPUKernels::~CPUKernels() {
+  if (dylibs.empty())
+    return;
+  std::lock_guard<std::mutex> lock(SharedJIT::mutex);
+  auto shared = SharedJIT::get();
+  if (!shared) { // it existed when the dylibs were made
+    llvm::consumeError(shared.takeError());
+    return;
+  }
+  llvm::orc::ExecutionSession &session = (*shared)->jit->getExecutionSession();
+  std::vector<llvm::orc::JITDylibSP> all(dylibs.begin(), dylibs.end());
+  llvm::consumeError(session.removeJITDylibs(std::move(all)));
+}
 
 /// A clone of `lowered` that defines `name` and only what it uses: the
 /// other kernels' functions are erased (a kernel calls no other kernel;
@@ -102,6 +168,33 @@ static OwningOpRef<ModuleOp> kernelModule(ModuleOp lowered, StringRef name) {
   return one;
 }
 
+/// Adds `packed`, the entry point CPUKernels::run calls: `void packed(void
+/// **args)`, where args[i] points to the kernel's i-th argument.
+static llvm::Error addPackedEntry(llvm::Module &module, StringRef name,
+                                  StringRef packed) {
+  llvm::Function *kernel = module.getFunction(name);
+  if (!kernel || kernel->isDeclaration())
+    return llvm::createStringError("no function '" + name +
+                                   "' in the translated module");
+  if (!kernel->getReturnType()->isVoidTy())
+    return llvm::createStringError("kernel '" + name + "' returns a value");
+  llvm::LLVMContext &ctx = module.getContext();
+  llvm::Type *ptr = llvm::PointerType::getUnqual(ctx);
+  auto *entry = llvm::Function::Create(
+      llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr}, false),
+      llvm::GlobalValue::ExternalLinkage, packed, module);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", entry));
+  SmallVector<llvm::Value *> args;
+  for (llvm::Argument &param : kernel->args()) {
+    llvm::Value *slot =
+        b.CreateConstGEP1_64(ptr, entry->getArg(0), param.getArgNo());
+    args.push_back(b.CreateLoad(param.getType(), b.CreateLoad(ptr, slot)));
+  }
+  b.CreateCall(kernel, args);
+  b.CreateRetVoid();
+  return llvm::Error::success();
+}
+
 llvm::Expected<CPUKernels::KernelFn> CPUKernels::lookup(StringRef name) {
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = entries.find(name); it != entries.end())
@@ -109,30 +202,47 @@ llvm::Expected<CPUKernels::KernelFn> CPUKernels::lookup(StringRef name) {
   auto fn = lowered->lookupSymbol<LLVM::LLVMFuncOp>(name);
   if (!fn || fn.isExternal())
     return llvm::createStringError("no CPU kernel named '" + name + "'");
+  auto failed = [&](llvm::Error e, StringRef detail = {}) {
+    std::string message = llvm::toString(std::move(e));
+    if (!detail.empty())
+      message += " (" + detail.str() + ")";
+    return llvm::createStringError("JIT compilation of CPU kernel '" + name +
+                                   "' failed: " + message);
+  };
 
-  OwningOpRef<ModuleOp> one = kernelModule(*lowered, name);
   // Translation reports through the context's diagnostics: kept for the
   // error message.
+  OwningOpRef<ModuleOp> one = kernelModule(*lowered, name);
   std::string diagnostics;
-  ScopedDiagnosticHandler handler(one->getContext(), [&](Diagnostic &d) {
-    diagnostics += (diagnostics.empty() ? "" : "; ") + d.str();
-    return success();
-  });
-  std::shared_ptr<llvm::TargetMachine> tm = targetMachine;
-  // ExecutionEngineOptions::transformer is a function_ref: the
-  // std::function it refers to must outlive ExecutionEngine::create (a
-  // temporary here was a stack-use-after-scope, found by ASan).
-  std::function<llvm::Error(llvm::Module *)> optimize =
-      [tm](llvm::Module *m) -> llvm::Error {
+  auto context = std::make_unique<llvm::LLVMContext>();
+  std::unique_ptr<llvm::Module> module;
+  {
+    ScopedDiagnosticHandler handler(one->getContext(), [&](Diagnostic &d) {
+      diagnostics += (diagnostics.empty() ? "" : "; ") + d.str();
+      return success();
+    });
+    module = translateModuleToLLVMIR(*one, *context, name);
+  }
+  if (!module)
+    return failed(llvm::createStringError("cannot translate it to LLVM IR"),
+                  diagnostics);
+  module->setDataLayout(targetMachine->createDataLayout());
+  module->setTargetTriple(targetMachine->getTargetTriple());
+  std::string packed = ("_mlir_" + name).str();
+  if (llvm::Error e = addPackedEntry(*module, name, packed))
+    return failed(std::move(e));
+
+  // LLVM's optimizer, with the host's target machine and libraries.
+  {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
     llvm::ModuleAnalysisManager mam;
-    llvm::PassBuilder passes(tm.get());
+    llvm::PassBuilder passes(targetMachine.get());
     // glibc's vector math library, where the process has it: a vectorized
     // loop then calls its 8-wide exp, log, ... (the surrogate gradients'
     // exp) instead of the scalar function once per lane.
-    llvm::TargetLibraryInfoImpl libraries(tm->getTargetTriple(),
+    llvm::TargetLibraryInfoImpl libraries(targetMachine->getTargetTriple(),
                                           vectorMathLibrary());
     fam.registerPass([&] { return llvm::TargetLibraryAnalysis(libraries); });
     passes.registerModuleAnalyses(mam);
@@ -146,29 +256,31 @@ llvm::Expected<CPUKernels::KernelFn> CPUKernels::lookup(StringRef name) {
     // (0.23 -> 0.12 s for the 300-op core's forward; bench/NOTES.md,
     // session 18).
     passes.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2)
-        .run(*m, mam);
-    return llvm::Error::success();
-  };
-  ExecutionEngineOptions options;
-  options.transformer = optimize;
-  options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
-  auto engine = ExecutionEngine::create(*one, options);
-  auto failed = [&](llvm::Error e) {
-    std::string message = llvm::toString(std::move(e));
-    if (!diagnostics.empty())
-      message += " (" + diagnostics + ")";
-    return llvm::createStringError("JIT compilation of CPU kernel '" + name +
-                                   "' failed: " + message);
-  };
-  if (!engine)
-    return failed(engine.takeError());
-  // The first lookup runs LLVM's optimizer and code generation.
-  auto entry = (*engine)->lookupPacked(name);
-  if (!entry)
-    return failed(entry.takeError());
-  engines.push_back(std::move(*engine));
-  entries[name] = *entry;
-  return *entry;
+        .run(*module, mam);
+  }
+
+  // Code generation and linking: at the lookup, in a JITDylib of this
+  // kernel's own.
+  std::lock_guard<std::mutex> jitLock(SharedJIT::mutex);
+  auto shared = SharedJIT::get();
+  if (!shared)
+    return failed(shared.takeError());
+  llvm::orc::LLJIT &jit = *(*shared)->jit;
+  auto dylib = jit.createJITDylib("flexsn." + std::to_string(
+                                                  (*shared)->nextDylib++));
+  if (!dylib)
+    return failed(dylib.takeError());
+  dylibs.push_back(&*dylib);
+  if (llvm::Error e = jit.addIRModule(
+          *dylib, llvm::orc::ThreadSafeModule(std::move(module),
+                                              std::move(context))))
+    return failed(std::move(e));
+  auto address = jit.lookup(*dylib, packed);
+  if (!address)
+    return failed(address.takeError());
+  KernelFn entry = address->toPtr<KernelFn>();
+  entries[name] = entry;
+  return entry;
 }
 
 namespace {

@@ -3,15 +3,24 @@
 #ifndef FLEXSN_RUNTIME_CPU_CPUBACKEND_H
 #define FLEXSN_RUNTIME_CPU_CPUBACKEND_H
 
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/BuiltinOps.h"
 
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
 
 #include <memory>
 #include <mutex>
 #include <vector>
+
+namespace llvm {
+class TargetMachine;
+namespace orc {
+class JITDylib;
+} // namespace orc
+} // namespace llvm
 
 namespace mlir {
 namespace flexsn {
@@ -74,9 +83,10 @@ private:
   OwningOpRef<ModuleOp> lowered;
   /// The host's, for LLVM's optimizer.
   std::shared_ptr<llvm::TargetMachine> targetMachine;
-  std::mutex mutex; // guards engines and entries
-  /// One JIT per kernel looked up.
-  std::vector<std::unique_ptr<ExecutionEngine>> engines;
+  std::mutex mutex; // guards dylibs and entries
+  /// The kernels compiled so far, each in a JITDylib of the process's one
+  /// JIT (removed with the CPUKernels).
+  std::vector<llvm::orc::JITDylib *> dylibs;
   llvm::StringMap<KernelFn> entries;
 };
 
