@@ -134,16 +134,7 @@ def main():
           + "; LIF T=1 NCL=1024 (the kernels move 12-40 KB: a few microseconds)")
 
     def report(name, fn, calls):
-        for _ in range(calls // 10):
-            fn()
-        sync()
-        walls = []
-        for _ in range(calls):
-            t = time.perf_counter()
-            fn()
-            walls.append(time.perf_counter() - t)
-        sync()
-        print(f"{name:24s} {statistics.median(walls) * 1e6:8.1f} us per call (median wall time)")
+        print(f"{name:24s} {median_us(fn, calls, sync):8.1f} us per call (median wall time)")
 
     for name, fn in paths.items():
         report(name, fn, 2000)

@@ -15,6 +15,7 @@
 #include "flexsn/Target/PTX.h"
 #include "flexsn/Runtime/CPU/CPUBackend.h"
 #include "flexsn/Runtime/CUDA/CUDARuntime.h"
+#include "flexsn/Support/PerProcess.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -28,8 +29,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-
-#include <pthread.h>
 
 using namespace mlir;
 using namespace mlir::flexsn;
@@ -89,25 +88,11 @@ int failWith(char **error, llvm::Error e) {
 /// threading on starts a pool of its own, one thread per hardware thread,
 /// and keeps it while the program lives: 40 CPU configurations of one core
 /// left 160 threads in a process of the 2-core build machine, and on a
-/// 128-core host each program would hold 128. Never deleted (programs may
-/// be destroyed at exit, after static destructors); a forked child starts
-/// its own, the parent's threads not existing there.
+/// 128-core host each program would hold 128.
 llvm::ThreadPoolInterface &sharedThreadPool() {
-  static std::mutex creation;
-  static llvm::DefaultThreadPool *current = nullptr;
-  static bool registered = [] {
-    pthread_atfork([] { creation.lock(); }, [] { creation.unlock(); },
-                   [] {
-                     current = nullptr; // the parent's stays, unused
-                     creation.unlock();
-                   });
-    return true;
-  }();
-  (void)registered;
-  std::lock_guard<std::mutex> lock(creation);
-  if (!current)
-    current = new llvm::DefaultThreadPool(llvm::hardware_concurrency());
-  return *current;
+  return PerProcess<llvm::DefaultThreadPool>::get([] {
+    return new llvm::DefaultThreadPool(llvm::hardware_concurrency());
+  });
 }
 
 std::unique_ptr<MLIRContext> makeContext() {

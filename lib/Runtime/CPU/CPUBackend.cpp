@@ -4,6 +4,7 @@
 
 #include "flexsn/Conversion/Passes.h"
 #include "flexsn/Pipelines/Pipelines.h"
+#include "flexsn/Support/PerProcess.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Diagnostics.h"
@@ -295,19 +296,8 @@ namespace {
 class WorkerPool {
 public:
   static WorkerPool &get() {
-    static bool registered = [] {
-      pthread_atfork([] { creation.lock(); }, [] { creation.unlock(); },
-                     [] {
-                       current = nullptr; // the parent's stays, unused
-                       creation.unlock();
-                     });
-      return true;
-    }();
-    (void)registered;
-    std::lock_guard<std::mutex> lock(creation);
-    if (!current)
-      current = new WorkerPool; // never deleted: its workers wait forever
-    return *current;
+    // Never deleted: its workers wait forever.
+    return PerProcess<WorkerPool>::get([] { return new WorkerPool; });
   }
 
   /// Runs body(0) .. body(chunks - 1) on the calling thread and up to
@@ -370,8 +360,6 @@ private:
   std::condition_variable wake, finished;
   std::deque<Job *> queue;
   unsigned numWorkers = 0;
-  static inline std::mutex creation;
-  static inline WorkerPool *current = nullptr;
 };
 } // namespace
 
