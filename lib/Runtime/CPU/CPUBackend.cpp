@@ -93,12 +93,13 @@ FailureOr<std::unique_ptr<CPUKernels>> CPUKernels::compile(ModuleOp module,
 namespace {
 /// The process's one JIT: every program's kernels are linked into it, each
 /// kernel into a JITDylib of its own (programs reuse kernel names), which
-/// the program removes when it is destroyed. One JIT, not one per kernel:
-/// an LLJIT with its target machines costs a fixed 10-20 ms to set up and
-/// about 2 MiB of memory kept (per-kernel ExecutionEngines, session 18).
-/// Code is generated on the calling thread (no JIT threads), under
-/// `mutex`, which a fork waits for: a forked child finds the JIT between
-/// compiles and keeps using it.
+/// the program removes when it is destroyed. One JIT, not an MLIR
+/// ExecutionEngine per kernel: the same compile times, and less memory
+/// kept (40 lif configurations held 7.1 MiB of RSS each with an engine per
+/// kernel, 4.7 MiB with this; bench/NOTES.md, session 18). Code is
+/// generated on the calling thread (no JIT threads), under `mutex`, which
+/// a fork waits for: a forked child finds the JIT between compiles and
+/// keeps using it.
 struct SharedJIT {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   uint64_t nextDylib = 0;
