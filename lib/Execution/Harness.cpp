@@ -128,7 +128,7 @@ public:
 
   Error run(StringRef name, std::vector<HostBuffer> &buffers, int64_t T,
             int64_t NCL) override {
-    auto fn = lookup(name);
+    auto fn = kernels->lookup(name);
     if (!fn)
       return fn.takeError();
     zeroSums(buffers);
@@ -138,7 +138,7 @@ public:
 
   Error bench(StringRef name, std::vector<HostBuffer> &buffers, int64_t T,
               int64_t NCL, llvm::raw_ostream &os) override {
-    auto fn = lookup(name);
+    auto fn = kernels->lookup(name);
     if (!fn)
       return fn.takeError();
     std::vector<void *> ptrs = pointers(buffers);
@@ -161,9 +161,6 @@ public:
   }
 
 private:
-  Expected<CPUKernels::KernelFn> lookup(StringRef name) {
-    return kernels->lookup(name);
-  }
   static std::vector<void *> pointers(std::vector<HostBuffer> &buffers) {
     std::vector<void *> ptrs;
     for (HostBuffer &b : buffers)

@@ -92,6 +92,16 @@ def _leaf_positions(ni: int, ns: int, npar: int) -> dict:
     return positions
 
 
+def call_result(outs, rest, final: bool, want_seqs: bool):
+    """A call's (outputs, state sequences or None, final states), as
+    run_compiled returns it, from a kernel's outputs and its state results
+    `rest` (final states when `final`, else state sequences, whose last
+    steps are the final states)."""
+    if final:
+        return outs, None, rest
+    return outs, (rest if want_seqs else None), [q[-1] for q in rest]
+
+
 class InferPrep:
     """The inference kernel of one configuration (dtype, device, parameter
     kinds, state sequences or final states), its arguments bound: ``xs + s0
@@ -120,9 +130,7 @@ class InferPrep:
         """A call as run_compiled returns it: (outputs, state sequences or
         None, final states); `want_seqs` as this kernel was prepared."""
         outs, rest = self(args, *geom)
-        if want_seqs:
-            return outs, rest, [q[-1] for q in rest]
-        return outs, None, rest
+        return call_result(outs, rest, not want_seqs, want_seqs)
 
 
 class TrainPair:
@@ -288,9 +296,7 @@ class TrainPrep:
         sequences or None, final states)."""
         pair = self.pair(want_seqs)
         outs, states = pair.run(leaves, geom)
-        if pair.final:
-            return outs, None, states
-        return outs, (states if want_seqs else None), [q[-1] for q in states]
+        return call_result(outs, states, pair.final, want_seqs)
 
 
 
@@ -594,10 +600,7 @@ class Plan:
         if len(res) != self.num_results:
             return None
         no = self.num_outputs
-        outs, rest = res[:no], res[no:]
-        if self.final:
-            return outs, None, rest
-        return outs, (rest if self.want_seqs else None), [q[-1] for q in rest]
+        return call_result(res[:no], res[no:], self.final, self.want_seqs)
 
     def matches(self, inputs, init_states, params) -> bool:
         """True when a call with these tensors has this plan's configuration
