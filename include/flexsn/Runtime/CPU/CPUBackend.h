@@ -4,13 +4,11 @@
 #define FLEXSN_RUNTIME_CPU_CPUBACKEND_H
 
 #include "mlir/IR/BuiltinOps.h"
-
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
-
 #include <memory>
 #include <mutex>
 #include <vector>
