@@ -328,7 +328,8 @@ def time_graphed(body, reset, reps, calls=1):
         torch.cuda.empty_cache()
 
 
-def run_case(system, core, T, N, dtype_name, reps, dev, graph=False, graph_calls=1):
+def run_case(system, core, T, N, dtype_name, reps, dev, graph=False, graph_calls=1,
+             first_only=False):
     import torch
     dtype = getattr(torch, dtype_name)
     made = make_system(system, core, dev)
@@ -349,8 +350,9 @@ def run_case(system, core, T, N, dtype_name, reps, dev, graph=False, graph_calls
         fn(*xs)
     sync()
     result["first_inference_s"] = time.perf_counter() - t0
-    with torch.no_grad():
-        result["inference_ms"] = time_cuda(lambda: fn(*xs), reset, reps)
+    if not first_only:
+        with torch.no_grad():
+            result["inference_ms"] = time_cuda(lambda: fn(*xs), reset, reps)
     xg = [x.clone().requires_grad_() for x in xs]
     reset()
     outs = fn(*xg)
@@ -367,6 +369,8 @@ def run_case(system, core, T, N, dtype_name, reps, dev, graph=False, graph_calls
     train()
     sync()
     result["first_training_s"] = time.perf_counter() - t0
+    if first_only:
+        return result
     result["training_ms"] = time_cuda(train, reset, reps)
     if dev == "cpu":
         result["peak_extra_mib"] = float("nan")
@@ -515,15 +519,23 @@ def measure(args):
                         continue
                     try:
                         r = run_case(system, core, T, N, dtype_name, args.reps, dev,
-                                     graph=args.graph, graph_calls=args.graph_calls)
+                                     graph=args.graph, graph_calls=args.graph_calls,
+                                     first_only=args.first_only)
                     except Exception as e:  # a peer that cannot run a case
                         r = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
                     if dev == "cuda":
                         torch.cuda.empty_cache()
                     if r is None:
                         continue
-                    append(path, {"kind": "time", "system": system, "core": core,
+                    kind = "first_only" if args.first_only else "time"
+                    append(path, {"kind": kind, "system": system, "core": core,
                                   "T": T, "N": N, "dtype": dtype_name, **r})
+                    if args.first_only:
+                        print(f"  {system:14s} " + (
+                            f"first inference {r['first_inference_s']:.2f} s, first training "
+                            f"{r['first_training_s']:.2f} s" if "error" not in r
+                            else r["error"]), flush=True)
+                        continue
                     print(f"  {system:14s} " + (
                         f"inference {r['inference_ms']:.4f} ms  training "
                         f"{r['training_ms']:.4f} ms  peak +{r['peak_extra_mib']:.0f} MiB  "
@@ -631,6 +643,37 @@ def report(out):
                 lines.append(f"| {r['core']} | {r['T']} | {r['first_inference_s']:.2f} | "
                              f"{r['first_training_s']:.2f} |")
         lines.append("")
+    # Each system's first calls in the run (compile included): from a
+    # --first-only process where there was one (it ran with cold caches),
+    # else from the timed case's own first call.
+    firsts = {}
+    for r in data:
+        if r["kind"] in ("time", "first_only") and "error" not in r:
+            key = (r["core"], r["T"], r["N"], r["dtype"], r["system"])
+            if r["kind"] == "first_only" or key not in firsts:
+                firsts[key] = (r["first_inference_s"], r["first_training_s"],
+                               r["kind"] == "first_only")
+    if firsts:
+        lines.append("### first calls in this run (s: first inference / first training "
+                     "step; * from a --first-only process with cold compile caches)")
+        lines.append("")
+        lines.append("Each in the process that timed the case, after the cases before "
+                     "it: a system's caches may be warm from those (ours compiles once "
+                     "for every T and N; PyTorch's first backward of a process imports "
+                     "and sets up its own parts)." + (
+                         " Our cold first calls: the table above." if fc else ""))
+        lines.append("")
+        fs = [s for s in SYSTEMS if any(k[-1] == s for k in firsts)]
+        lines.append("| case | " + " | ".join(fs) + " |")
+        lines.append("|---|" + "---|" * len(fs))
+        for key in cases:
+            row = [f"{key[0]} T={key[1]} NCL={key[2]} {key[3]}"]
+            for s in fs:
+                f = firsts.get(key + (s,))
+                row.append("–" if f is None else
+                           f"{f[0]:.2f} / {f[1]:.2f}" + (" *" if f[2] else ""))
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
     with open(os.path.join(out, "tables.md"), "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))
@@ -643,9 +686,12 @@ def report(out):
         return
     # One panel per table above: eager, and replayed from a CUDA graph when
     # the run has those figures.
+    lif = sorted((k for k in cases if k[0] == "lif" and k[3] == "float32"), key=lambda k: k[1])
+    if not lif or not present:
+        print("(no lif fp32 timings: no plot)")
+        return
     rows = (len(tables) + 1) // 2
     fig, axes = plt.subplots(rows, 2, figsize=(11, 4 * rows), squeeze=False)
-    lif = sorted((k for k in cases if k[0] == "lif" and k[3] == "float32"), key=lambda k: k[1])
     for ax, (what, field, title) in zip(axes.flat, tables):
         xs = [k[1] for k in lif]
         ax.plot(xs, [floors[k][what + "_ms"] for k in lif], "k--", label="floor")
@@ -685,6 +731,11 @@ def main():
                    help="also time each call and training step replayed from a CUDA graph")
     p.add_argument("--graph-calls", type=int, default=1,
                    help="calls captured in one graph (its replay time divided among them)")
+    p.add_argument("--first-only", action="store_true",
+                   help="only each case's first inference and first training call "
+                        "(kind first_only in results.json): fills the systems' "
+                        "compile caches, e.g. Triton's on disk, so that a later "
+                        "process times a slow-to-compile peer within a device call")
     p.add_argument("--report", default=None, metavar="DIR")
     args = p.parse_args()
     if args.report:
