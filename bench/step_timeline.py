@@ -11,7 +11,7 @@ a CUDA graph (the device's time alone).
 
     python3 bench/step_timeline.py [--core lif|2in2st] [--T 4] [--N 4194304]
                                    [--dtype float32] [--system flexsn]
-                                   [--trace FILE.json]
+                                   [--trace FILE.json] [--no-profile]
 """
 
 import argparse
@@ -35,6 +35,8 @@ def main():
     p.add_argument("--system", default="flexsn")
     p.add_argument("--steps", type=int, default=15)
     p.add_argument("--trace", default=None, help="also write the chrome trace here")
+    p.add_argument("--no-profile", action="store_true",
+                   help="only the CUDA-event and replayed times (for A/B runs)")
     a = p.parse_args()
     dev = "cuda"
     dtype = getattr(torch, a.dtype)
@@ -62,6 +64,8 @@ def main():
     except Exception as e:  # noqa: BLE001
         print(f"  graph capture failed: {type(e).__name__}: {e}", flush=True)
 
+    if a.no_profile:
+        return
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     for _ in range(5):
         reset()

@@ -544,6 +544,9 @@ struct BoundPlan {
   std::shared_ptr<const BoundKernel> kernel;  // inference: one launch
   c10::intrusive_ptr<BoundTraining> training; // or a training node
   std::vector<int64_t> order; // inference: the results returned, in order
+  // training: the state results are sequences, and a planned call returns
+  // their last steps (the final states) instead
+  bool lastSteps = false;
   bool grad = false;
   c10::Device device{c10::kCPU};
   std::vector<Slot> slots;
@@ -573,11 +576,16 @@ struct BoundPlan {
 /// Records the configuration of `example` (the tensors of the call being
 /// recorded, in call order) for `target`: a kernel binding (`train` false;
 /// `order`: which of its results a planned call returns) or a training
-/// binding. Every passed tensor must be on one device.
+/// binding (`lastSteps`: its state results are sequences, of which a
+/// planned call returns the last steps). Every passed tensor must be on
+/// one device.
 int64_t bindPlan(int64_t target, bool train, std::vector<int64_t> order,
                  const c10::List<std::optional<at::Tensor>> &example,
-                 bool grad) {
+                 bool grad, bool lastSteps) {
   auto plan = std::make_shared<BoundPlan>();
+  TORCH_CHECK(!lastSteps || train,
+              "flexsn_native.bind_plan: last_steps is for a training plan");
+  plan->lastSteps = lastSteps;
   if (train) {
     plan->training = lookup(trainings, target, "training");
     TORCH_CHECK(static_cast<int64_t>(example.size()) ==
@@ -622,17 +630,25 @@ int64_t bindPlan(int64_t target, bool train, std::vector<int64_t> order,
 }
 
 /// A call through plan `id`: its results (an inference kernel's in the
-/// plan's order; a training node's outputs, then its state results), or
-/// none when the call does not match the plan (the package then takes its
-/// general path).
+/// plan's order; a training node's outputs, then its state results, or
+/// their last steps for a `lastSteps` plan: views that autograd tracks, as
+/// the package's own `seq[-1]` was), or none when the call does not match
+/// the plan (the package then takes its general path).
 std::vector<at::Tensor>
 runPlan(int64_t id, const c10::List<std::optional<at::Tensor>> &args,
         int64_t stream) {
   std::shared_ptr<const BoundPlan> plan = lookup(plans, id, "plan");
   if (!plan->matches(args))
     return {};
-  if (plan->training)
-    return train(plan->training, asTensors(args), stream);
+  if (plan->training) {
+    std::vector<at::Tensor> results =
+        train(plan->training, asTensors(args), stream);
+    if (plan->lastSteps)
+      for (size_t i = plan->training->outputIndex.size(); i < results.size();
+           ++i)
+        results[i] = results[i].select(0, -1);
+    return results;
+  }
   std::vector<at::Tensor> results = run(*plan->kernel, asTensors(args), stream);
   std::vector<at::Tensor> ordered;
   ordered.reserve(plan->order.size());
@@ -658,7 +674,7 @@ TORCH_LIBRARY(flexsn_native, m) {
   m.def("launch(int id, Tensor?[] args, int stream) -> Tensor[]", &launchOp);
   m.def("train(int id, Tensor?[] leaves, int stream) -> Tensor[]", &trainOp);
   m.def("bind_plan(int target, bool train, int[] order, Tensor?[] example, "
-        "bool grad) -> int",
+        "bool grad, bool last_steps) -> int",
         &bindPlan);
   m.def("run_plan(int id, Tensor?[] args, int stream) -> Tensor[]", &runPlan);
 }

@@ -68,8 +68,10 @@ def _load() -> None:
             _reason = f"cannot load {path}: {str(e).splitlines()[0]}"
             return
         _ops = ops
-        launch, train = ops.launch.default, ops.train.default
-        run_plan = ops.run_plan.default
+        # Each overload's own C++ callable where it has one: the overload
+        # object's __call__ is a Python frame around it.
+        launch, train, run_plan = (getattr(o, "_op", o) for o in (
+            ops.launch.default, ops.train.default, ops.run_plan.default))
         _reason = f"loaded {path} (PyTorch {built})"
 
 

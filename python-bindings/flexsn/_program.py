@@ -14,13 +14,14 @@ and launches.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import json
 import os
 import tempfile
 import threading
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import torch
 
@@ -147,6 +148,15 @@ def current_stream(index: int) -> int:
     if raw is not None:
         return raw(index)
     return torch.cuda.current_stream(index).cuda_stream
+
+
+def stream_getter(index: int) -> Callable[[], int]:
+    """A function of no arguments giving current_stream(index), with no
+    Python frame of ours around PyTorch's own where it has one."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return functools.partial(raw, index)
+    return lambda: torch.cuda.current_stream(index).cuda_stream
 
 
 class Launcher:

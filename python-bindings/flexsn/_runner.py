@@ -557,6 +557,7 @@ class Plan:
         ops = _native.ops()
         if ops is None:
             return
+        last_steps = False
         if isinstance(prep, InferPrep):
             bound, target, train = prep.kernel, prep.kernel.native, False
             order = prep.out_ix + prep.rest_ix
@@ -566,16 +567,19 @@ class Plan:
             pair = prep.pair(want_seqs)
             bound, target, train = pair.forward, pair.native, True
             order = []
-            self.num_outputs, self.final = len(pair.out_ix), pair.final
+            # A pair that writes state sequences, for a call that wants only
+            # the final states: the operator returns the sequences' last
+            # steps.
+            last_steps = not pair.final and not want_seqs
+            self.num_outputs, self.final = len(pair.out_ix), pair.final or last_steps
             self.num_results = len(pair.out_ix) + len(pair.state_ix)
         # (an empty result would read as "no match")
         if target is None or self.num_results == 0:
             return
         self.want_seqs = want_seqs
-        index = bound.device
-        self.stream_of = (lambda: _program.current_stream(index)) if bound.cuda \
+        self.stream_of = _program.stream_getter(bound.device) if bound.cuda \
             else (lambda: 0)
-        self.native = ops.bind_plan(target, train, order, args, self.grad)
+        self.native = ops.bind_plan(target, train, order, args, self.grad, last_steps)
 
     def __del__(self):
         _native.release(getattr(self, "native", None))

@@ -14,7 +14,7 @@ import torch
 import flexsn
 from flexsn import _runner
 from cores import lif, tutorial
-from conftest import LaunchSpy
+from conftest import CALL_PATHS, LaunchSpy, on_call_path
 
 
 class Counted:
@@ -128,6 +128,52 @@ def test_states_carried_in_training_keep_their_gradient(device):
         grads.append((a.grad, b.grad))
     assert grads[0][0] is not None and grads[0][0].abs().sum() > 0
     same(grads[0], grads[1], "gradients through carried states")
+
+
+@pytest.mark.parametrize("path", CALL_PATHS)
+def test_final_states_of_a_sequence_pair_through_the_plan(device, path, monkeypatch):
+    """The tutorial's core has no final-state training pair (its backward
+    reads the state sequences): a call that wants only final states takes
+    the last steps of the sequences, on the native path inside the
+    operator. Carried without a reset, they keep their gradient: the third
+    call's backward reaches the first call's inputs, as on the general
+    path."""
+    from flexsn import _native
+
+    def go():
+        counted = Counted(monkeypatch)
+        fast, slow = pair(lambda: flexsn.FlexSN(tutorial(), num_inputs=2,
+                                                num_states=2).to(device))
+        g = torch.Generator().manual_seed(9)
+        xs = [[(torch.randn(4, 3, 8, generator=g) * 2).to(device) for _ in range(2)]
+              for _ in range(3)]
+        got = []
+        for m in (fast, slow):
+            leaves = [[t.clone().requires_grad_() for t in call] for call in xs]
+            outs = [m(*call) for call in leaves]
+            states = list(m.states)
+            loss = sum(o.sum() for o in outs[-1]) + sum((s * s).sum() for s in states)
+            loss.backward()
+            got.append((outs, states, [t.grad for call in leaves for t in call]))
+        prep = next(p for p in fast.kernel.compiled.prepared.values()
+                    if isinstance(p, _runner.TrainPrep))
+        assert not prep._has_final  # the case under test
+        assert counted.general == 2 + 3  # fast: calls 1 and 2 (two slots)
+        for k in range(3):
+            same(got[0][0][k], got[1][0][k], f"outputs of call {k}")
+        same(got[0][1], got[1][1], "final states")
+        assert all(s.shape == (3, 8) and s.grad_fn is not None for s in got[0][1])
+        assert got[0][2][0].abs().sum() > 0  # through two calls' states
+        same(got[0][2], got[1][2], "input gradients")
+        plan = fast.__dict__["_plans"][2][0]  # grad mode, from given states
+        if _native.ops() is not None:
+            assert plan.native is not None and plan.final
+            # as recorded: inputs and (carried) states all require grad
+            args = [t.clone().requires_grad_() for t in xs[0]] + \
+                [s.detach().requires_grad_() for s in got[0][1]]
+            res = _native.run_plan(plan.native, args, plan.stream_of())
+            assert [tuple(r.shape) for r in res] == [(4, 3, 8)] * 2 + [(3, 8)] * 2
+    on_call_path(monkeypatch, path, go)
 
 
 def test_captured_parameter_gradient_accumulates(device, monkeypatch):

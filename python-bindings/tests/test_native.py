@@ -136,14 +136,16 @@ def test_native_plan_operators_refuse_bad_calls():
     with pytest.raises(RuntimeError, match="no bound plan #123456789"):
         ops.run_plan(123456789, [x, v], 0)
     with pytest.raises(RuntimeError, match="no bound training #123456789"):
-        ops.bind_plan(123456789, True, [], [x, v], False)
+        ops.bind_plan(123456789, True, [], [x, v], False, False)
+    with pytest.raises(RuntimeError, match="last_steps is for a training plan"):
+        ops.bind_plan(ident, False, [0], [x, v], False, True)
     with pytest.raises(RuntimeError, match="result index out of range"):
-        ops.bind_plan(ident, False, [0, 9], [x, v], False)
+        ops.bind_plan(ident, False, [0, 9], [x, v], False, False)
     with pytest.raises(RuntimeError, match="input #0 is missing"):
-        ops.bind_plan(ident, False, [0], [None, v], False)
+        ops.bind_plan(ident, False, [0], [None, v], False, False)
     with pytest.raises(RuntimeError, match="tensors on cpu and meta"):
-        ops.bind_plan(ident, False, [0], [x, torch.zeros(4, device="meta")], False)
-    plan = ops.bind_plan(ident, False, [0, 1], [x, v], False)
+        ops.bind_plan(ident, False, [0], [x, torch.zeros(4, device="meta")], False, False)
+    plan = ops.bind_plan(ident, False, [0, 1], [x, v], False, False)
     try:
         with torch.no_grad():
             s, vf = ops.run_plan(plan, [x, v], 0)
