@@ -13,6 +13,11 @@ size the kernels themselves take a few microseconds (launch latency), so
 the figures are the overhead.
 
     python3 bench/overhead.py [cuda|cpu] [--layers]
+    python3 bench/overhead.py [cuda|cpu] --modules CORE[:SYSTEM,...]
+
+--modules: only the module rows, for CORE (lif or 2in2st, bench/compare.py's
+cores; 2in2st takes two inputs, here the same tensor twice) and the
+systems named (default: all four), e.g. for an A/B of two builds.
 
 --layers: where a module inference call's time goes instead, layer by
 layer from the operator of libFlexSNTorch.so out to the call as the
@@ -103,6 +108,15 @@ def main():
                            ("cuda" if torch.cuda.is_available() else "cpu"))
         layers(dev, torch.cuda.synchronize if dev.type == "cuda" else (lambda: None))
         return
+    core, systems = "lif", ("flexsn", "flexsn general", "sj-flexsn", "sj-lifnode")
+    only_modules = "--modules" in sys.argv
+    if only_modules:
+        at = sys.argv.index("--modules")
+        spec = sys.argv[at + 1]
+        del sys.argv[at:at + 2]
+        core, _, named = spec.partition(":")
+        if named:
+            systems = tuple(n.replace("-general", " general") for n in named.split(","))
     dev = torch.device(sys.argv[1] if len(sys.argv) > 1 else
                        ("cuda" if torch.cuda.is_available() else "cpu"))
     k = flexsn.FlexSNKernel(lif(), 1, 1, backend=dev.type)
@@ -131,19 +145,22 @@ def main():
     }
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     print(f"device {dev}" + (f" ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else "")
-          + "; LIF T=1 NCL=1024 (the kernels move 12-40 KB: a few microseconds)")
+          + f"; {'LIF' if core == 'lif' else core} T=1 NCL=1024 (the kernels move "
+          "12-40 KB: a few microseconds)")
 
     def report(name, fn, calls):
         print(f"{name:24s} {median_us(fn, calls, sync):8.1f} us per call (median wall time)")
 
-    for name, fn in paths.items():
-        report(name, fn, 2000)
+    if not only_modules:
+        for name, fn in paths.items():
+            report(name, fn, 2000)
+    n_in = compare.CORE_SHAPES[core][0]
     # The modules as a user calls them: reset, then a call on [T=1, NCL].
     # "flexsn general": ours with the fast path off (every call through the
     # general path's checks and lookups), for the difference it makes.
-    for system in ("flexsn", "flexsn general", "sj-flexsn", "sj-lifnode"):
+    for system in systems:
         try:
-            built = compare.make_system(system.split()[0], "lif", dev.type)
+            built = compare.make_system(system.split()[0], core, dev.type)
             if built is not None and system == "flexsn general":
                 built = compare.without_fast_path(built)
         except Exception as e:  # noqa: BLE001 (a peer that cannot run here)
@@ -157,11 +174,11 @@ def main():
         def infer(call=call, reset=reset):
             reset()
             with torch.no_grad():
-                call(x)
+                call(*[x] * n_in)
 
         def train(call=call, reset=reset):
             reset()
-            call(xg)[0].sum().backward()
+            call(*[xg] * n_in)[0].sum().backward()
 
         for what, fn in (("inference", infer), ("train step", train)):
             try:
