@@ -566,6 +566,17 @@ SYSTEMS = ["flexsn", "sj-flexsn", "sj-lifnode", "torch-compile", "torch-compile-
            "torch-eager"]
 
 
+def case_table(cases, systems, cell):
+    """The lines of a markdown table with a row per case and a column per
+    system, each cell cell(case, system)."""
+    lines = ["| case | " + " | ".join(systems) + " |", "|---|" + "---|" * len(systems)]
+    for key in cases:
+        core, T, N, dt = key
+        lines.append("| " + " | ".join([f"{core} T={T} NCL={N} {dt}"] +
+                                       [cell(key, s) for s in systems]) + " |")
+    return lines
+
+
 def report(out):
     data = json.load(open(os.path.join(out, "results.json")))["runs"]
     setup = [r for r in data if r["kind"] == "setup"][-1]
@@ -621,14 +632,11 @@ def report(out):
         lines.append("")
     lines.append("### peak extra GPU memory in training (MiB)")
     lines.append("")
-    lines.append("| case | " + " | ".join(present) + " |")
-    lines.append("|---|" + "---|" * len(present))
-    for key in cases:
-        row = [f"{key[0]} T={key[1]} NCL={key[2]} {key[3]}"]
-        for s in present:
-            r = times.get(key + (s,))
-            row.append("–" if r is None or "error" in r else f"{r['peak_extra_mib']:.0f}")
-        lines.append("| " + " | ".join(row) + " |")
+
+    def peak(key, s):
+        r = times.get(key + (s,))
+        return "–" if r is None or "error" in r else f"{r['peak_extra_mib']:.0f}"
+    lines += case_table(cases, present, peak)
     lines.append("")
     fc = [r for r in data if r["kind"] == "first_call"]
     if fc:
@@ -663,16 +671,11 @@ def report(out):
                      "and sets up its own parts)." + (
                          " Our cold first calls: the table above." if fc else ""))
         lines.append("")
-        fs = [s for s in SYSTEMS if any(k[-1] == s for k in firsts)]
-        lines.append("| case | " + " | ".join(fs) + " |")
-        lines.append("|---|" + "---|" * len(fs))
-        for key in cases:
-            row = [f"{key[0]} T={key[1]} NCL={key[2]} {key[3]}"]
-            for s in fs:
-                f = firsts.get(key + (s,))
-                row.append("–" if f is None else
-                           f"{f[0]:.2f} / {f[1]:.2f}" + (" *" if f[2] else ""))
-            lines.append("| " + " | ".join(row) + " |")
+        def first(key, s):
+            f = firsts.get(key + (s,))
+            return "–" if f is None else f"{f[0]:.2f} / {f[1]:.2f}" + (" *" if f[2] else "")
+        lines += case_table(cases, [s for s in SYSTEMS if any(k[-1] == s for k in firsts)],
+                            first)
         lines.append("")
     with open(os.path.join(out, "tables.md"), "w") as f:
         f.write("\n".join(lines))
