@@ -1,10 +1,12 @@
 """First-use time of a FlexSN neuron: building the module (trace + IR) and
 its first training call (compile or cache load, forward, backward), in a
 fresh process each. Run twice against one cache directory: the first
-process compiles (cold), the second finds CUDA programs on disk (warm).
+process compiles (cold), the second finds on disk what the first wrote
+(warm): CUDA programs' PTX and manifests, CPU kernels' object files.
 The first call's time is split into our compiler's (MLIR to PTX, or on
-the CPU MLIR to LLVM plus the JIT's optimization and code generation, which
-each kernel's first lookup runs) and our launches' (on CUDA the first launch
+the CPU MLIR to LLVM plus the JIT's optimization and code generation, or
+the object file's load, which each kernel's first lookup runs) and our
+launches' (on CUDA the first launch
 of each kernel entry holds the driver's PTX-to-SASS compile; with the
 native call path launches are not counted here); the rest is tracing and
 PyTorch.

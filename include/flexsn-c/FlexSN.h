@@ -3,7 +3,7 @@
 |* One shared library (libFlexSN.so) holds the compiler (MLIR/LLVM linked     *|
 |* statically) and the runtimes; this header is all it exports.               *|
 |*                                                                            *|
-|* Version 2. A program is a flexsn module compiled once for a target (the    *|
+|* Version 3. A program is a flexsn module compiled once for a target (the    *|
 |* CPU JIT, or CUDA for a chip); it owns every kernel of the module and the   *|
 |* kernel manifest (JSON), which never depends on CUDA being installed. A     *|
 |* kernel handle, fetched once per (program, kernel, device), launches with   *|
@@ -27,7 +27,7 @@ extern "C" {
 
 /* The API version this header describes; flexsn_api_version() returns the
  * library's. A caller refuses a library whose version differs. */
-#define FLEXSN_API_VERSION 2
+#define FLEXSN_API_VERSION 3
 
 int flexsn_api_version(void);
 
@@ -81,6 +81,20 @@ const char *flexsn_program_manifest(const flexsn_program *program);
 /* PTX of every kernel (CUDA programs); "" for CPU programs. */
 const char *flexsn_program_ptx(const flexsn_program *program);
 flexsn_target flexsn_program_target(const flexsn_program *program);
+/* Where a CPU program keeps its kernels' machine code across processes: a
+ * directory (made on the first write), or NULL / "" for nowhere (the
+ * default). A kernel's first flexsn_kernel_get then loads the object file
+ * `dir`/cpu-<key>.o instead of optimizing and generating code, or writes
+ * it after generating. The key is a SHA-256 of the kernel's lowered IR,
+ * the host's target triple, CPU and features, LLVM's version, the vector
+ * math library and the library's build: another machine or build gets its
+ * own file. Files are written whole, then renamed (processes may share the
+ * directory); a file that is not an object defining the kernel, or that
+ * does not link, is compiled again and replaced; an unwritable directory
+ * only costs the next process the compile. Applies to kernels fetched
+ * after the call. Fails on a null or CUDA program. */
+int flexsn_program_set_cpu_cache_dir(flexsn_program *program, const char *dir,
+                                     char **error);
 /* Destroys the program and its kernel handles. */
 void flexsn_program_destroy(flexsn_program *program);
 

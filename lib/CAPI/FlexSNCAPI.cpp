@@ -1,4 +1,4 @@
-//===- FlexSNCAPI.cpp - C API of FlexSN-MLIR (version 2) ------------------===//
+//===- FlexSNCAPI.cpp - C API of FlexSN-MLIR (version 3) ------------------===//
 //
 // Programs own the compiled module (CPU JIT engine or PTX), its manifest as
 // a typed structure and its kernel handles. A kernel handle carries what a
@@ -258,6 +258,18 @@ const char *flexsn_program_manifest(const flexsn_program *program) {
 
 const char *flexsn_program_ptx(const flexsn_program *program) {
   return program ? program->ptx.c_str() : "";
+}
+
+int flexsn_program_set_cpu_cache_dir(flexsn_program *program,
+                                     const char *dir, char **error) {
+  if (!program)
+    return failWith(error, "flexsn_program_set_cpu_cache_dir: null program");
+  if (program->target != FLEXSN_TARGET_CPU || !program->cpu)
+    return failWith(error, "flexsn_program_set_cpu_cache_dir: not a CPU "
+                           "program (a CUDA program's PTX is what a cache "
+                           "keeps: flexsn_program_ptx)");
+  program->cpu->setObjectCacheDir(dir ? dir : "");
+  return 0;
 }
 
 flexsn_target flexsn_program_target(const flexsn_program *program) {

@@ -1,4 +1,4 @@
-"""ctypes binding of libFlexSN.so (include/flexsn-c/FlexSN.h, API version 2).
+"""ctypes binding of libFlexSN.so (include/flexsn-c/FlexSN.h, API version 3).
 
 One thin layer: it finds and loads the library, declares each C function's
 signature and turns a non-zero return into :class:`flexsn.FlexSNError` with
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ._errors import FlexSNError
 
-API_VERSION = 2
+API_VERSION = 3
 TARGET_CPU = 0
 TARGET_CUDA = 1
 
@@ -50,6 +50,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "flexsn_program_manifest": (c_char_p, [c_void_p]),
         "flexsn_program_ptx": (c_char_p, [c_void_p]),
         "flexsn_program_destroy": (None, [c_void_p]),
+        "flexsn_program_set_cpu_cache_dir": (c_int, [c_void_p, c_char_p, err]),
         "flexsn_kernel_get": (
             c_int, [c_void_p, c_char_p, c_int, ctypes.POINTER(c_void_p), err]),
         "flexsn_kernel_num_pointers": (ctypes.c_size_t, [c_void_p]),
@@ -86,16 +87,20 @@ def lib() -> ctypes.CDLL:
             except OSError as e:
                 tried.append(f"{path} ({e})")
                 continue
-            _declare(handle)
-            global _build, _path
-            stat = path.stat()
-            _path = str(path.resolve())
-            _build = f"{_path}:{stat.st_size}:{stat.st_mtime_ns}"
+            # The version first: another version's library may lack a
+            # function this package declares.
+            handle.flexsn_api_version.restype = ctypes.c_int
+            handle.flexsn_api_version.argtypes = []
             version = handle.flexsn_api_version()
             if version != API_VERSION:
                 raise FlexSNError(
                     f"{path} implements C API version {version}; this package "
                     f"needs version {API_VERSION}")
+            _declare(handle)
+            global _build, _path
+            stat = path.stat()
+            _path = str(path.resolve())
+            _build = f"{_path}:{stat.st_size}:{stat.st_mtime_ns}"
             _lib = handle
             return _lib
         raise FlexSNError(
@@ -156,6 +161,13 @@ def program_manifest(program: int) -> str:
 
 def program_ptx(program: int) -> str:
     return lib().flexsn_program_ptx(program).decode()
+
+
+def program_set_cpu_cache_dir(program: int, directory: str) -> None:
+    error = ctypes.c_void_p()
+    r = lib().flexsn_program_set_cpu_cache_dir(program, os.fsencode(directory),
+                                               ctypes.byref(error))
+    _check(r, error, "cannot set the CPU object cache")
 
 
 def program_destroy(program: int) -> None:

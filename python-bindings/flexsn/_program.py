@@ -67,8 +67,10 @@ class Program:
 
 
 def cache_dir() -> Optional[Path]:
-    """Where compiled CUDA programs are kept across processes:
-    $FLEXSN_CACHE_DIR, else ~/.cache/flexsn; FLEXSN_CACHE_DIR=off: nowhere."""
+    """Where compiled programs are kept across processes (a CUDA program's
+    PTX and manifest; a CPU program's kernels' object files, written by the
+    library at each kernel's first use): $FLEXSN_CACHE_DIR, else
+    ~/.cache/flexsn; FLEXSN_CACHE_DIR=off: nowhere."""
     where = os.environ.get("FLEXSN_CACHE_DIR")
     if where is not None and where.strip().lower() in ("", "0", "off", "none"):
         return None
@@ -77,7 +79,15 @@ def cache_dir() -> Optional[Path]:
 
 def _compile(ir: str, target: str, options: str) -> Program:
     code = _capi.TARGET_CUDA if target == "cuda" else _capi.TARGET_CPU
-    if target != "cuda" or cache_dir() is None:
+    if target != "cuda":
+        # The library keys each kernel's object file itself (its lowered
+        # IR, the host CPU, LLVM): only the directory is ours to give.
+        program = Program(_capi.program_create(ir, code, options), target)
+        directory = cache_dir()
+        if directory is not None:
+            _capi.program_set_cpu_cache_dir(program.handle, str(directory))
+        return program
+    if cache_dir() is None:
         return Program(_capi.program_create(ir, code, options), target)
     # The PTX and manifest of a CUDA program are kept on disk, under a key of
     # everything they depend on; files are written whole, then renamed, so

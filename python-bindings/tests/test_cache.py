@@ -1,6 +1,7 @@
-"""Compiled programs: cached in the process, and CUDA programs (PTX and
-manifest) on disk across processes. PTX compiles without a GPU, so this
-runs everywhere."""
+"""Compiled programs: cached in the process, and on disk across processes:
+CUDA programs (PTX and manifest) and CPU kernels (object files, keyed and
+written by the library). PTX compiles without a GPU, so this runs
+everywhere."""
 
 import subprocess
 import sys
@@ -107,6 +108,81 @@ def test_deep_entries(monkeypatch, dtype, depth):
 def test_cache_off(monkeypatch, tmp_path):
     monkeypatch.setenv("FLEXSN_CACHE_DIR", "off")
     assert _program.cache_dir() is None
+
+
+def _cpu_training_step(monkeypatch, threshold):
+    """A CPU training step of a LIF (its own threshold: a program of its
+    own) from a fresh program, as a new process would make it."""
+    monkeypatch.setattr(_program, "_programs", {})
+    m = flexsn.FlexSN(lif(v_th=threshold), num_states=1, backend="cpu")
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(6, 40, generator=g) * 2).requires_grad_()
+    s = m(x)
+    s.backward(torch.randn(6, 40, generator=g))
+    return s.detach(), x.grad
+
+
+def _objects(directory):
+    return {p.name: p.stat().st_ino for p in directory.glob("cpu-*.o")}
+
+
+def test_cpu_objects_on_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEXSN_CACHE_DIR", str(tmp_path))
+    first = _cpu_training_step(monkeypatch, 1.3125)
+    written = _objects(tmp_path)
+    assert len(written) == 2, written  # the step's forward and backward
+    assert all(p.read_bytes()[:4] == b"\x7fELF" for p in tmp_path.glob("cpu-*.o"))
+    # A new program finds them: read, not written again (a write renames a
+    # new file into place).
+    again = _cpu_training_step(monkeypatch, 1.3125)
+    assert _objects(tmp_path) == written
+    for a, b in zip(first, again):
+        assert torch.equal(a, b)
+    # Another core is another kernel.
+    _cpu_training_step(monkeypatch, 1.375)
+    assert len(_objects(tmp_path)) == 4
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+@pytest.mark.parametrize("damage", ["garbage", "swapped", "truncated"])
+def test_a_bad_cpu_object_is_compiled_again(tmp_path, monkeypatch, damage):
+    """A cached file that is not an object, is another kernel's object (no
+    entry point of this kernel's name) or is cut short is compiled again
+    and replaced; the step's results are those of a clean compile."""
+    monkeypatch.setenv("FLEXSN_CACHE_DIR", str(tmp_path))
+    first = _cpu_training_step(monkeypatch, 1.4375)
+    paths = sorted(tmp_path.glob("cpu-*.o"))
+    contents = [p.read_bytes() for p in paths]
+    for p, data in zip(paths, contents if damage != "swapped" else contents[::-1]):
+        p.write_bytes({"garbage": b"not an object file",
+                       "swapped": data,
+                       "truncated": data[:len(data) // 2]}[damage])
+    damaged = _objects(tmp_path)
+    again = _cpu_training_step(monkeypatch, 1.4375)
+    for a, b in zip(first, again):
+        assert torch.equal(a, b)
+    replaced = _objects(tmp_path)
+    assert replaced.keys() == damaged.keys()
+    assert all(replaced[k] != damaged[k] for k in damaged), "not replaced"
+    assert [p.read_bytes() for p in paths] == contents
+
+
+def test_cpu_cache_off_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEXSN_CACHE_DIR", "off")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    _cpu_training_step(monkeypatch, 1.5)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
+def test_cpu_cache_dir_only_for_cpu_programs():
+    cuda = _capi.program_create(_ir(), _capi.TARGET_CUDA, "chip=sm_90")
+    try:
+        with pytest.raises(flexsn.FlexSNError, match="not a CPU program"):
+            _capi.program_set_cpu_cache_dir(cuda, "/tmp")
+    finally:
+        _capi.program_destroy(cuda)
+    with pytest.raises(flexsn.FlexSNError, match="null program"):
+        _capi.program_set_cpu_cache_dir(None, "/tmp")
 
 
 def test_concurrent_processes_share_the_cache(tmp_path):

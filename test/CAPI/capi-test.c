@@ -1,4 +1,4 @@
-/* Exercises libFlexSN.so through its C header only (API version 2):
+/* Exercises libFlexSN.so through its C header only (API version 3):
  * programs for the CPU (no CUDA needed, not even for the manifest) and for
  * CUDA, kernel handles, CPU launches against a hand-written LIF, argument
  * checks (pointer count, NULL, T/NCL, overflow), operand numbering when an
@@ -7,11 +7,13 @@
  * Usage: flexsn-capi-test FILE.mlir [cpu|cuda] */
 #include "flexsn-c/FlexSN.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char *readFile(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -472,6 +474,9 @@ static void testCUDA(const char *lif, int onGPU) {
              strstr(flexsn_program_manifest(program), "\"chip\": \"sm_90\"") &&
              strstr(flexsn_program_manifest(program), "\"block_size\": 256"),
          "PTX holds lif_backward; the manifest gives chip and geometry");
+  expectError(flexsn_program_set_cpu_cache_dir(program, "/tmp", &error),
+              &error, "not a CPU program",
+              "a CPU object cache for a CUDA program is an error");
 
   /* A compilation cache rebuilds the program from its PTX and manifest. */
   flexsn_program *loaded = NULL;
@@ -610,6 +615,88 @@ static void testCUDA(const char *lif, int onGPU) {
   flexsn_program_destroy(program);
 }
 
+/* The cpu-*.o files in `dir`. */
+static int countObjects(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return 0;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    n += strncmp(e->d_name, "cpu-", 4) == 0 &&
+         strstr(e->d_name, ".o") == e->d_name + strlen(e->d_name) - 2;
+  closedir(d);
+  return n;
+}
+
+/* Runs lif_inference of a new CPU program whose kernels are cached in
+ * `dir` on a fixed input; 0 when it ran, with the spikes in `s`. */
+static int cachedRun(const char *lif, const char *dir, float *s) {
+  enum { T = 3, N = 5 };
+  char *error = NULL;
+  flexsn_program *program = NULL;
+  flexsn_kernel *k = NULL;
+  float x[T * N], v[T * N];
+  for (int i = 0; i < T * N; ++i)
+    x[i] = (float)((i * 29) % 13) / 4.0f - 0.5f;
+  void *ptrs[] = {x, NULL, s, v};
+  int r = flexsn_program_create(lif, FLEXSN_TARGET_CPU, "", &program, &error);
+  r = r ? r : flexsn_program_set_cpu_cache_dir(program, dir, &error);
+  r = r ? r : flexsn_kernel_get(program, "lif_inference", 0, &k, &error);
+  r = r ? r : flexsn_kernel_launch(k, ptrs, 4, T, N, NULL, 1, &error);
+  if (r)
+    printf("  %s\n", error ? error : "?");
+  flexsn_free(error);
+  flexsn_program_destroy(program);
+  return r;
+}
+
+static void testCPUCache(const char *lif) {
+  char *error = NULL;
+  expectError(flexsn_program_set_cpu_cache_dir(NULL, "/tmp", &error), &error,
+              "null program", "a cache directory for a NULL program");
+  char dir[] = "/tmp/flexsn-capi-XXXXXX";
+  if (!mkdtemp(dir)) {
+    EXPECT(0, "a temporary directory for the CPU object cache");
+    return;
+  }
+  float first[15], second[15];
+  int r = cachedRun(lif, dir, first);
+  EXPECT(r == 0 && countObjects(dir) == 1,
+         "a CPU kernel's first fetch writes its object file to the cache");
+  r = r ? r : cachedRun(lif, dir, second);
+  EXPECT(r == 0 && countObjects(dir) == 1 &&
+             memcmp(first, second, sizeof first) == 0,
+         "a new program's kernel from the cached object gives the same "
+         "results");
+  /* An unusable file is compiled again and replaced. */
+  DIR *d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (strncmp(e->d_name, "cpu-", 4) == 0) {
+      char path[512];
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      FILE *f = fopen(path, "wb");
+      if (f) {
+        fputs("not an object file", f);
+        fclose(f);
+      }
+    }
+  if (d)
+    closedir(d);
+  r = cachedRun(lif, dir, second);
+  EXPECT(r == 0 && memcmp(first, second, sizeof first) == 0,
+         "a damaged cached object is compiled again");
+  d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (e->d_name[0] != '.') {
+      char path[512];
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      remove(path);
+    }
+  if (d)
+    closedir(d);
+  rmdir(dir);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2)
     return 2;
@@ -621,6 +708,7 @@ int main(int argc, char **argv) {
   EXPECT(flexsn_api_version() == FLEXSN_API_VERSION,
          "library and header agree on the API version");
   testCPU(lif);
+  testCPUCache(lif);
   testFinalPair(lif);
   testErrors(lif);
   testCUDA(lif, strcmp(mode, "cuda") == 0);

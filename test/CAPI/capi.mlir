@@ -1,4 +1,4 @@
-// libFlexSN.so through its C API v2 (test/CAPI/capi-test.c): CPU and CUDA
+// libFlexSN.so through its C API v3 (test/CAPI/capi-test.c): CPU and CUDA
 // programs, the manifest without CUDA, CPU launches against a hand-written
 // LIF, argument checks (pointer count, NULL, T/NCL, overflow), operand
 // numbering with an unused input, error messages; without a GPU the CUDA

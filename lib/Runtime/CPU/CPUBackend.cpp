@@ -12,6 +12,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/Analysis/TargetLibraryInfo.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/ExecutionEngine/Orc/CompileUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/ExecutionEngine/Orc/SelfExecutorProcessControl.h"
@@ -19,8 +21,13 @@
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IR/SystemLibraries.h"
+#include "llvm/Object/ObjectFile.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/DynamicLibrary.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SHA256.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 
@@ -33,7 +40,9 @@
 #include <thread>
 #include <vector>
 
+#include <dlfcn.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
@@ -80,6 +89,9 @@ FailureOr<std::unique_ptr<CPUKernels>> CPUKernels::compile(ModuleOp module,
   if (!builder)
     return module.emitError() << "JIT compilation failed: "
                               << llvm::toString(builder.takeError());
+  // Also the code generator's (lookup compiles each kernel to an object
+  // file with it): LLVM's most aggressive code generation, as the JIT's.
+  builder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
   auto host = builder->createTargetMachine();
   if (!host)
     return module.emitError() << "JIT compilation failed: "
@@ -96,10 +108,10 @@ namespace {
 /// the program removes when it is destroyed. One JIT, not an MLIR
 /// ExecutionEngine per kernel: the same compile times, and less memory
 /// kept (40 lif configurations held 7.1 MiB of RSS each with an engine per
-/// kernel, 4.7 MiB with this; bench/NOTES.md, session 18). Code is
-/// generated on the calling thread (no JIT threads), under `mutex`, which
-/// a fork waits for: a forked child finds the JIT between compiles and
-/// keeps using it.
+/// kernel, 4.7 MiB with this; bench/NOTES.md, session 18). It links the
+/// object files CPUKernels::lookup generates (or reads from its cache) on
+/// the calling thread (no JIT threads), under `mutex`, which a fork waits
+/// for: a forked child finds the JIT between links and keeps using it.
 struct SharedJIT {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   uint64_t nextDylib = 0;
@@ -197,6 +209,100 @@ static llvm::Error addPackedEntry(llvm::Module &module, StringRef name,
   return llvm::Error::success();
 }
 
+void CPUKernels::setObjectCacheDir(StringRef dir) {
+  std::lock_guard<std::mutex> lock(mutex);
+  objectCacheDir = dir.str();
+}
+
+/// Which build of this code runs: the path, size and modification time of
+/// the file it was loaded from (libFlexSN.so, or an executable that links
+/// it statically). Every step from a lowered module to its object file
+/// that is not LLVM's is this file's code, so a rebuild must not reuse an
+/// older build's objects.
+static const std::string &buildIdentity() {
+  static const std::string identity = [] {
+    Dl_info info{};
+    if (!dladdr(reinterpret_cast<void *>(&buildIdentity), &info) ||
+        !info.dli_fname)
+      return std::string("unknown build");
+    struct stat st {};
+    if (stat(info.dli_fname, &st) != 0)
+      return std::string(info.dli_fname);
+    return std::string(info.dli_fname) + ":" + std::to_string(st.st_size) +
+           ":" + std::to_string(int64_t(st.st_mtim.tv_sec)) + "." +
+           std::to_string(int64_t(st.st_mtim.tv_nsec));
+  }();
+  return identity;
+}
+
+/// The object-cache key of `one` (a kernel's module) for `machine`.
+static std::string objectKey(ModuleOp one, const llvm::TargetMachine &machine) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  one.print(os, OpPrintingFlags().enableDebugInfo(false));
+  llvm::SHA256 hash;
+  for (StringRef part :
+       {StringRef(CPUKernels::kObjectFormat), StringRef(buildIdentity()),
+        StringRef(LLVM_VERSION_STRING),
+        StringRef(machine.getTargetTriple().str()), machine.getTargetCPU(),
+        machine.getTargetFeatureString(),
+        StringRef(vectorMathLibrary() == llvm::VectorLibrary::LIBMVEC
+                      ? "libmvec"
+                      : "no vector library"),
+        StringRef(text)}) {
+    hash.update(part);
+    hash.update(StringRef("\0", 1));
+  }
+  return llvm::toHex(hash.final(), /*LowerCase=*/true).substr(0, 40);
+}
+
+/// The object file at `path` when it is one that defines `symbol`.
+static std::unique_ptr<llvm::MemoryBuffer> readObject(StringRef path,
+                                                      StringRef symbol) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return nullptr;
+  auto object =
+      llvm::object::ObjectFile::createObjectFile((*buffer)->getMemBufferRef());
+  if (!object) {
+    llvm::consumeError(object.takeError());
+    return nullptr;
+  }
+  for (const llvm::object::SymbolRef &sym : (*object)->symbols()) {
+    auto flags = sym.getFlags();
+    auto name = sym.getName();
+    if (!flags || !name) {
+      llvm::consumeError(flags.takeError());
+      llvm::consumeError(name.takeError());
+      continue;
+    }
+    if (*name == symbol && !(*flags & llvm::object::SymbolRef::SF_Undefined))
+      return std::move(*buffer);
+  }
+  return nullptr;
+}
+
+/// Writes `object` to `path`, whole or not at all: a failure only costs a
+/// later process the compile.
+static void writeObject(StringRef dir, StringRef path,
+                        llvm::MemoryBufferRef object) {
+  if (llvm::sys::fs::create_directories(dir))
+    return;
+  llvm::SmallString<256> model(dir), temporary;
+  llvm::sys::path::append(model, ".tmp-cpu-%%%%%%%%.o");
+  int fd = -1;
+  if (llvm::sys::fs::createUniqueFile(model, fd, temporary))
+    return;
+  llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+  os << object.getBuffer();
+  os.close();
+  if (os.has_error() || llvm::sys::fs::rename(temporary, path)) {
+    os.clear_error();
+    llvm::sys::fs::remove(temporary);
+  }
+}
+
 llvm::Expected<CPUKernels::KernelFn> CPUKernels::lookup(StringRef name) {
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = entries.find(name); it != entries.end())
@@ -212,9 +318,55 @@ llvm::Expected<CPUKernels::KernelFn> CPUKernels::lookup(StringRef name) {
                                    "' failed: " + message);
   };
 
+  OwningOpRef<ModuleOp> one = kernelModule(*lowered, name);
+  std::string packed = ("_mlir_" + name).str();
+
+  // Links `object` into a JITDylib of this kernel's own and finds its
+  // entry point; a failed link leaves no JITDylib behind.
+  auto link = [&](std::unique_ptr<llvm::MemoryBuffer> object)
+      -> llvm::Expected<KernelFn> {
+    std::lock_guard<std::mutex> jitLock(SharedJIT::mutex);
+    auto shared = SharedJIT::get();
+    if (!shared)
+      return shared.takeError();
+    llvm::orc::LLJIT &jit = *(*shared)->jit;
+    auto dylib = jit.createJITDylib(
+        "flexsn." + std::to_string((*shared)->nextDylib++));
+    if (!dylib)
+      return dylib.takeError();
+    auto address = [&]() -> llvm::Expected<llvm::orc::ExecutorAddr> {
+      if (llvm::Error e = jit.addObjectFile(*dylib, std::move(object)))
+        return std::move(e);
+      return jit.lookup(*dylib, packed);
+    }();
+    if (!address) {
+      llvm::consumeError(jit.getExecutionSession().removeJITDylib(*dylib));
+      return address.takeError();
+    }
+    dylibs.push_back(&*dylib);
+    return address->toPtr<KernelFn>();
+  };
+
+  // From the object cache, when this program has one and it holds the
+  // kernel.
+  std::string cachePath;
+  if (!objectCacheDir.empty()) {
+    llvm::SmallString<256> path(objectCacheDir);
+    llvm::sys::path::append(path,
+                            "cpu-" + objectKey(*one, *targetMachine) + ".o");
+    cachePath = std::string(path);
+    if (auto object = readObject(cachePath, packed)) {
+      auto entry = link(std::move(object));
+      if (entry) {
+        entries[name] = *entry;
+        return *entry;
+      }
+      llvm::consumeError(entry.takeError()); // compiled again below
+    }
+  }
+
   // Translation reports through the context's diagnostics: kept for the
   // error message.
-  OwningOpRef<ModuleOp> one = kernelModule(*lowered, name);
   std::string diagnostics;
   auto context = std::make_unique<llvm::LLVMContext>();
   std::unique_ptr<llvm::Module> module;
@@ -230,7 +382,6 @@ llvm::Expected<CPUKernels::KernelFn> CPUKernels::lookup(StringRef name) {
                   diagnostics);
   module->setDataLayout(targetMachine->createDataLayout());
   module->setTargetTriple(targetMachine->getTargetTriple());
-  std::string packed = ("_mlir_" + name).str();
   if (llvm::Error e = addPackedEntry(*module, name, packed))
     return failed(std::move(e));
 
@@ -261,28 +412,19 @@ llvm::Expected<CPUKernels::KernelFn> CPUKernels::lookup(StringRef name) {
         .run(*module, mam);
   }
 
-  // Code generation and linking: at the lookup, in a JITDylib of this
-  // kernel's own.
-  std::lock_guard<std::mutex> jitLock(SharedJIT::mutex);
-  auto shared = SharedJIT::get();
-  if (!shared)
-    return failed(shared.takeError());
-  llvm::orc::LLJIT &jit = *(*shared)->jit;
-  auto dylib = jit.createJITDylib("flexsn." + std::to_string(
-                                                  (*shared)->nextDylib++));
-  if (!dylib)
-    return failed(dylib.takeError());
-  dylibs.push_back(&*dylib);
-  if (llvm::Error e = jit.addIRModule(
-          *dylib, llvm::orc::ThreadSafeModule(std::move(module),
-                                              std::move(context))))
-    return failed(std::move(e));
-  auto address = jit.lookup(*dylib, packed);
-  if (!address)
-    return failed(address.takeError());
-  KernelFn entry = address->toPtr<KernelFn>();
-  entries[name] = entry;
-  return entry;
+  // Code generation, then linking (and the object cached, when the
+  // program has a cache).
+  llvm::orc::SimpleCompiler compiler(*targetMachine);
+  auto object = compiler(*module);
+  if (!object)
+    return failed(object.takeError());
+  if (!cachePath.empty())
+    writeObject(objectCacheDir, cachePath, (*object)->getMemBufferRef());
+  auto entry = link(std::move(*object));
+  if (!entry)
+    return failed(entry.takeError());
+  entries[name] = *entry;
+  return *entry;
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace llvm {
@@ -43,6 +44,21 @@ public:
   /// names a kernel the program does not define, or the JIT's failure.
   /// Thread-safe.
   llvm::Expected<KernelFn> lookup(StringRef name);
+
+  /// Where this program's kernels keep their machine code across processes
+  /// (empty: nowhere, the default). A first lookup then loads the object
+  /// file `dir`/cpu-<key>.o instead of optimizing and generating code, or
+  /// writes it after generating. The key is a SHA-256 of the kernel's
+  /// lowered module (LLVM dialect, printed), the host's target triple, CPU
+  /// and features, LLVM's version, the vector math library, kObjectFormat
+  /// and the build of this code (the path, size and modification time of
+  /// the library or executable it runs from). A file is written whole, then renamed; one that cannot
+  /// be read, is not an object file defining the kernel's entry point, or
+  /// does not link is compiled again and replaced. Applies to lookups after
+  /// the call.
+  void setObjectCacheDir(StringRef dir);
+  /// Names the object files' layout and ABI (the packed entry point).
+  static constexpr const char *kObjectFormat = "flexsn-cpu-object-1";
 
   /// Runs `fn` on `ptrs` (the kernel's pointer arguments in ABI order) for
   /// T steps and NCL neurons, splitting the neurons over at most `threads`
@@ -86,6 +102,7 @@ private:
   /// JIT (removed with the CPUKernels).
   std::vector<llvm::orc::JITDylib *> dylibs;
   llvm::StringMap<KernelFn> entries;
+  std::string objectCacheDir; // guarded by mutex
 };
 
 } // namespace flexsn
