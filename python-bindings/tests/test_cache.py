@@ -174,6 +174,21 @@ def test_cpu_cache_off_writes_nothing(tmp_path, monkeypatch):
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]
 
 
+def test_an_unusable_cpu_cache_dir_only_costs_the_compile(tmp_path, monkeypatch):
+    """A cache 'directory' that is a file (as an unwritable one): every
+    kernel is compiled, nothing is written, the results are right."""
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("x")
+    monkeypatch.setenv("FLEXSN_CACHE_DIR", str(blocker))
+    first = _cpu_training_step(monkeypatch, 1.5625)
+    monkeypatch.setenv("FLEXSN_CACHE_DIR", "off")
+    clean = _cpu_training_step(monkeypatch, 1.5625)
+    for a, b in zip(first, clean):
+        assert torch.equal(a, b)
+    assert [p.name for p in tmp_path.iterdir()] == ["not-a-directory"]
+    assert blocker.read_text() == "x"
+
+
 def test_cpu_cache_dir_only_for_cpu_programs():
     cuda = _capi.program_create(_ir(), _capi.TARGET_CUDA, "chip=sm_90")
     try:
