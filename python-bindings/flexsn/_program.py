@@ -152,21 +152,23 @@ def chip_of(device: torch.device) -> str:
     return chip
 
 
+# PyTorch's raw getter of a device's current CUDA stream, where it has one.
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def current_stream(index: int) -> int:
     """PyTorch's current CUDA stream on device `index`, as a CUstream."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return raw(index)
+    if _RAW_STREAM is not None:
+        return _RAW_STREAM(index)
     return torch.cuda.current_stream(index).cuda_stream
 
 
 def stream_getter(index: int) -> Callable[[], int]:
     """A function of no arguments giving current_stream(index), with no
     Python frame of ours around PyTorch's own where it has one."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return functools.partial(raw, index)
-    return lambda: torch.cuda.current_stream(index).cuda_stream
+    if _RAW_STREAM is not None:
+        return functools.partial(_RAW_STREAM, index)
+    return functools.partial(current_stream, index)
 
 
 class Launcher:

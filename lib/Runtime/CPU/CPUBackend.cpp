@@ -90,7 +90,7 @@ FailureOr<std::unique_ptr<CPUKernels>> CPUKernels::compile(ModuleOp module,
     return module.emitError() << "JIT compilation failed: "
                               << llvm::toString(builder.takeError());
   // Also the code generator's (lookup compiles each kernel to an object
-  // file with it): LLVM's most aggressive code generation, as the JIT's.
+  // file with it): LLVM's most aggressive code generation.
   builder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
   auto host = builder->createTargetMachine();
   if (!host)
@@ -132,7 +132,6 @@ struct SharedJIT {
     auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
     if (!builder)
       return builder.takeError();
-    builder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
     auto control = llvm::orc::SelfExecutorProcessControl::Create(
         nullptr, std::make_unique<llvm::orc::InPlaceTaskDispatcher>());
     if (!control)

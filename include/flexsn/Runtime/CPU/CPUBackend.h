@@ -52,10 +52,10 @@ public:
   /// lowered module (LLVM dialect, printed), the host's target triple, CPU
   /// and features, LLVM's version, the vector math library, kObjectFormat
   /// and the build of this code (the path, size and modification time of
-  /// the library or executable it runs from). A file is written whole, then renamed; one that cannot
-  /// be read, is not an object file defining the kernel's entry point, or
-  /// does not link is compiled again and replaced. Applies to lookups after
-  /// the call.
+  /// the library or executable it runs from). A file is written whole,
+  /// then renamed; one that cannot be read, is not an object file defining
+  /// the kernel's entry point, or does not link is compiled again and
+  /// replaced. Applies to lookups after the call.
   void setObjectCacheDir(StringRef dir);
   /// Names the object files' layout and ABI (the packed entry point).
   static constexpr const char *kObjectFormat = "flexsn-cpu-object-1";
@@ -95,7 +95,7 @@ private:
 
   /// The program after the CPU pipeline (LLVM dialect).
   OwningOpRef<ModuleOp> lowered;
-  /// The host's, for LLVM's optimizer.
+  /// The host's, for LLVM's optimizer and code generator.
   std::shared_ptr<llvm::TargetMachine> targetMachine;
   std::mutex mutex; // guards dylibs and entries
   /// The kernels compiled so far, each in a JITDylib of the process's one
