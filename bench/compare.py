@@ -14,6 +14,11 @@ random output gradients):
   torch-compile-step  the single step under torch.compile, looped in Python
   floor         the fewest bytes the job must move / device copy bandwidth
                 measured in this run
+  eager floor   PyTorch's cheapest eager call moving those bytes, timed as
+                the systems are (one elementwise op; for training, the op
+                and its backward through autograd): the least any system
+                called from Python takes for them on this host
+                (--no-eager-floor leaves it out)
 
 Minimal bytes (b = bytes per element, T*NCL elements per sequence):
 inference reads the inputs and writes the outputs, (n_in + n_out) T NCL b;
@@ -448,6 +453,38 @@ print(t2 - t1, t3 - t2)
     return {"first_inference_s": inf, "first_training_s": train}
 
 
+def eager_floor(core, T, N, dtype_name, reps, dev):
+    """PyTorch's cheapest eager call that moves the case's minimal bytes,
+    timed as the systems are (time_cuda): for inference one elementwise op,
+    z * 2, whose read and write are each half the inference floor's bytes;
+    for training the same op on a tensor that requires grad and its
+    backward through the autograd engine (MulBackward: grad * 2, stolen by
+    z's accumulator, no copy), each of the two kernels moving half the
+    training floor's bytes. One launch per kernel at a copy's speed and
+    PyTorch's own least host time: what any system called from Python
+    takes at the least for these bytes on this host, where the floor column
+    is the device alone."""
+    import torch
+    dtype = getattr(torch, dtype_name)
+    elem = 2 if dtype_name == "bfloat16" else 4
+    numel = {w: minimal_bytes(core, T, N, elem, w == "training") // (2 * elem)
+             for w in ("inference", "training")}
+    numel["training"] //= 2  # the forward's and the backward's kernels share it
+    z = torch.randn(numel["inference"], device=dev).to(dtype)
+    with torch.no_grad():
+        inference = time_cuda(lambda: z * 2, lambda: None, reps)
+    del z
+    z = torch.randn(numel["training"], device=dev).to(dtype).requires_grad_()
+    g = torch.randn(numel["training"], device=dev).to(dtype)
+
+    def step():
+        z.grad = None
+        (z * 2).backward(g)
+    training = time_cuda(step, lambda: None, reps)
+    del z, g
+    return {"inference_ms": inference, "training_ms": training}
+
+
 def kernel_only(flexsn_run, core, T, N, dtype_name):
     """flexsn-run --bench figures (kernel time and % of copy) per variant."""
     src = {"lif": "examples/lif.mlir", "2in2st": "examples/two_in_two_state.mlir"}[core]
@@ -511,6 +548,14 @@ def measure(args):
                 print(f"{core} T={T} NCL={N} {dtype_name}: floor inference "
                       f"{floor['inference']:.4f} ms, training {floor['training']:.4f} ms",
                       flush=True)
+                if args.eager_floor and not args.first_only:
+                    ef = eager_floor(core, T, N, dtype_name, args.reps, dev)
+                    append(path, {"kind": "eager_floor", "core": core, "T": T, "N": N,
+                                  "dtype": dtype_name, **ef})
+                    print(f"  {'eager floor':14s} inference {ef['inference_ms']:.4f} ms  "
+                          f"training {ef['training_ms']:.4f} ms", flush=True)
+                    if dev == "cuda":
+                        torch.cuda.empty_cache()
                 for system in args.systems.split(","):
                     name = f"{system}:{core}:{T}:{dtype_name}"
                     if any(fnmatch.fnmatch(name, pat) for pat in args.skip.split(",") if pat):
@@ -592,12 +637,15 @@ def report(out):
             cases.append(key)
     times = {}
     floors = {}
+    eager_floors = {}
     for r in data:
         key = (r.get("core"), r.get("T"), r.get("N"), r.get("dtype"))
         if r["kind"] == "time":
             times[key + (r["system"],)] = r
         elif r["kind"] == "floor":
             floors[key] = r
+        elif r["kind"] == "eager_floor":
+            eager_floors[key] = r
     skipped = {(r["core"], r["T"], r["N"], r["dtype"], r["system"])
                for r in data if r["kind"] == "skipped"}
     present = [s for s in SYSTEMS if any(k[-1] == s for k in times)]
@@ -610,14 +658,24 @@ def report(out):
                 f" replayed from a CUDA graph (ms, median of replays{per})")
                for w in ("inference", "training")
                if any(f"graph_{w}_ms" in r or f"graph_{w}_error" in r for r in times.values())]
+    if eager_floors:
+        lines += ["Eager floor: PyTorch's cheapest eager call moving the same minimal "
+                  "bytes (`eager_floor()`: one elementwise op; for training that op "
+                  "and its backward through autograd), timed as the systems are.", ""]
     for what, field, title in tables:
+        # The eager floor stands beside the eager timings only.
+        ef = bool(eager_floors) and field == what
         lines.append(title)
         lines.append("")
-        lines.append("| case | floor | " + " | ".join(present) + " |")
-        lines.append("|---|---|" + "---|" * len(present))
+        lines.append("| case | floor | " + ("eager floor | " if ef else "")
+                     + " | ".join(present) + " |")
+        lines.append("|---|---|" + ("---|" if ef else "") + "---|" * len(present))
         for key in cases:
             core, T, N, dt = key
             row = [f"{core} T={T} NCL={N} {dt}", f"{floors[key][what + '_ms']:.4f}"]
+            if ef:
+                row.append(f"{eager_floors[key][what + '_ms']:.4f}" if key in eager_floors
+                           else "–")
             for s in present:
                 r = times.get(key + (s,))
                 if r is None:
@@ -730,6 +788,8 @@ def main():
                         "to run, e.g. 'sj-*:*:256:*' (SpikingJelly compiles per T)")
     p.add_argument("--flexsn-run", default=None)
     p.add_argument("--first-call", action="store_true")
+    p.add_argument("--no-eager-floor", dest="eager_floor", action="store_false",
+                   help="leave out PyTorch's eager floor per case (eager_floor())")
     p.add_argument("--graph", action="store_true",
                    help="also time each call and training step replayed from a CUDA graph")
     p.add_argument("--graph-calls", type=int, default=1,
