@@ -756,6 +756,9 @@ def report(out):
     for ax, (what, field, title) in zip(axes.flat, tables):
         xs = [k[1] for k in lif]
         ax.plot(xs, [floors[k][what + "_ms"] for k in lif], "k--", label="floor")
+        if field == what and all(k in eager_floors for k in lif):
+            ax.plot(xs, [eager_floors[k][what + "_ms"] for k in lif], "k:",
+                    label="eager floor")
         for s in present:
             pts = [(k[1], times[k + (s,)][field + "_ms"]) for k in lif
                    if field + "_ms" in times.get(k + (s,), {})]
