@@ -24,7 +24,10 @@ Minimal bytes (b = bytes per element, T*NCL elements per sequence):
 inference reads the inputs and writes the outputs, (n_in + n_out) T NCL b;
 training also writes the state sequences it needs (forward) and reads them
 back with the inputs and output gradients to write the input gradients
-(backward), (3 n_in + 2 n_out + 2 n_states) T NCL b.
+(backward), (3 n_in + 2 n_out + 2 n_states) T NCL b. A core's kernels may
+move fewer: lif's f32 training saves h and writes only the final state
+(six sequences a step against this formula's seven), so its replayed
+step can read under this floor.
 
 With --graph, also each system's call and training step captured whole
 into a CUDA graph (torch.cuda.graph) and replayed: the device's time with
