@@ -16,9 +16,10 @@ random output gradients):
                 measured in this run
   eager floor   PyTorch's cheapest eager call moving those bytes, timed as
                 the systems are (one elementwise op; for training, the op
-                and its backward through autograd): the least any system
-                called from Python takes for them on this host
-                (--no-eager-floor leaves it out)
+                and its backward through autograd): what PyTorch itself
+                takes eagerly for them on this host (not a strict bound: a
+                system whose forward kernel covers the host's way to the
+                backward can beat it; --no-eager-floor leaves it out)
 
 Minimal bytes (b = bytes per element, T*NCL elements per sequence):
 inference reads the inputs and writes the outputs, (n_in + n_out) T NCL b;
@@ -463,10 +464,12 @@ def eager_floor(core, T, N, dtype_name, reps, dev):
     for training the same op on a tensor that requires grad and its
     backward through the autograd engine (MulBackward: grad * 2, stolen by
     z's accumulator, no copy), each of the two kernels moving half the
-    training floor's bytes. One launch per kernel at a copy's speed and
-    PyTorch's own least host time: what any system called from Python
-    takes at the least for these bytes on this host, where the floor column
-    is the device alone."""
+    training floor's bytes. One launch per kernel at about a copy's speed
+    and PyTorch's own least host time: what PyTorch itself takes eagerly
+    for these bytes on this host, where the floor column is the device
+    alone. Not a strict bound on other systems: between the training
+    step's two launches the host's time shows only where the forward
+    kernel is too short to cover it, and this forward is short."""
     import torch
     dtype = getattr(torch, dtype_name)
     elem = 2 if dtype_name == "bfloat16" else 4
