@@ -79,15 +79,15 @@ def cache_dir() -> Optional[Path]:
 
 def _compile(ir: str, target: str, options: str) -> Program:
     code = _capi.TARGET_CUDA if target == "cuda" else _capi.TARGET_CPU
+    directory = cache_dir()
     if target != "cuda":
         # The library keys each kernel's object file itself (its lowered
         # IR, the host CPU, LLVM): only the directory is ours to give.
         program = Program(_capi.program_create(ir, code, options), target)
-        directory = cache_dir()
         if directory is not None:
             _capi.program_set_cpu_cache_dir(program.handle, str(directory))
         return program
-    if cache_dir() is None:
+    if directory is None:
         return Program(_capi.program_create(ir, code, options), target)
     # The PTX and manifest of a CUDA program are kept on disk, under a key of
     # everything they depend on; files are written whole, then renamed, so
@@ -95,7 +95,6 @@ def _compile(ir: str, target: str, options: str) -> Program:
     key = hashlib.sha256("\0".join(
         [_capi.version(), _capi.build(), target, options, ir]).encode()
     ).hexdigest()[:32]
-    directory = cache_dir()
     ptx_path, manifest_path = directory / f"{key}.ptx", directory / f"{key}.json"
     try:
         ptx, manifest = ptx_path.read_text(), manifest_path.read_text()
