@@ -671,28 +671,21 @@ def report(out):
     for what, field, title in tables:
         # The eager floor stands beside the eager timings only.
         ef = bool(eager_floors) and field == what
-        lines.append(title)
-        lines.append("")
-        lines.append("| case | floor | " + ("eager floor | " if ef else "")
-                     + " | ".join(present) + " |")
-        lines.append("|---|---|" + ("---|" if ef else "") + "---|" * len(present))
-        for key in cases:
-            core, T, N, dt = key
-            row = [f"{core} T={T} NCL={N} {dt}", f"{floors[key][what + '_ms']:.4f}"]
-            if ef:
-                row.append(f"{eager_floors[key][what + '_ms']:.4f}" if key in eager_floors
-                           else "–")
-            for s in present:
-                r = times.get(key + (s,))
-                if r is None:
-                    row.append("not run" if key + (s,) in skipped else "–")
-                elif "error" in r or f"{field}_error" in r:
-                    row.append("error")
-                elif f"{field}_ms" not in r:
-                    row.append("–")
-                else:
-                    row.append(f"{r[field + '_ms']:.4f}")
-            lines.append("| " + " | ".join(row) + " |")
+
+        def cell(key, s, what=what, field=field):
+            if s == "floor":
+                return f"{floors[key][what + '_ms']:.4f}"
+            if s == "eager floor":
+                r = eager_floors.get(key)
+                return "–" if r is None else f"{r[what + '_ms']:.4f}"
+            r = times.get(key + (s,))
+            if r is None:
+                return "not run" if key + (s,) in skipped else "–"
+            if "error" in r or f"{field}_error" in r:
+                return "error"
+            return f"{r[field + '_ms']:.4f}" if f"{field}_ms" in r else "–"
+        lines += [title, ""]
+        lines += case_table(cases, ["floor"] + (["eager floor"] if ef else []) + present, cell)
         lines.append("")
     lines.append("### peak extra GPU memory in training (MiB)")
     lines.append("")
