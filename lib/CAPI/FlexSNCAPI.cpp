@@ -1,7 +1,8 @@
 //===- FlexSNCAPI.cpp - C API of FlexSN-MLIR (version 3) ------------------===//
 //
-// Programs own the compiled module (CPU JIT engine or PTX), its manifest as
-// a typed structure and its kernel handles. A kernel handle carries what a
+// Programs own the compiled module (the CPU kernels, JIT-compiled one by
+// one into the process's shared JIT, or PTX), its manifest as a typed
+// structure and its kernel handles. A kernel handle carries what a
 // launch needs (entry point, pointer shapes, launch geometry) so that a
 // launch only validates its arguments and runs.
 //
