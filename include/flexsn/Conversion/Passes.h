@@ -47,9 +47,9 @@ class ScanOp;
 /// Steps of reads in flight in the deep entry of `scan`'s GPU kernels
 /// (getDeepEntryName), or 0 when they have none. The deep entry is the
 /// scalar entry (one neuron per thread) with about kDeepReadBytes of reads
-/// in flight per thread, for launches with so few threads per SM that the
-/// scalar entry's depth leaves DRAM latency uncovered (small NCL, long T:
-/// cuda::ScanKernel takes it). A kernel has one when that depth exceeds
+/// (and at least kDeepMinSteps steps) in flight per thread, for launches
+/// with so few threads per SM that the scalar entry's depth leaves DRAM
+/// latency uncovered (small NCL, long T: cuda::ScanKernel takes it). A kernel has one when that depth exceeds
 /// the scalar entry's automatic depth, within kMaxPrefetchDepth and an
 /// unrolled body of at most 512 op copies; with an explicit `prefetch`
 /// (`prefetchOption` > 0) no kernel has one.
@@ -62,6 +62,12 @@ constexpr unsigned kCPUBlockNeurons = 256;
 
 /// The bytes of reads per thread the deep entry keeps in flight.
 constexpr unsigned kDeepReadBytes = 64;
+
+/// The fewest steps of reads the deep entry keeps in flight, however many
+/// bytes a step reads. bench/NOTES.md run 145 (H200): two_in_two_state's
+/// bf16 backward at T=256 NCL=64K (8 sequences read a step) took 65% of
+/// copy with its scalar entry's 5 steps, 70% with 8, 48% with 16.
+constexpr unsigned kDeepMinSteps = 8;
 
 /// The one-neuron-per-thread GPU entries (scalar and deep) ask L2 for the
 /// reads of steps `l2-prefetch` ahead of their slots (prefetch.global.L2)

@@ -6,7 +6,7 @@
 // RUN: FileCheck %s --input-file=%t.all.ptx --check-prefix=ALL
 // RUN: %ptxas -arch=sm_90 %t.all.ptx -o %t.cubin
 // RUN: FileCheck %s --input-file=%t.all.ptx --check-prefix=ONCE
-// ALL-COUNT-8: .visible .entry
+// ALL-COUNT-9: .visible .entry
 // ALL-NOT: .visible .entry
 // The entries are compiled as modules of their own and merged: one header,
 // one definition of the zeros global the backward reads for absent
@@ -28,6 +28,18 @@
 // BWD-NOT: .entry
 // BWD: .visible .entry two_in_two_state_backward_scalar(
 // BWD-NOT: .entry
+// The backward reads 8 sequences a step: its deep entry keeps 8 steps in
+// flight (kDeepMinSteps), where the scalar entry keeps 5.
+// RUN: flexsn-translate --flexsn-to-ptx --options='differentiate' --ptx-entry=two_in_two_state_backward_deep %flexsn_src_root/examples/two_in_two_state.mlir -o %t.deep.ptx
+// RUN: %ptxas -arch=sm_90 %t.deep.ptx -o %t.cubin
+// RUN: FileCheck %s --input-file=%t.deep.ptx --check-prefix=DEEP
+// DEEP-NOT: .entry
+// DEEP: .visible .entry two_in_two_state_backward_deep(
+// DEEP-NOT: .entry
+// RUN: flexsn-translate --flexsn-to-manifest --options='differentiate' %flexsn_src_root/examples/two_in_two_state.mlir | FileCheck %s --check-prefix=DEPTH
+// DEPTH: "name": "two_in_two_state_backward"
+// DEPTH: "deep_entry": "two_in_two_state_backward_deep"
+// DEPTH-NEXT: "deep_prefetch": 8
 // A backward with a sum over neurons (workgroup memory, atomics) too.
 // RUN: flexsn-translate --flexsn-to-ptx --options='differentiate' --ptx-entry=plif_backward %flexsn_src_root/examples/plif.mlir -o %t.plif.ptx
 // RUN: %ptxas -arch=sm_90 %t.plif.ptx -o %t.cubin
