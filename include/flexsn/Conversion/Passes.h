@@ -47,9 +47,10 @@ class ScanOp;
 /// Steps of reads in flight in the deep entry of `scan`'s GPU kernels
 /// (getDeepEntryName), or 0 when they have none. The deep entry is the
 /// scalar entry (one neuron per thread) with about kDeepReadBytes of reads
-/// (and at least kDeepMinSteps steps) in flight per thread, for launches
-/// with so few threads per SM that the scalar entry's depth leaves DRAM
-/// latency uncovered (small NCL, long T: cuda::ScanKernel takes it). A kernel has one when that depth exceeds
+/// (and at least kDeepMinSteps steps within kDeepMaxReadBytes) in flight
+/// per thread, for launches with so few threads per SM that the scalar
+/// entry's depth leaves DRAM latency uncovered (small NCL, long T:
+/// cuda::ScanKernel takes it). A kernel has one when that depth exceeds
 /// the scalar entry's automatic depth, within kMaxPrefetchDepth and an
 /// unrolled body of at most 512 op copies; with an explicit `prefetch`
 /// (`prefetchOption` > 0) no kernel has one.
@@ -63,11 +64,15 @@ constexpr unsigned kCPUBlockNeurons = 256;
 /// The bytes of reads per thread the deep entry keeps in flight.
 constexpr unsigned kDeepReadBytes = 64;
 
-/// The fewest steps of reads the deep entry keeps in flight, however many
-/// bytes a step reads. bench/NOTES.md run 145 (H200): two_in_two_state's
-/// bf16 backward at T=256 NCL=64K (8 sequences read a step) took 65% of
-/// copy with its scalar entry's 5 steps, 70% with 8, 48% with 16.
+/// The fewest steps of reads the deep entry keeps in flight, as long as
+/// they are at most kDeepMaxReadBytes. bench/NOTES.md run 171 (H200):
+/// two_in_two_state's bf16 backward (8 sequences, 16 bytes a step) at 8
+/// steps instead of its scalar entry's 5: 65 -> 69% of copy at T=256
+/// NCL=64K, 28 -> 30% at T=1024 NCL=16K; in f32 (32 bytes a step) 8 steps
+/// lost 2-4% at T=64-256 (95 -> 93% at T=256), where that kernel already
+/// reads at DRAM's pace.
 constexpr unsigned kDeepMinSteps = 8;
+constexpr unsigned kDeepMaxReadBytes = 128;
 
 /// The one-neuron-per-thread GPU entries (scalar and deep) ask L2 for the
 /// reads of steps `l2-prefetch` ahead of their slots (prefetch.global.L2)

@@ -1019,13 +1019,15 @@ unsigned mlir::flexsn::getDeepEntryPrefetch(ScanOp scan,
     bytes += getElementTypeOrSelf(v.getType()).getIntOrFloatBitWidth() / 8;
   if (bytes == 0)
     return 0;
-  // About kDeepReadBytes of reads, and at least kDeepMinSteps steps: a
-  // kernel reading many sequences a step (two_in_two_state's backward: 8)
-  // has a shallow scalar entry (5 steps), and 64 bytes would be shallower
-  // still. Within the unchecked copy's size bound (emitNeuronScan), which is
-  // what makes a deep loop cheap once T is several depths long.
+  // About kDeepReadBytes of reads, and at least kDeepMinSteps steps within
+  // kDeepMaxReadBytes: a kernel reading many 16-bit sequences a step
+  // (two_in_two_state's bf16 backward: 8, 16 bytes) has a shallow scalar
+  // entry (5 steps), and 64 bytes would be shallower still. Within the
+  // unchecked copy's size bound (emitNeuronScan), which is what makes a
+  // deep loop cheap once T is several depths long.
+  unsigned floor = std::min(kDeepMinSteps, kDeepMaxReadBytes / bytes);
   unsigned depth = std::min({kMaxPrefetchDepth,
-                             std::max(kDeepReadBytes / bytes, kDeepMinSteps),
+                             std::max(kDeepReadBytes / bytes, floor),
                              kMaxUnrolledOps / 2 / countBodyOps(scan)});
   return depth > choosePrefetchDepth(scan, 1) ? depth : 0;
 }

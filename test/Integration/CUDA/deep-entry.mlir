@@ -1,12 +1,12 @@
 // The deep entry (one neuron per thread, 64 bytes of reads in flight a
-// thread and at least 8 steps: lif 16 f32 or 32 bf16 steps,
-// two_in_two_state 16 bf16 steps, its backward 8 steps of its 8 sequences
-// in either dtype) on the GPU: launches with at most 512 neurons per SM and
+// thread, and at least 8 steps within 128 bytes: lif 16 f32 or 32 bf16
+// steps, two_in_two_state 16 bf16 steps, its bf16 backward 8 steps of its
+// 8 sequences) on the GPU: launches with at most 512 neurons per SM and
 // T >= 4 depths take it, with T not a multiple of the depth included, and
 // it gives the interpreter's results; a shorter T, a large NCL, lif's
-// backward and a kernel reading 8 bytes a step (two_in_two_state's
-// final_state in f32) take the other entries (NCL 81923: over 512 neurons
-// per SM on GPUs of up to 160 SMs).
+// backward and two_in_two_state in f32 (8 and 32 bytes a step) take the
+// other entries (NCL 81923: over 512 neurons per SM on GPUs of up to 160
+// SMs).
 // REQUIRES: cuda
 // RUN: flexsn-run %flexsn_src_root/examples/lif.mlir --backend=cuda --variant=inference --dtype=f32 --T=200 --ncl=1000 --seed=1 --check | FileCheck %s --check-prefix=LIF-INF
 // RUN: flexsn-run %flexsn_src_root/examples/lif.mlir --backend=cuda --variant=final_state --dtype=bf16 --T=130 --ncl=4099 --seed=2 --check | FileCheck %s --check-prefix=LIF-FS
@@ -20,7 +20,7 @@
 // RUN: flexsn-run %flexsn_src_root/examples/two_in_two_state.mlir --backend=cuda --variant=backward --dtype=bf16 --T=77 --ncl=1001 --seed=10 --check | FileCheck %s --check-prefix=TWO-BWD
 // RUN: flexsn-run %flexsn_src_root/examples/two_in_two_state.mlir --backend=cuda --variant=backward --dtype=f32 --T=32 --ncl=4099 --seed=11 --check | FileCheck %s --check-prefix=TWO-BWD32
 // RUN: flexsn-run %flexsn_src_root/examples/two_in_two_state.mlir --backend=cuda --variant=backward --dtype=bf16 --T=31 --ncl=1001 --seed=12 --check | FileCheck %s --check-prefix=TWO-BWD-SHORT
-// RUN: flexsn-run %flexsn_src_root/examples/two_in_two_state.mlir --backend=cuda --variant=backward --dtype=f32 --T=40 --ncl=81923 --seed=13 --check | FileCheck %s --check-prefix=TWO-BWD-LARGE
+// RUN: flexsn-run %flexsn_src_root/examples/two_in_two_state.mlir --backend=cuda --variant=backward --dtype=bf16 --T=40 --ncl=81923 --seed=13 --check | FileCheck %s --check-prefix=TWO-BWD-LARGE
 
 // LIF-INF: entry=lif_inference_deep
 // LIF-FS: entry=lif_final_state_deep
@@ -32,7 +32,7 @@
 // TWO32: entry=two_in_two_state_final_state_scalar
 // PLIF: entry=plif_forward_deep
 // TWO-BWD: entry=two_in_two_state_backward_deep
-// TWO-BWD32: entry=two_in_two_state_backward_deep
+// TWO-BWD32: entry=two_in_two_state_backward_scalar
 // TWO-BWD-SHORT: entry=two_in_two_state_backward_scalar
 // TWO-BWD-LARGE: entry=two_in_two_state_backward_scalar
 // Each line's verdict:

@@ -6,7 +6,7 @@
 // RUN: FileCheck %s --input-file=%t.all.ptx --check-prefix=ALL
 // RUN: %ptxas -arch=sm_90 %t.all.ptx -o %t.cubin
 // RUN: FileCheck %s --input-file=%t.all.ptx --check-prefix=ONCE
-// ALL-COUNT-9: .visible .entry
+// ALL-COUNT-8: .visible .entry
 // ALL-NOT: .visible .entry
 // The entries are compiled as modules of their own and merged: one header,
 // one definition of the zeros global the backward reads for absent
@@ -28,18 +28,23 @@
 // BWD-NOT: .entry
 // BWD: .visible .entry two_in_two_state_backward_scalar(
 // BWD-NOT: .entry
-// The backward reads 8 sequences a step: its deep entry keeps 8 steps in
-// flight (kDeepMinSteps), where the scalar entry keeps 5.
-// RUN: flexsn-translate --flexsn-to-ptx --options='differentiate' --ptx-entry=two_in_two_state_backward_deep %flexsn_src_root/examples/two_in_two_state.mlir -o %t.deep.ptx
+// In bf16 storage the backward's 8 sequences are 16 bytes a step: its deep
+// entry keeps 8 steps in flight (kDeepMinSteps), where the scalar entry
+// keeps 5; in f32 (32 bytes a step, above) it has none.
+// RUN: sed -e 's/xf32>/xbf16>/g' %flexsn_src_root/examples/two_in_two_state.mlir > %t.bf16.mlir
+// RUN: flexsn-translate --flexsn-to-ptx --options='differentiate' --ptx-entry=two_in_two_state_backward_deep %t.bf16.mlir -o %t.deep.ptx
 // RUN: %ptxas -arch=sm_90 %t.deep.ptx -o %t.cubin
 // RUN: FileCheck %s --input-file=%t.deep.ptx --check-prefix=DEEP
 // DEEP-NOT: .entry
 // DEEP: .visible .entry two_in_two_state_backward_deep(
 // DEEP-NOT: .entry
-// RUN: flexsn-translate --flexsn-to-manifest --options='differentiate' %flexsn_src_root/examples/two_in_two_state.mlir | FileCheck %s --check-prefix=DEPTH
+// RUN: flexsn-translate --flexsn-to-manifest --options='differentiate' %t.bf16.mlir | FileCheck %s --check-prefix=DEPTH
 // DEPTH: "name": "two_in_two_state_backward"
 // DEPTH: "deep_entry": "two_in_two_state_backward_deep"
 // DEPTH-NEXT: "deep_prefetch": 8
+// RUN: flexsn-translate --flexsn-to-manifest --options='differentiate' %flexsn_src_root/examples/two_in_two_state.mlir | FileCheck %s --check-prefix=DEPTH32
+// DEPTH32: "name": "two_in_two_state_backward"
+// DEPTH32-NOT: "deep_entry"
 // A backward with a sum over neurons (workgroup memory, atomics) too.
 // RUN: flexsn-translate --flexsn-to-ptx --options='differentiate' --ptx-entry=plif_backward %flexsn_src_root/examples/plif.mlir -o %t.plif.ptx
 // RUN: %ptxas -arch=sm_90 %t.plif.ptx -o %t.cubin
