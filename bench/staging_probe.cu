@@ -158,6 +158,39 @@ __device__ inline void mbarWait(uint64_t *bar, unsigned parity) {
                  : "memory");
 }
 
+// The consumer loop both rings share: steps in groups of G, each step
+// waiting on its slot's barrier and reading element `idx` of its rows;
+// after each group, `sync` (a barrier over the ring's users) and
+// refill(first, count) for the steps S ahead. Returns the final carry.
+template <typename E, int S, int G, typename Row, typename Sync,
+          typename Refill>
+__device__ float consumeRing(Row ring, uint64_t *full, int idx, int T,
+                             int ncl, E *wr0, E *wr1, Sync sync,
+                             Refill refill) {
+  float carry = 0.f;
+  for (int g0 = 0; g0 < T; g0 += G) {
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+      int t = g0 + j;
+      if (t < T) {
+        int s = (g0 % S) + j;
+        mbarWait(&full[s], (t / S) & 1);
+        float o0, o1;
+        step(toF(ring[s][0][idx]), toF(ring[s][1][idx]), toF(ring[s][2][idx]),
+             carry, o0, o1);
+        *wr0 = fromF<E>(o0);
+        *wr1 = fromF<E>(o1);
+      }
+      wr0 += ncl;
+      wr1 += ncl;
+    }
+    sync(); // every user of the ring is done with the group's slots
+    if (g0 + S < T)
+      refill(g0 + S, min(G, T - (g0 + S)));
+  }
+  return carry;
+}
+
 // S slots of kR rows of the block's kBlock elements; refilled G at a time.
 constexpr unsigned kRingOffset = 4096; // room for up to 512 barriers
 template <typename E, int S> constexpr unsigned tmaSmem() {
@@ -200,28 +233,13 @@ __global__ void __launch_bounds__(kBlock)
   };
   if (threadIdx.x < 32)
     refill(0, min(S, T));
-  float carry = 0.f;
-  E *wr0 = out0 + n, *wr1 = out1 + n;
-  for (int g0 = 0; g0 < T; g0 += G) {
-#pragma unroll
-    for (int j = 0; j < G; ++j) {
-      int t = g0 + j;
-      if (t < T) {
-        int s = (g0 % S) + j;
-        mbarWait(&full[s], (t / S) & 1);
-        float o0, o1;
-        step(toF(ring[s][0][threadIdx.x]), toF(ring[s][1][threadIdx.x]),
-             toF(ring[s][2][threadIdx.x]), carry, o0, o1);
-        *wr0 = fromF<E>(o0);
-        *wr1 = fromF<E>(o1);
-      }
-      wr0 += ncl;
-      wr1 += ncl;
-    }
-    __syncthreads(); // every thread is done with the group's slots
-    if (threadIdx.x < 32 && g0 + S < T)
-      refill(g0 + S, min(G, T - (g0 + S)));
-  }
+  float carry = consumeRing<E, S, G>(
+      ring, full, threadIdx.x, T, ncl, out0 + n, out1 + n,
+      [] { __syncthreads(); },
+      [&](int first, int count) {
+        if (threadIdx.x < 32)
+          refill(first, count);
+      });
   fin[n] = carry;
 }
 
@@ -265,28 +283,8 @@ __global__ void __launch_bounds__(kBlock)
   };
   for (int t = 0; t < S && t < T; t += G)
     refill(t, min(G, T - t));
-  float carry = 0.f;
-  E *wr0 = out0 + n, *wr1 = out1 + n;
-  for (int g0 = 0; g0 < T; g0 += G) {
-#pragma unroll
-    for (int j = 0; j < G; ++j) {
-      int t = g0 + j;
-      if (t < T) {
-        int s = (g0 % S) + j;
-        mbarWait(&full[s], (t / S) & 1);
-        float o0, o1;
-        step(toF(ring[s][0][lane]), toF(ring[s][1][lane]),
-             toF(ring[s][2][lane]), carry, o0, o1);
-        *wr0 = fromF<E>(o0);
-        *wr1 = fromF<E>(o1);
-      }
-      wr0 += ncl;
-      wr1 += ncl;
-    }
-    __syncwarp(); // the warp is done with the group's slots
-    if (g0 + S < T)
-      refill(g0 + S, min(G, T - (g0 + S)));
-  }
+  float carry = consumeRing<E, S, G>(ring, full, lane, T, ncl, out0 + n,
+                                     out1 + n, [] { __syncwarp(); }, refill);
   fin[n] = carry;
   (void)kWarps;
 }
