@@ -72,6 +72,7 @@ constexpr unsigned kDeepReadBytes = 64;
 /// lost 2-4% at T=64-256 (95 -> 93% at T=256), where that kernel already
 /// reads at DRAM's pace.
 constexpr unsigned kDeepMinSteps = 8;
+/// The most bytes of reads per thread that kDeepMinSteps may ask for.
 constexpr unsigned kDeepMaxReadBytes = 128;
 
 /// The one-neuron-per-thread GPU entries (scalar and deep) ask L2 for the

@@ -1025,9 +1025,9 @@ unsigned mlir::flexsn::getDeepEntryPrefetch(ScanOp scan,
   // entry (5 steps), and 64 bytes would be shallower still. Within the
   // unchecked copy's size bound (emitNeuronScan), which is what makes a
   // deep loop cheap once T is several depths long.
-  unsigned floor = std::min(kDeepMinSteps, kDeepMaxReadBytes / bytes);
+  unsigned minSteps = std::min(kDeepMinSteps, kDeepMaxReadBytes / bytes);
   unsigned depth = std::min({kMaxPrefetchDepth,
-                             std::max(kDeepReadBytes / bytes, floor),
+                             std::max(kDeepReadBytes / bytes, minSteps),
                              kMaxUnrolledOps / 2 / countBodyOps(scan)});
   return depth > choosePrefetchDepth(scan, 1) ? depth : 0;
 }
