@@ -101,30 +101,12 @@ def layers(dev, sync):
           "  (the module inference row of the default run)")
 
 
-def main():
-    if "--layers" in sys.argv:
-        sys.argv.remove("--layers")
-        dev = torch.device(sys.argv[1] if len(sys.argv) > 1 else
-                           ("cuda" if torch.cuda.is_available() else "cpu"))
-        layers(dev, torch.cuda.synchronize if dev.type == "cuda" else (lambda: None))
-        return
-    core, systems = "lif", ("flexsn", "flexsn general", "sj-flexsn", "sj-lifnode")
-    only_modules = "--modules" in sys.argv
-    if only_modules:
-        at = sys.argv.index("--modules")
-        spec = sys.argv[at + 1]
-        del sys.argv[at:at + 2]
-        core, _, named = spec.partition(":")
-        if named:
-            systems = tuple(n.replace("-general", " general") for n in named.split(","))
-    dev = torch.device(sys.argv[1] if len(sys.argv) > 1 else
-                       ("cuda" if torch.cuda.is_available() else "cpu"))
+def call_paths(dev, x, v0, xg):
+    """The call paths below the modules (LIF's kernel, eager and through
+    the custom ops) and PyTorch's own floors, by name."""
     k = flexsn.FlexSNKernel(lif(), 1, 1, backend=dev.type)
-    x = torch.randn(1, 1024, device=dev)
-    v0 = torch.zeros(1024, device=dev)
-    xg = x.clone().requires_grad_()
     cc = k.compiled
-    paths = {
+    return {
         "eager  inference": lambda: k.run([x], [v0], want_seqs=False),
         # the functional API as users call it (its fast path after the first)
         "kernel inference": lambda: k(x, v0),
@@ -143,6 +125,29 @@ def main():
         # result and launches one kernel
         "torch  mul": lambda: x * 2,
     }
+
+
+def main():
+    if "--layers" in sys.argv:
+        sys.argv.remove("--layers")
+        dev = torch.device(sys.argv[1] if len(sys.argv) > 1 else
+                           ("cuda" if torch.cuda.is_available() else "cpu"))
+        layers(dev, torch.cuda.synchronize if dev.type == "cuda" else (lambda: None))
+        return
+    core, systems = "lif", ("flexsn", "flexsn general", "sj-flexsn", "sj-lifnode")
+    only_modules = "--modules" in sys.argv
+    if only_modules:
+        at = sys.argv.index("--modules")
+        spec = sys.argv[at + 1]
+        del sys.argv[at:at + 2]
+        core, _, named = spec.partition(":")
+        if named:
+            systems = tuple(n.replace("-general", " general") for n in named.split(","))
+    dev = torch.device(sys.argv[1] if len(sys.argv) > 1 else
+                       ("cuda" if torch.cuda.is_available() else "cpu"))
+    x = torch.randn(1, 1024, device=dev)
+    v0 = torch.zeros(1024, device=dev)
+    xg = x.clone().requires_grad_()
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     print(f"device {dev}" + (f" ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else "")
           + f"; {'LIF' if core == 'lif' else core} T=1 NCL=1024 (the kernels move "
@@ -152,7 +157,7 @@ def main():
         print(f"{name:24s} {median_us(fn, calls, sync):8.1f} us per call (median wall time)")
 
     if not only_modules:
-        for name, fn in paths.items():
+        for name, fn in call_paths(dev, x, v0, xg).items():
             report(name, fn, 2000)
     n_in = compare.CORE_SHAPES[core][0]
     # The modules as a user calls them: reset, then a call on [T=1, NCL].
