@@ -615,18 +615,47 @@ static void testCUDA(const char *lif, int onGPU) {
   flexsn_program_destroy(program);
 }
 
-/* The cpu-*.o files in `dir`. */
-static int countObjects(const char *dir) {
+/* Calls `act` (when not NULL) on the path of each file in `dir` whose name
+ * starts with `prefix` and ends with `suffix`, names starting with '.' left
+ * out; returns how many there were. */
+static int eachFile(const char *dir, const char *prefix, const char *suffix,
+                    void (*act)(const char *path)) {
   DIR *d = opendir(dir);
   if (!d)
     return 0;
   int n = 0;
-  for (struct dirent *e; (e = readdir(d));)
-    n += strncmp(e->d_name, "cpu-", 4) == 0 &&
-         strstr(e->d_name, ".o") == e->d_name + strlen(e->d_name) - 2;
+  size_t np = strlen(prefix), ns = strlen(suffix);
+  for (struct dirent *e; (e = readdir(d));) {
+    size_t len = strlen(e->d_name);
+    if (e->d_name[0] == '.' || len < np + ns ||
+        strncmp(e->d_name, prefix, np) != 0 ||
+        strcmp(e->d_name + len - ns, suffix) != 0)
+      continue;
+    ++n;
+    if (act) {
+      char path[512];
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      act(path);
+    }
+  }
   closedir(d);
   return n;
 }
+
+/* The cpu-*.o files in `dir`. */
+static int countObjects(const char *dir) {
+  return eachFile(dir, "cpu-", ".o", NULL);
+}
+
+static void damageFile(const char *path) {
+  FILE *f = fopen(path, "wb");
+  if (f) {
+    fputs("not an object file", f);
+    fclose(f);
+  }
+}
+
+static void removeFile(const char *path) { remove(path); }
 
 /* Runs lif_inference of a new CPU program whose kernels are cached in
  * `dir` on a fixed input; 0 when it ran, with the spikes in `s`. */
@@ -669,31 +698,11 @@ static void testCPUCache(const char *lif) {
          "a new program's kernel from the cached object gives the same "
          "results");
   /* An unusable file is compiled again and replaced. */
-  DIR *d = opendir(dir);
-  for (struct dirent *e; d && (e = readdir(d));)
-    if (strncmp(e->d_name, "cpu-", 4) == 0) {
-      char path[512];
-      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-      FILE *f = fopen(path, "wb");
-      if (f) {
-        fputs("not an object file", f);
-        fclose(f);
-      }
-    }
-  if (d)
-    closedir(d);
+  eachFile(dir, "cpu-", "", damageFile);
   r = cachedRun(lif, dir, second);
   EXPECT(r == 0 && memcmp(first, second, sizeof first) == 0,
          "a damaged cached object is compiled again");
-  d = opendir(dir);
-  for (struct dirent *e; d && (e = readdir(d));)
-    if (e->d_name[0] != '.') {
-      char path[512];
-      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-      remove(path);
-    }
-  if (d)
-    closedir(d);
+  eachFile(dir, "", "", removeFile);
   rmdir(dir);
 }
 
