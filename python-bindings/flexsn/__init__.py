@@ -17,9 +17,15 @@ _LAZY = {
     "FlexSNKernel": "._module",
     "surrogate": None,
     "neuron": None,
+    "from_snntorch": ".snntorch",
+    "from_norse": ".norse",
+    "snntorch": None,
+    "norse": None,
+    "nir": None,
 }
 
-__all__ = ["FlexSN", "FlexSNKernel", "surrogate", "neuron", "FlexSNError",
+__all__ = ["FlexSN", "FlexSNKernel", "surrogate", "neuron", "from_snntorch",
+           "from_norse", "FlexSNError",
            "UnsupportedOpError", "FallbackWarning", "library_version", "call_path"]
 
 

@@ -1,0 +1,147 @@
+"""What the library adapters (snnTorch, Norse, NIR) share: the spike of
+those libraries (a strict ``x > 0`` Heaviside forward with a chosen
+surrogate gradient, written with our spike op so that it compiles into the
+kernel) and the scan that runs one of their step functions over ``[T, ...]``
+with parameters read at each call.
+
+A step function here is a module-level function ``step(config, x, *states,
+*params) -> (output, *new_states)``; :class:`StepCore` binds it to a
+hashable configuration, so that the core pickles and compares by value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+import torch
+
+from . import surrogate as _sg
+
+# Families of the dialect (surrogate.FAMILIES) used below, by name.
+_KIND = {cls: i for i, (cls, _, _) in enumerate(_sg.FAMILIES)}
+# Families whose derivative is even in x, so that 1 - spike(-x) (forward
+# x > 0) has the same gradient as spike(x).
+_EVEN = {_KIND[n] for n in ("Sigmoid", "ATan", "PiecewiseQuadratic", "PiecewiseExp",
+                            "SoftSign", "SuperSpike", "Erf", "Rect")}
+
+
+@dataclass(frozen=True)
+class Surrogate:
+    """A spike ``(x > 0)`` whose gradient is ``scale_out * scale_in *
+    f'(scale_in * x + shift)``, f' the derivative of dialect family `kind`
+    with `params`. kind None: no gradient (a plain step); kind "circ": the
+    gradient of ``alpha * x / sqrt(x^2 + alpha^2)`` (no family has it)."""
+    kind: object
+    params: tuple = ()
+    scale_in: float = 1.0
+    shift: float = 0.0
+    scale_out: float = 1.0
+    name: str = ""
+
+    def __post_init__(self):
+        for field in ("scale_in", "shift", "scale_out"):
+            v = getattr(self, field)
+            if not math.isfinite(v):
+                raise ValueError(f"surrogate {self.name or self.kind}: {field} is {v}")
+
+
+def fire(x: torch.Tensor, sg: Surrogate) -> torch.Tensor:
+    """The spike of `x` with surrogate `sg`: 1 where x > 0, else 0, in x's
+    dtype (as snnTorch's and Norse's Heaviside)."""
+    if sg.kind is None:
+        return (x > 0).to(x.dtype)
+    if (sg.kind in _EVEN or (sg.kind == _KIND["LeakyKReLU"] and sg.params[0] == sg.params[1])) \
+            and sg.shift == 0.0 and sg.scale_out == 1.0 and sg.scale_in > 0:
+        # One op: spike(y) is (y >= 0), so 1 - spike(-x) is (x > 0), and an
+        # even derivative reads the same at -x.
+        y = x if sg.scale_in == 1.0 else x * sg.scale_in
+        return 1.0 - _sg.spike(-y, sg.kind, sg.params)
+    step = (x > 0).to(x.dtype)
+    if sg.kind == "circ":
+        a = sg.params[0]
+        g = a * x / torch.sqrt(x * x + a * a)
+    else:
+        y = x
+        if sg.scale_in != 1.0:
+            y = y * sg.scale_in
+        if sg.shift != 0.0:
+            y = y + sg.shift
+        g = _sg.spike(y, sg.kind, sg.params)
+    # g - detach(g) is exactly zero forward and carries g's gradient back.
+    d = g - g.detach()
+    return step + (d if sg.scale_out == 1.0 else sg.scale_out * d)
+
+
+class StepCore:
+    """A picklable core: `step` (a module-level function) bound to `config`
+    (a hashable tuple of Python values)."""
+
+    def __init__(self, step: Callable, config: tuple):
+        self.step, self.config = step, config
+
+    def __call__(self, *args):
+        return self.step(self.config, *args)
+
+    def __eq__(self, other):
+        return isinstance(other, StepCore) and (self.step, self.config) == \
+            (other.step, other.config)
+
+    def __hash__(self):
+        return hash((self.step, self.config))
+
+    def __repr__(self):
+        return f"StepCore({self.step.__name__}, {self.config!r})"
+
+
+class Scan:
+    """One compiled multi-step kernel of a step function: one input, ``n``
+    states and ``m`` parameters (scalars or tensors that broadcast to a
+    step's shape), built once per configuration."""
+
+    def __init__(self, core: StepCore, num_states: int, num_params: int,
+                 backend: Optional[str] = None):
+        from ._module import FlexSNKernel
+        examples = tuple(torch.zeros(()) for _ in range(num_params))
+        self.kernel = FlexSNKernel(core, 1, num_states, static_inputs=examples,
+                                   backend=backend)
+        self.num_states = num_states
+
+    def __call__(self, x: torch.Tensor, states: Sequence[torch.Tensor],
+                 params: Sequence[torch.Tensor], want_seqs: bool = True):
+        """(output sequence ``[T, ...]``, state sequences or None, final
+        states). `states` None: zeros."""
+        from ._runner import validate_sequences
+        validate_sequences([x], states, 1, self.num_states)
+        outs, seqs, finals = self.kernel.run([x], None if states is None else list(states), want_seqs=want_seqs,
+                                             static_inputs=tuple(params))
+        return outs[0], seqs, list(finals)
+
+
+def as_param(value, like: torch.Tensor, name: str) -> torch.Tensor:
+    """A parameter as the kernels take it: tensors keep their identity (so
+    gradients reach them) unless they are not floating point; numbers become
+    0-d tensors of `like`'s dtype."""
+    if isinstance(value, torch.Tensor):
+        if not value.is_floating_point():
+            value = value.to(like.dtype)
+        if value.device != like.device:
+            value = value.to(like.device)
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return torch.tensor(float(value), dtype=like.dtype, device=like.device)
+    raise TypeError(f"parameter {name} must be a number or a tensor, "
+                    f"got {type(value).__name__}")
+
+
+def check_sequence(x, who: str) -> torch.Tensor:
+    """`x` must be a floating-point ``[T, ...]`` tensor."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{who} takes a [T, ...] tensor, got {type(x).__name__}")
+    if x.dim() < 1:
+        raise ValueError(f"{who} takes a [T, ...] tensor with a time dimension first, "
+                         f"got a 0-d tensor")
+    if not x.is_floating_point():
+        raise TypeError(f"{who} takes a floating-point tensor, got {x.dtype}")
+    return x

@@ -1,0 +1,462 @@
+"""snnTorch neurons as fused multi-step kernels.
+
+``flexsn.from_snntorch(neuron)`` takes an snnTorch 1.0 neuron (``Leaky``,
+``Synaptic``, ``Alpha``, ``Lapicque``, ``RLeaky`` / ``RSynaptic`` with
+``all_to_all=False``) and returns the same neuron as a module of this file's
+classes (subclasses of snnTorch's, sharing the neuron's parameters and
+buffers), whose call on ``[T, ...]`` runs all T steps in one compiled scan
+and returns what snnTorch's forward returns at each step, stacked over T::
+
+    lif = snntorch.Leaky(beta=0.9)
+    fused = flexsn.from_snntorch(lif)
+    spk_seq, mem_seq = fused(x_seq)          # x_seq: [T, B, ...]
+
+The classes take snnTorch's constructor too: ``flexsn.snntorch.Leaky(beta=0.9)``.
+
+Each step is snnTorch's own arithmetic (see docs/interop.md): the reset
+signal of step t is the detached spike of the previous membrane, beta and
+alpha are clamped to [0, 1], the spike is ``(mem - threshold > 0)`` times
+``graded_spikes_factor``, and with ``reset_delay=False`` the reset of the
+step's own spike is applied at once. The surrogate gradient is snnTorch's
+object, recognised and compiled into the kernel: atan (the default),
+sigmoid, fast_sigmoid, straight_through_estimator, triangular,
+spike_rate_escape and heaviside; ``surrogate_disable=True`` compiles a
+spike with no gradient.
+
+States live where snnTorch keeps them (``mem``, ``syn``, ...), so
+``init_leaky()``, ``reset_mem()``, ``detach_hidden()`` and
+``snntorch.utils.reset(net)`` act on them: a call without states continues
+from the stored ones (zeros when their shape is not one step of the input),
+and stores the final states.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+
+import snntorch as _snn
+from snntorch._neurons.neurons import SpikingNeuron as _SpikingNeuron
+
+from ._adapters import Scan, StepCore, Surrogate, as_param, check_sequence, fire
+from ._adapters import _KIND
+
+__all__ = ["from_snntorch", "surrogate_of", "Leaky", "Synaptic", "Alpha", "Lapicque",
+           "RLeaky", "RSynaptic"]
+
+_SUBTRACT, _ZERO, _NONE = 0, 1, 2
+
+
+# --------------------------------------------------------------------------
+# Surrogates: snnTorch's factories return closures `<name>.<locals>.inner`.
+# --------------------------------------------------------------------------
+
+def _atan(alpha=2.0):
+    return Surrogate(_KIND["ATan"], (float(alpha),), name=f"atan(alpha={alpha})")
+
+
+def _sigmoid(slope=25):
+    # k e^{-kx} / (e^{-kx} + 1)^2 is the Sigmoid family's derivative
+    return Surrogate(_KIND["Sigmoid"], (float(slope),), name=f"sigmoid(slope={slope})")
+
+
+def _fast_sigmoid(slope=25):
+    # 1 / (k|x| + 1)^2 = d/dx of SuperSpike(alpha=1/k) at k x
+    k = float(slope)
+    if k <= 0:
+        raise ValueError(f"fast_sigmoid needs slope > 0, got {slope}")
+    return Surrogate(_KIND["SuperSpike"], (1.0 / k,), scale_in=k,
+                     name=f"fast_sigmoid(slope={slope})")
+
+
+def _straight_through_estimator():
+    return Surrogate(_KIND["LeakyKReLU"], (1.0, 1.0), name="straight_through_estimator()")
+
+
+def _triangular(threshold=1):
+    # snnTorch's gradient is threshold where x < 0 and -threshold where x >= 0
+    t = float(threshold)
+    return Surrogate(_KIND["LeakyKReLU"], (t, -t), name=f"triangular(threshold={threshold})")
+
+
+def _spike_rate_escape(beta=1, slope=25):
+    # slope * exp(-beta |x - 1|) = (2 slope / beta) * PiecewiseExp(beta)' at x - 1
+    b = float(beta)
+    if b <= 0:
+        raise ValueError(f"spike_rate_escape needs beta > 0, got {beta}")
+    return Surrogate(_KIND["PiecewiseExp"], (b,), shift=-1.0, scale_out=2.0 * float(slope) / b,
+                     name=f"spike_rate_escape(beta={beta}, slope={slope})")
+
+
+def _heaviside():
+    # gradient = the spike itself (1 where x > 0): LeakyKReLU(leak=1, k=0)
+    # read at -x, negated twice
+    return Surrogate(_KIND["LeakyKReLU"], (1.0, 0.0), scale_in=-1.0, scale_out=-1.0,
+                     name="heaviside()")
+
+
+_FACTORIES: dict[str, Callable[..., Surrogate]] = {
+    "atan": _atan, "sigmoid": _sigmoid, "fast_sigmoid": _fast_sigmoid,
+    "straight_through_estimator": _straight_through_estimator,
+    "triangular": _triangular, "spike_rate_escape": _spike_rate_escape,
+    "heaviside": _heaviside,
+}
+
+
+def _factory_call(fn) -> Optional[tuple[str, dict]]:
+    """(factory name, its arguments) of an snnTorch surrogate closure."""
+    qual = getattr(fn, "__qualname__", "")
+    if getattr(fn, "__module__", None) != "snntorch.surrogate" or \
+            not qual.endswith(".<locals>.inner"):
+        return None
+    name = qual.split(".")[0]
+    try:
+        values = dict(inspect.getclosurevars(fn).nonlocals)
+    except TypeError:
+        return None
+    return name, values
+
+
+def surrogate_of(neuron) -> Surrogate:
+    """The compiled form of `neuron.spike_grad` (or of
+    ``surrogate_disable=True``); ValueError naming the surrogate when it has
+    none."""
+    if getattr(neuron, "surrogate_disable", False):
+        return Surrogate(None, name="surrogate_disable")
+    fn = neuron.spike_grad
+    call = _factory_call(fn)
+    if call is not None and call[0] in _FACTORIES:
+        name, values = call
+        factory = _FACTORIES[name]
+        wanted = inspect.signature(factory).parameters
+        return factory(**{k: v for k, v in values.items() if k in wanted})
+    what = call[0] if call else getattr(fn, "__qualname__", repr(fn))
+    raise ValueError(
+        f"flexsn cannot compile the snnTorch surrogate {what!r}: supported are "
+        f"{', '.join(_FACTORIES)} (snntorch.surrogate.<name>(...)) and "
+        "surrogate_disable=True; stochastic surrogates (SSO, LSO), SFS and "
+        "custom_surrogate have no compiled form")
+
+
+# --------------------------------------------------------------------------
+# Steps: snnTorch's arithmetic, op for op. config = (reset, reset_delay, sg).
+# --------------------------------------------------------------------------
+
+def _reset_signal(mem, thr):
+    # snnTorch: spike_grad(mem - threshold).clone().detach(): no gradient
+    return (mem - thr > 0).to(mem.dtype)
+
+
+def _reset_now(base, spk, g, rst, thr, reset):
+    """reset_delay=False: the step's own spike resets at once."""
+    do_reset = spk / g - rst
+    if reset == _SUBTRACT:
+        return base - do_reset * thr
+    if reset == _ZERO:
+        return base - do_reset * base
+    return base
+
+
+def _leaky_step(config, x, mem, beta, thr, g):
+    reset, delay, sg = config
+    rst = _reset_signal(mem, thr)
+    b = beta.clamp(0, 1)
+    if reset == _SUBTRACT:
+        base = b * mem + x - rst * thr
+    elif reset == _ZERO:
+        base = b * ((1 - rst) * mem) + x
+    else:
+        base = b * mem + x
+    spk = fire(base - thr, sg) * g
+    if not delay:
+        base = _reset_now(base, spk, g, rst, thr, reset)
+    return spk, base
+
+
+def _synaptic_step(config, x, syn, mem, alpha, beta, thr, g):
+    reset, delay, sg = config
+    rst = _reset_signal(mem, thr)
+    syn = alpha.clamp(0, 1) * syn + x
+    base = beta.clamp(0, 1) * mem + syn
+    if reset == _SUBTRACT:
+        base = base - rst * thr
+    elif reset == _ZERO:  # the synaptic current is not reset
+        base = base - base * rst
+    spk = fire(base - thr, sg) * g
+    if not delay:
+        base = _reset_now(base, spk, g, rst, thr, reset)
+    return spk, syn, base
+
+
+def _alpha_step(config, x, syn_exc, syn_inh, mem, alpha, beta, thr, g):
+    reset, _, sg = config
+    rst = _reset_signal(mem, thr)
+    a, b = alpha.clamp(0, 1), beta.clamp(0, 1)
+    exc = a * syn_exc + x
+    inh = b * syn_inh - x
+    tau_alpha = torch.log(a) / (torch.log(b) - torch.log(a)) + 1
+    base = tau_alpha * (exc + inh)
+    if reset == _SUBTRACT:
+        exc = exc - thr * rst
+        inh = inh - (b * syn_inh - x) * rst
+        base = base - (-syn_inh) * rst
+    elif reset == _ZERO:
+        exc = exc - exc * rst
+        inh = inh - inh * rst
+        base = base - base * rst
+    spk = fire(base - thr, sg) * g
+    return spk, exc, inh, base
+
+
+def _lapicque_step(config, x, mem, r, c, dt, thr, g):
+    reset, _, sg = config
+    rst = _reset_signal(mem, thr)
+    base = x * r * (1 / (r * c)) * dt + (1 - dt / (r * c)) * mem
+    if reset == _SUBTRACT:
+        base = base - rst * thr
+    elif reset == _ZERO:
+        base = base - rst * base
+    spk = fire(base - thr, sg) * g
+    return spk, base
+
+
+def _rleaky_step(config, x, spk, mem, beta, v, thr, g):
+    reset, delay, sg = config
+    rst = _reset_signal(mem, thr)
+    base = beta.clamp(0, 1) * mem + x + spk * v
+    if reset == _SUBTRACT:
+        base = base - rst * thr
+    elif reset == _ZERO:
+        base = base - rst * base
+    spk = fire(base - thr, sg) * g
+    if not delay:
+        base = _reset_now(base, spk, g, rst, thr, reset)
+    return spk, spk, base
+
+
+def _rsynaptic_step(config, x, spk, syn, mem, alpha, beta, v, thr, g):
+    reset, delay, sg = config
+    rst = _reset_signal(mem, thr)
+    syn = alpha.clamp(0, 1) * syn + x + spk * v
+    base = beta.clamp(0, 1) * mem + syn
+    if reset == _SUBTRACT:
+        base = base - rst * thr
+    elif reset == _ZERO:
+        base = base - base * rst
+    spk = fire(base - thr, sg) * g
+    if not delay:
+        base = _reset_now(base, spk, g, rst, thr, reset)
+    return spk, spk, syn, base
+
+
+@dataclass(frozen=True)
+class _Spec:
+    step: Callable
+    states: tuple        # state attributes, in the step's order
+    returns: tuple       # what forward returns after spk (state names)
+    params: tuple        # attributes read as kernel parameters
+    has_delay: bool      # the class takes reset_delay
+
+
+_SPECS = {
+    _snn.Leaky: _Spec(_leaky_step, ("mem",), ("mem",),
+                      ("beta", "threshold", "graded_spikes_factor"), True),
+    _snn.Synaptic: _Spec(_synaptic_step, ("syn", "mem"), ("syn", "mem"),
+                         ("alpha", "beta", "threshold", "graded_spikes_factor"), True),
+    _snn.Alpha: _Spec(_alpha_step, ("syn_exc", "syn_inh", "mem"), ("syn_exc", "syn_inh", "mem"),
+                      ("alpha", "beta", "threshold", "graded_spikes_factor"), False),
+    _snn.Lapicque: _Spec(_lapicque_step, ("mem",), ("mem",),
+                         ("R", "C", "time_step", "threshold", "graded_spikes_factor"), False),
+    _snn.RLeaky: _Spec(_rleaky_step, ("spk", "mem"), ("mem",),
+                       ("beta", "V", "threshold", "graded_spikes_factor"), True),
+    _snn.RSynaptic: _Spec(_rsynaptic_step, ("spk", "syn", "mem"), ("syn", "mem"),
+                          ("alpha", "beta", "V", "threshold", "graded_spikes_factor"), True),
+}
+
+# Methods whose override in a user's subclass changes the dynamics.
+_STEP_METHODS = ("forward", "fire", "mem_reset", "_base_state_function", "_base_sub",
+                 "_base_zero", "_base_int", "_base_state_reset_zero",
+                 "_base_state_reset_sub_function")
+
+
+def _spec_base(cls) -> type:
+    """The snnTorch class whose dynamics `cls` has."""
+    for base in cls.__mro__:
+        if base in _SPECS:
+            for k in cls.__mro__[:cls.__mro__.index(base)]:
+                if k.__module__ == __name__:
+                    continue
+                changed = [m for m in _STEP_METHODS if m in vars(k)]
+                if changed:
+                    raise ValueError(
+                        f"{cls.__name__} overrides {', '.join(changed)} of snntorch."
+                        f"{base.__name__}: its dynamics are its own, which flexsn does "
+                        "not read; write them as a flexsn.FlexSN core")
+            return base
+    if isinstance(cls, type) and issubclass(cls, _SpikingNeuron):
+        raise ValueError(
+            f"snntorch.{cls.__name__} has no fused form: supported are "
+            f"{', '.join(c.__name__ for c in _SPECS)}"
+            + ("; SLSTM and SConv2dLSTM mix neurons through an LSTM cell"
+               if "LSTM" in cls.__name__ else ""))
+    raise TypeError(f"from_snntorch takes an snnTorch neuron, got {cls.__name__}")
+
+
+class _Fused:
+    """The multi-step forward shared by the fused classes (mixed in before
+    the snnTorch class)."""
+
+    _flexsn_base: type = None
+
+    # -- configuration ---------------------------------------------------
+    def _flexsn_config(self) -> tuple:
+        spec = _SPECS[self._flexsn_base]
+        name = self._flexsn_base.__name__
+        if getattr(self, "inhibition", False):
+            raise ValueError(f"{name}(inhibition=True) fires only the strongest neuron "
+                             "of each sample (argmax over dim 1): a cross-neuron "
+                             "operation a per-neuron scan cannot compute")
+        if getattr(self, "state_quant", False):
+            raise ValueError(f"{name}(state_quant=...) quantizes states with snnTorch's "
+                             "own autograd function; flexsn does not compile it")
+        if getattr(self, "all_to_all", False):
+            raise ValueError(f"{name}(all_to_all=True) feeds the previous spikes through "
+                             "an nn.Linear/nn.Conv2d, mixing neurons: not a per-neuron "
+                             "scan. all_to_all=False (a per-neuron weight V) is supported")
+        reset = int(self.reset_mechanism_val)
+        delay = bool(getattr(self, "reset_delay", True)) if spec.has_delay else True
+        return reset, delay, surrogate_of(self)
+
+    def _flexsn_scan(self, config) -> Scan:
+        scans = self.__dict__.setdefault("_flexsn_scans", {})
+        scan = scans.get(config)
+        if scan is None:
+            spec = _SPECS[self._flexsn_base]
+            scan = scans[config] = Scan(StepCore(spec.step, config), len(spec.states),
+                                        len(spec.params),
+                                        backend=self.__dict__.get("_flexsn_backend"))
+        return scan
+
+    # -- the call ----------------------------------------------------------
+    def forward(self, input_, *states, **named):
+        spec = _SPECS[self._flexsn_base]
+        name = type(self).__name__
+        x = check_sequence(input_, name)
+        if len(states) > len(spec.states):
+            raise TypeError(f"{name} takes the input and at most {len(spec.states)} "
+                            f"states ({', '.join(spec.states)}), got {1 + len(states)} "
+                            "arguments")
+        given = dict(zip(spec.states, states))
+        for k, v in named.items():
+            if k not in spec.states:
+                raise TypeError(f"{name}.forward() got an unexpected keyword argument {k!r}")
+            if k in given:
+                raise TypeError(f"{name}.forward() got multiple values for argument {k!r}")
+            given[k] = v
+        given = {k: v for k, v in given.items() if v is not None}
+        if self.init_hidden and given:
+            raise TypeError(f"{', '.join(given)} should not be passed as an argument "
+                            "while `init_hidden=True`")
+        for k, v in given.items():
+            setattr(self, k, v)
+
+        config = self._flexsn_config()
+        step = tuple(x.shape[1:])
+        current = [getattr(self, k) for k in spec.states]
+        fresh = [not isinstance(s, torch.Tensor) or tuple(s.shape) != step for s in current]
+        if all(fresh):
+            inits = None  # zeros, made inside the kernel
+        else:
+            inits = [x.new_zeros(step) if f else s.to(x.dtype) if s.dtype != x.dtype else s
+                     for s, f in zip(current, fresh)]
+        params = [as_param(getattr(self, p), x, p) for p in spec.params]
+        spk, seqs, finals = self._flexsn_scan(config)(x, inits, params)
+        for k, v in zip(spec.states, finals):
+            setattr(self, k, v)
+        if self.init_hidden and not self.output:
+            return spk
+        by_name = dict(zip(spec.states, seqs))
+        return (spk, *(by_name[k] for k in spec.returns))
+
+    # -- copies and pickles ------------------------------------------------
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_flexsn_scans", None)  # kernels of this process
+        call = _factory_call(state.get("spike_grad"))
+        if call is not None:  # snnTorch's closures do not pickle: keep the call
+            state["spike_grad"] = _SurrogateCall(*call)
+        return state
+
+    def __setstate__(self, state):
+        sg = state.get("spike_grad")
+        if isinstance(sg, _SurrogateCall):
+            state["spike_grad"] = sg.build()
+        self.__dict__.update(state)
+
+    def extra_repr(self) -> str:
+        return "fused=flexsn"
+
+
+@dataclass(frozen=True)
+class _SurrogateCall:
+    name: str
+    args: dict
+
+    def build(self):
+        import snntorch.surrogate as s
+        factory = getattr(s, self.name)
+        wanted = inspect.signature(factory).parameters
+        return factory(**{k: v for k, v in self.args.items() if k in wanted})
+
+
+def _fused_class(base: type) -> type:
+    cls = type(base.__name__, (_Fused, base), {
+        "__module__": __name__, "__qualname__": base.__name__, "_flexsn_base": base,
+        "__doc__": f"snntorch.{base.__name__} over ``[T, ...]`` in one fused scan "
+                   "(see flexsn.snntorch)."})
+    return cls
+
+
+Leaky = _fused_class(_snn.Leaky)
+Synaptic = _fused_class(_snn.Synaptic)
+Alpha = _fused_class(_snn.Alpha)
+Lapicque = _fused_class(_snn.Lapicque)
+RLeaky = _fused_class(_snn.RLeaky)
+RSynaptic = _fused_class(_snn.RSynaptic)
+_FUSED = {c._flexsn_base: c for c in (Leaky, Synaptic, Alpha, Lapicque, RLeaky, RSynaptic)}
+
+
+def from_snntorch(neuron, *, backend: Optional[str] = None):
+    """The fused multi-step form of snnTorch `neuron` (see the module
+    docstring). Its parameters and buffers are the neuron's own tensors
+    (training one trains the other); its states start fresh. backend: None
+    (compiled kernels on the input's device) or "torch" (the same step in a
+    Python loop)."""
+    if not isinstance(neuron, torch.nn.Module):
+        raise TypeError(f"from_snntorch takes an snnTorch neuron, got "
+                        f"{type(neuron).__name__}")
+    if isinstance(neuron, _Fused):
+        return neuron
+    base = _spec_base(type(neuron))
+    cls = _FUSED[base]
+    fused = cls.__new__(cls)
+    state = dict(neuron.__dict__)
+    for key, value in state.items():  # own containers, shared tensors
+        if isinstance(value, (dict, set)) and key.startswith("_"):
+            state[key] = type(value)(value)
+    state.pop("_flexsn_scans", None)
+    fused.__dict__.update(state)
+    for k in _SPECS[base].states:  # fresh states
+        fused._buffers[k] = torch.zeros(0)
+    fn = getattr(neuron, "state_function", None)
+    if inspect.ismethod(fn) and fn.__self__ is neuron:
+        fused.state_function = getattr(fused, fn.__name__)
+    if getattr(neuron, "surrogate_disable", False):
+        fused.spike_grad = fused._surrogate_bypass
+    fused.__dict__["_flexsn_backend"] = backend
+    _SpikingNeuron.instances.append(fused)  # snntorch.utils.reset finds it
+    fused._flexsn_config()  # refuse what cannot compile now, not at the first call
+    return fused
