@@ -186,6 +186,14 @@ def _from_leak(module, p):
     return {"v": p.v_leak}
 
 
+def _from_reset(module, p):
+    return {"v": p.v_reset}
+
+
+def _from_behaviour(module, p):
+    return dict(module.spiking_method.s._asdict())
+
+
 _MODELS = {
     "LIF": _Model("LIF", _lif_step, LIFFeedForwardState,
                   ("tau_syn_inv", "tau_mem_inv", "v_leak", "v_th", "v_reset"),
@@ -195,14 +203,14 @@ _MODELS = {
     "LI": _Model("LI", _li_step, LIState, ("tau_syn_inv", "tau_mem_inv", "v_leak"),
                  spiking=False, initial=_from_leak),
     "IAF": _Model("IAF", _iaf_step, IAFFeedForwardState, ("v_th", "v_reset"),
-                  initial=lambda m, p: {"v": p.v_reset}),
+                  initial=_from_reset),
     "LIFAdEx": _Model("LIFAdEx", _lif_adex_step, LIFAdExFeedForwardState,
                       ("adaptation_current", "adaptation_spike", "delta_T", "tau_ada_inv",
                        "tau_syn_inv", "tau_mem_inv", "v_leak", "v_th", "v_reset"),
                       initial=_from_leak),
     "Izhikevich": _Model("Izhikevich", _izhikevich_step, IzhikevichState,
                          ("a", "b", "c", "d", "sq", "mn", "bias", "v_th", "tau_inv"),
-                         initial=lambda m, p: dict(m.spiking_method.s._asdict())),
+                         initial=_from_behaviour),
 }
 
 _CLASSES = {
