@@ -2,7 +2,8 @@
 # Installs the Python packages the package's tests and main job need, where
 # missing: PyTorch (pinned to the GPU machine's 2.11.0), pytest, numpy, and
 # SpikingJelly 2.0.0 (pure Python, no dependencies: only for the
-# compatibility tests; flexsn never needs it at run time).
+# compatibility tests; flexsn never needs it at run time), and snnTorch,
+# Norse and NIR for the adapters' tests.
 set -euo pipefail
 PY=${PYTHON:-python3}
 want=()
@@ -15,4 +16,9 @@ if ((${#want[@]})); then
 fi
 if ! $PY -c 'import spikingjelly' 2>/dev/null; then
   $PY -m pip install -q --no-deps spikingjelly==2.0.0 loguru
+fi
+# snnTorch, Norse and NIR: only for the adapters' equivalence tests (flexsn
+# needs them at run time only where a user calls those adapters).
+if ! $PY -c 'import snntorch, norse, nir, nirtorch, h5py' 2>/dev/null; then
+  $PY -m pip install -q --no-deps snntorch==1.0.0 norse==1.1.0 nir==1.0.8 nirtorch==2.6 h5py
 fi

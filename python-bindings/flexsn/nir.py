@@ -607,9 +607,10 @@ def _node_of(module: nn.Module, dt: float, name: str):
         end = module.end_dim - 1 if module.end_dim > 0 else module.end_dim
         return _nir.Flatten(input_type=None, start_dim=start, end_dim=end)
     if isinstance(module, nn.AvgPool2d):
-        k = np.asarray(module.kernel_size).reshape(-1)
-        s = np.asarray(module.stride if module.stride is not None else module.kernel_size)
-        p = np.asarray(module.padding).reshape(-1)
+        two = lambda v: np.broadcast_to(np.asarray(v).reshape(-1), (2,)).copy()  # noqa: E731
+        k = two(module.kernel_size)
+        s = two(module.stride if module.stride is not None else module.kernel_size)
+        p = two(module.padding)
         if module.divisor_override == 1:
             return _nir.SumPool2d(kernel_size=k, stride=s, padding=p)
         return _nir.AvgPool2d(kernel_size=k, stride=s, padding=p)
@@ -671,9 +672,11 @@ def _from_norse(m, dt, name):
     raise ValueError(f"{name!r}: NIR has no node for Norse {model}")
 
 
-def to_graph(model: nn.Module, dt: float):
+def to_graph(model: nn.Module, dt: float, input_shape=None):
     """The NIR graph of `model`: a graph loaded by :func:`load`, an
-    nn.Sequential of PyTorch layers and our neurons, or one such module."""
+    nn.Sequential of PyTorch layers and our neurons, or one such module.
+    input_shape: one sample's shape (no T, no batch), needed where a
+    convolution or a Flatten comes before any layer that states its size."""
     if isinstance(model, NIRGraphModule):
         nodes = {n: _node_of(model.layer(n), dt, n) if model.kinds[n] not in ("Input", "Output")
                  else None for n in model.names}
@@ -688,10 +691,20 @@ def to_graph(model: nn.Module, dt: float):
         nodes[str(k)] = _node_of(m, dt, str(k))
     names = list(nodes)
     first, last = nodes[names[0]], nodes[names[-1]]
-    nodes["input"] = _nir.Input(input_type=_io_shape(first, "input"))
+    given = input_shape is not None
+    nodes["input"] = _nir.Input(input_type=np.array(input_shape) if given
+                                else _io_shape(first, "input"))
     nodes["output"] = _nir.Output(output_type=_io_shape(last, "output"))
     edges = [("input", names[0])] + list(zip(names, names[1:])) + [(names[-1], "output")]
-    return _nir.NIRGraph(nodes=nodes, edges=edges, type_check=False)
+    graph = _nir.NIRGraph(nodes=nodes, edges=edges, type_check=False)
+    if given:
+        graph.infer_types()
+    for n, node in nodes.items():
+        for field in ("input_shape", "input_type"):
+            if field in vars(node) and getattr(node, field) is None:
+                raise ValueError(f"module {n!r} ({type(node).__name__}) needs its input "
+                                 "shape: pass input_shape=(one sample's shape)")
+    return graph
 
 
 def _io_shape(node, which):
@@ -721,6 +734,7 @@ def _graph_from(model, nodes):
     return _nir.NIRGraph(nodes=out, edges=edges, type_check=False)
 
 
-def save(model: nn.Module, path: Union[str, os.PathLike], dt: float) -> None:
+def save(model: nn.Module, path: Union[str, os.PathLike], dt: float,
+         input_shape=None) -> None:
     """Writes `model` (see :func:`to_graph`) as a NIR file at `path`."""
-    _nir.write(os.fspath(path), to_graph(model, dt))
+    _nir.write(os.fspath(path), to_graph(model, dt, input_shape))
