@@ -98,25 +98,44 @@ class StepCore:
 class Scan:
     """One compiled multi-step kernel of a step function: one input, ``n``
     states and ``m`` parameters (scalars or tensors that broadcast to a
-    step's shape), built once per configuration."""
+    step's shape), built once per configuration. A call that wants no state
+    sequences runs the final-state kernels (nothing per step is written but
+    the output)."""
 
     def __init__(self, core: StepCore, num_states: int, num_params: int,
                  backend: Optional[str] = None):
         from ._module import FlexSNKernel
         examples = tuple(torch.zeros(()) for _ in range(num_params))
-        self.kernel = FlexSNKernel(core, 1, num_states, static_inputs=examples,
-                                   backend=backend)
+        self.seqs = FlexSNKernel(core, 1, num_states, static_inputs=examples,
+                                 backend=backend)
+        # the same compiled core, final states only (pickling a kernel would
+        # drop its compiled program, so no copy.copy here)
+        self.finals = FlexSNKernel.__new__(FlexSNKernel)
+        self.finals.__dict__.update(self.seqs.__dict__)
+        self.finals.final_state = True
         self.num_states = num_states
 
-    def __call__(self, x: torch.Tensor, states: Sequence[torch.Tensor],
+    def __call__(self, x: torch.Tensor, states: Optional[Sequence[torch.Tensor]],
                  params: Sequence[torch.Tensor], want_seqs: bool = True):
-        """(output sequence ``[T, ...]``, state sequences or None, final
-        states). `states` None: zeros."""
+        """(output sequence ``[T, ...]``, state sequences (None unless
+        `want_seqs`), final states). `states` None: zeros."""
+        from ._module import _keep_plan, _run_planned
         from ._runner import validate_sequences
-        validate_sequences([x], states, 1, self.num_states)
-        outs, seqs, finals = self.kernel.run([x], None if states is None else list(states), want_seqs=want_seqs,
-                                             static_inputs=tuple(params))
-        return outs[0], seqs, list(finals)
+        kernel = self.seqs if want_seqs else self.finals
+        kernel.static_inputs = params = tuple(params)
+        inputs = [x]
+        states = None if states is None else list(states)
+        compiling = torch.compiler.is_compiling()
+        r = None if compiling else _run_planned(kernel, kernel.compiled, inputs, states)
+        if r is None:
+            validate_sequences(inputs, states, 1, self.num_states)
+            record = None if compiling else []
+            r = kernel.run(inputs, states, want_seqs=want_seqs, static_inputs=params,
+                           plan=record)
+            if record is not None:
+                _keep_plan(kernel, states, record)
+        outs, seqs, finals = r
+        return outs[0], (list(seqs) if want_seqs else None), list(finals)
 
 
 def as_param(value, like: torch.Tensor, name: str) -> torch.Tensor:

@@ -251,6 +251,7 @@ class NorseNeuron(nn.Module):
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_scans", None)  # kernels of this process
+        state.pop("_copies", None)
         return state
 
     def _config(self, like: torch.Tensor):
@@ -266,11 +267,22 @@ class NorseNeuron(nn.Module):
                 raise ValueError("LIFBoxParameters.reset_method must be norse's "
                                  "reset_value or reset_subtract")
         layout, tensors = [], []
+        copies = self.__dict__.setdefault("_copies", {})
         for name in model.params:
             value = getattr(p, name)
             if isinstance(value, torch.Tensor):
                 layout.append((name, None))
-                tensors.append(as_param(value, like, name))
+                if value.requires_grad or (value.device == like.device and
+                                           value.is_floating_point()):
+                    tensors.append(as_param(value, like, name))
+                    continue
+                # Norse keeps p on the CPU: copy each constant tensor to the
+                # input's device once per value, not at every call
+                key = (name, like.device)
+                hit = copies.get(key)
+                if hit is None or hit[0] is not value or hit[1] != value._version:
+                    hit = copies[key] = (value, value._version, as_param(value, like, name))
+                tensors.append(hit[2])
             elif isinstance(value, (int, float)) and not isinstance(value, bool):
                 layout.append((name, value))
             else:

@@ -127,6 +127,15 @@ def surrogate_of(neuron) -> Surrogate:
     if getattr(neuron, "surrogate_disable", False):
         return Surrogate(None, name="surrogate_disable")
     fn = neuron.spike_grad
+    cached = neuron.__dict__.get("_flexsn_surrogate")
+    if cached is not None and cached[0] is fn:  # inspecting a closure costs ~20 us
+        return cached[1]
+    sg = _surrogate_of_function(fn)
+    neuron.__dict__["_flexsn_surrogate"] = (fn, sg)
+    return sg
+
+
+def _surrogate_of_function(fn) -> Surrogate:
     call = _factory_call(fn)
     if call is not None and call[0] in _FACTORIES:
         name, values = call
@@ -373,10 +382,12 @@ class _Fused:
             inits = [x.new_zeros(step) if f else s.to(x.dtype) if s.dtype != x.dtype else s
                      for s, f in zip(current, fresh)]
         params = [as_param(getattr(self, p), x, p) for p in spec.params]
-        spk, seqs, finals = self._flexsn_scan(config)(x, inits, params)
+        spikes_only = self.init_hidden and not self.output
+        spk, seqs, finals = self._flexsn_scan(config)(x, inits, params,
+                                                      want_seqs=not spikes_only)
         for k, v in zip(spec.states, finals):
             setattr(self, k, v)
-        if self.init_hidden and not self.output:
+        if spikes_only:
             return spk
         by_name = dict(zip(spec.states, seqs))
         return (spk, *(by_name[k] for k in spec.returns))
@@ -385,6 +396,7 @@ class _Fused:
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_flexsn_scans", None)  # kernels of this process
+        state.pop("_flexsn_surrogate", None)
         call = _factory_call(state.get("spike_grad"))
         if call is not None:  # snnTorch's closures do not pickle: keep the call
             state["spike_grad"] = _SurrogateCall(*call)
@@ -448,6 +460,7 @@ def from_snntorch(neuron, *, backend: Optional[str] = None):
         if isinstance(value, (dict, set)) and key.startswith("_"):
             state[key] = type(value)(value)
     state.pop("_flexsn_scans", None)
+    state.pop("_flexsn_surrogate", None)
     fused.__dict__.update(state)
     for k in _SPECS[base].states:  # fresh states
         fused._buffers[k] = torch.zeros(0)

@@ -156,7 +156,7 @@ def test_every_neuron_node_and_layers(device):
         graph = nir.NIRGraph(nodes={"input": nir.Input(np.array([n])), name: node,
                                     "output": nir.Output(np.array([n]))},
                              edges=[("input", name), (name, "output")], type_check=False)
-        got = fnir.load(graph, dt=dt)(x)
+        got = fnir.load(graph, dt=dt).to(device)(x)
         want = _reference(node, x, dt)
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=name)
     scale = nir.NIRGraph(nodes={"input": nir.Input(np.array([n])),
@@ -164,7 +164,7 @@ def test_every_neuron_node_and_layers(device):
                                 "d": nir.Delay(np.array([2 * dt] * n)),
                                 "output": nir.Output(np.array([n]))},
                          edges=[("input", "s"), ("s", "d"), ("d", "output")], type_check=False)
-    y = fnir.load(scale, dt=dt)(x)
+    y = fnir.load(scale, dt=dt).to(device)(x)
     torch.testing.assert_close(y[2:], x[:-2] * torch.arange(n, device=device))
     assert not y[:2].any()
 
@@ -209,7 +209,7 @@ def test_recurrent_graph_steps(device):
         "rec": nir.Linear(weight=w), "output": nir.Output(np.array([n]))},
         edges=[("input", "lif"), ("lif", "rec"), ("rec", "lif"), ("lif", "output")],
         type_check=False)
-    m = fnir.load(graph, dt=1e-4)
+    m = fnir.load(graph, dt=1e-4).to(device)
     x = torch.rand(20, 2, n, device=device) * 1.2
     with pytest.warns(fnir.RecurrentGraphWarning):
         y = m(x)

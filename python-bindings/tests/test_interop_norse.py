@@ -93,9 +93,10 @@ def test_li(device):
 
 
 def test_iaf(device):
-    _compare(nt.IAF(nt.IAFParameters(alpha=torch.tensor(1.0))), device, scale=0.5, shift=0.1,
-             superspike="released")
-    _compare(nt.IAFCell(nt.IAFParameters(alpha=torch.tensor(1.0))), device, cell=True,
+    # Norse's IAFCell needs its parameters on the input's device
+    p = _p(device, nt.IAFParameters, v_th=1.0, v_reset=0.0, alpha=1.0)
+    _compare(nt.IAF(p), device, scale=0.5, shift=0.1, superspike="released")
+    _compare(nt.IAFCell(p), device, cell=True,
              scale=0.5, shift=0.1, superspike="released")
 
 
