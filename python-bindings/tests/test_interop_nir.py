@@ -93,6 +93,25 @@ def test_norse_export_loads_as_norse_imports(device):
     torch.testing.assert_close(got, want)
 
 
+def test_norse_conv_export_loads_as_norse_imports(device):
+    torch.manual_seed(0)
+    dt = 1e-3
+
+    def lif_box(shape, v_th):
+        return nt.LIFBoxCell(nt.LIFBoxParameters(
+            tau_mem_inv=torch.full(shape, 0.5), v_th=torch.full(shape, v_th),
+            v_leak=torch.zeros(shape)))
+    net = nt.SequentialState(torch.nn.Conv2d(1, 2, 3, padding=1), lif_box((2, 6, 6), 0.3),
+                             torch.nn.Conv2d(2, 1, 3, padding=1), lif_box((1, 6, 6), 0.2))
+    graph = norse_to_nir(net, torch.randn(1, 1, 6, 6), dt=dt)
+    ref = norse_from_nir(graph, dt=dt)
+    x = torch.randn(20, 3, 1, 6, 6) * 20 + 10
+    want = _step_graph_module(ref, x)
+    got = fnir.load(graph, dt=dt).to(device)(x.to(device)).cpu()
+    assert want.sum() > 0
+    torch.testing.assert_close(got, want)
+
+
 def test_our_export_round_trip(tmp_path, device):
     torch.manual_seed(3)
     dt = 1e-4
