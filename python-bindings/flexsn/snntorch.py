@@ -335,7 +335,10 @@ class _Fused:
             raise ValueError(f"{name}(all_to_all=True) feeds the previous spikes through "
                              "an nn.Linear/nn.Conv2d, mixing neurons: not a per-neuron "
                              "scan. all_to_all=False (a per-neuron weight V) is supported")
-        reset = int(self.reset_mechanism_val)
+        if torch.compiler.is_compiling():  # a Python value: no graph break
+            reset = _SpikingNeuron.reset_dict[self._reset_mechanism]
+        else:  # the buffer snnTorch's own forward reads (a state_dict may set it)
+            reset = int(self.reset_mechanism_val)
         delay = bool(getattr(self, "reset_delay", True)) if spec.has_delay else True
         return reset, delay, surrogate_of(self)
 

@@ -149,3 +149,14 @@ def test_refusals():
         flexsn.from_norse(nt.LIF(), superspike="maybe")
     with pytest.raises(TypeError):
         flexsn.from_norse("LIF")
+
+
+def test_torch_compile():
+    torch.manual_seed(2)
+    x = (torch.randn(10, 4, 8) * 40 + 20).requires_grad_()
+    ours = flexsn.from_norse(nt.LIF())
+    want = ours(x)
+    gw = torch.autograd.grad(want[1].v.sum(), x)
+    got = torch.compile(ours, backend="aot_eager")(x)
+    torch.testing.assert_close(got[1].v, want[1].v)
+    torch.testing.assert_close(torch.autograd.grad(got[1].v.sum(), x), gw)
