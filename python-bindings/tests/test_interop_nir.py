@@ -246,6 +246,31 @@ def test_recurrent_graph_steps(device):
         torch.testing.assert_close(y[t], s)
 
 
+def test_snntorch_rleaky_export_runs_as_snntorch_imports(device):
+    """snnTorch exports RLeaky as a subgraph with a LIF <-> Linear cycle:
+    inlined and run step by step, as snnTorch's importer runs it."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Linear(4, 5),
+        snn.RLeaky(beta=torch.full((5,), 0.9), V=torch.linspace(-0.5, 0.5, 5),
+                   all_to_all=False, threshold=torch.ones(5), init_hidden=True),
+        torch.nn.Linear(5, 3),
+        snn.Leaky(torch.full((3,), 0.8), threshold=torch.ones(3), init_hidden=True))
+    with torch.no_grad():
+        net[2].weight.mul_(6)
+        net[2].bias.fill_(0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph = export_to_nir(net, torch.randn(4))
+        ref = import_from_nir(graph)
+    x = torch.randn(20, 6, 4) * 4 + 3
+    want = _step_graph_module(ref, x)
+    with pytest.warns(fnir.RecurrentGraphWarning):
+        got = fnir.load(graph, dt=1e-4).to(device)(x.to(device)).cpu()
+    assert want.sum() > 0
+    torch.testing.assert_close(got, want)
+
+
 def test_bad_graphs():
     n = 3
     good = {"input": nir.Input(np.array([n])), "output": nir.Output(np.array([n]))}
@@ -273,5 +298,11 @@ def test_bad_graphs():
     with pytest.raises(fnir.NIRGraphError, match="exactly one Input"):
         fnir.load(nir.NIRGraph(nodes={"output": good["output"]}, edges=[],
                                type_check=False), dt=1e-3)
+    class Unknown:  # not a NIR node type flexsn knows
+        pass
+    with pytest.raises(fnir.NIRGraphError, match="node 'u': flexsn.nir has no mapping for Unknown"):
+        fnir.load(nir.NIRGraph(nodes={**good, "u": Unknown()},
+                               edges=[("input", "u"), ("u", "output")], type_check=False),
+                  dt=1e-3)
     with pytest.raises(ValueError, match="no NIR node for module '0'"):
         fnir.to_graph(torch.nn.Sequential(torch.nn.GRU(2, 2)), dt=1e-3)
