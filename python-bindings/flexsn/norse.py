@@ -97,14 +97,20 @@ def _p(layout, tensors) -> dict:
     return {name: (next(it) if const is None else const) for name, const in layout}
 
 
+def _current_step(dt, p, x, v, i):
+    """LIF's and LI's shared update: the input jumps the current, the
+    membrane integrates it, the current decays."""
+    i_jump = i + x
+    dv = dt * p["tau_mem_inv"] * (p["v_leak"] - v + i_jump)
+    v_new = v + dv
+    di = -dt * p["tau_syn_inv"] * i_jump
+    return v_new, i_jump + di
+
+
 def _lif_step(config, x, v, i, *tensors):
     sg, dt, _, layout = config
     p = _p(layout, tensors)
-    i_new = i + x
-    dv = dt * p["tau_mem_inv"] * (p["v_leak"] - v + i_new)
-    v_decayed = v + dv
-    di = -dt * p["tau_syn_inv"] * i_new
-    i_decayed = i_new + di
+    v_decayed, i_decayed = _current_step(dt, p, x, v, i)
     z = fire(v_decayed - p["v_th"], sg)
     v_new = (1 - z) * v_decayed + z * p["v_reset"]
     return z, v_new, i_decayed
@@ -125,12 +131,7 @@ def _lif_box_step(config, x, v, *tensors):
 
 def _li_step(config, x, v, i, *tensors):
     _, dt, _, layout = config
-    p = _p(layout, tensors)
-    i_jump = i + x
-    dv = dt * p["tau_mem_inv"] * (p["v_leak"] - v + i_jump)
-    v_new = v + dv
-    di = -dt * p["tau_syn_inv"] * i_jump
-    i_decayed = i_jump + di
+    v_new, i_decayed = _current_step(dt, _p(layout, tensors), x, v, i)
     return v_new, v_new, i_decayed
 
 

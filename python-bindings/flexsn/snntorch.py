@@ -159,49 +159,49 @@ def _reset_signal(mem, thr):
     return (mem - thr > 0).to(mem.dtype)
 
 
-def _reset_now(base, spk, g, rst, thr, reset):
-    """reset_delay=False: the step's own spike resets at once."""
-    do_reset = spk / g - rst
+def _delayed_reset(base, rst, thr, reset):
+    """The previous step's spike (rst) resets the new membrane."""
     if reset == _SUBTRACT:
-        return base - do_reset * thr
+        return base - rst * thr
     if reset == _ZERO:
-        return base - do_reset * base
+        return base - rst * base
     return base
 
 
-def _leaky_step(config, x, mem, beta, thr, g):
+def _fire(base, rst, thr, g, config):
+    """The spike of the membrane, and the membrane after an immediate reset
+    (reset_delay=False: do_reset = spk / g - rst, as snnTorch computes it)."""
     reset, delay, sg = config
-    rst = _reset_signal(mem, thr)
-    b = beta.clamp(0, 1)
-    if reset == _SUBTRACT:
-        base = b * mem + x - rst * thr
-    elif reset == _ZERO:
-        base = b * ((1 - rst) * mem) + x
-    else:
-        base = b * mem + x
     spk = fire(base - thr, sg) * g
     if not delay:
-        base = _reset_now(base, spk, g, rst, thr, reset)
+        do_reset = spk / g - rst
+        if reset == _SUBTRACT:
+            base = base - do_reset * thr
+        elif reset == _ZERO:
+            base = base - do_reset * base
     return spk, base
 
 
+def _leaky_step(config, x, mem, beta, thr, g):
+    rst = _reset_signal(mem, thr)
+    b = beta.clamp(0, 1)
+    if config[0] == _ZERO:  # Leaky zeroes the old membrane before the decay
+        base = b * ((1 - rst) * mem) + x
+    else:
+        base = _delayed_reset(b * mem + x, rst, thr, config[0])
+    return _fire(base, rst, thr, g, config)
+
+
 def _synaptic_step(config, x, syn, mem, alpha, beta, thr, g):
-    reset, delay, sg = config
     rst = _reset_signal(mem, thr)
     syn = alpha.clamp(0, 1) * syn + x
-    base = beta.clamp(0, 1) * mem + syn
-    if reset == _SUBTRACT:
-        base = base - rst * thr
-    elif reset == _ZERO:  # the synaptic current is not reset
-        base = base - base * rst
-    spk = fire(base - thr, sg) * g
-    if not delay:
-        base = _reset_now(base, spk, g, rst, thr, reset)
+    base = _delayed_reset(beta.clamp(0, 1) * mem + syn, rst, thr, config[0])  # syn not reset
+    spk, base = _fire(base, rst, thr, g, config)
     return spk, syn, base
 
 
 def _alpha_step(config, x, syn_exc, syn_inh, mem, alpha, beta, thr, g):
-    reset, _, sg = config
+    reset = config[0]
     rst = _reset_signal(mem, thr)
     a, b = alpha.clamp(0, 1), beta.clamp(0, 1)
     exc = a * syn_exc + x
@@ -216,48 +216,28 @@ def _alpha_step(config, x, syn_exc, syn_inh, mem, alpha, beta, thr, g):
         exc = exc - exc * rst
         inh = inh - inh * rst
         base = base - base * rst
-    spk = fire(base - thr, sg) * g
+    spk, base = _fire(base, rst, thr, g, config)  # Alpha has no reset_delay
     return spk, exc, inh, base
 
 
 def _lapicque_step(config, x, mem, r, c, dt, thr, g):
-    reset, _, sg = config
     rst = _reset_signal(mem, thr)
     base = x * r * (1 / (r * c)) * dt + (1 - dt / (r * c)) * mem
-    if reset == _SUBTRACT:
-        base = base - rst * thr
-    elif reset == _ZERO:
-        base = base - rst * base
-    spk = fire(base - thr, sg) * g
-    return spk, base
+    return _fire(_delayed_reset(base, rst, thr, config[0]), rst, thr, g, config)
 
 
 def _rleaky_step(config, x, spk, mem, beta, v, thr, g):
-    reset, delay, sg = config
     rst = _reset_signal(mem, thr)
     base = beta.clamp(0, 1) * mem + x + spk * v
-    if reset == _SUBTRACT:
-        base = base - rst * thr
-    elif reset == _ZERO:
-        base = base - rst * base
-    spk = fire(base - thr, sg) * g
-    if not delay:
-        base = _reset_now(base, spk, g, rst, thr, reset)
+    spk, base = _fire(_delayed_reset(base, rst, thr, config[0]), rst, thr, g, config)
     return spk, spk, base
 
 
 def _rsynaptic_step(config, x, spk, syn, mem, alpha, beta, v, thr, g):
-    reset, delay, sg = config
     rst = _reset_signal(mem, thr)
     syn = alpha.clamp(0, 1) * syn + x + spk * v
-    base = beta.clamp(0, 1) * mem + syn
-    if reset == _SUBTRACT:
-        base = base - rst * thr
-    elif reset == _ZERO:
-        base = base - base * rst
-    spk = fire(base - thr, sg) * g
-    if not delay:
-        base = _reset_now(base, spk, g, rst, thr, reset)
+    base = _delayed_reset(beta.clamp(0, 1) * mem + syn, rst, thr, config[0])
+    spk, base = _fire(base, rst, thr, g, config)
     return spk, spk, syn, base
 
 
