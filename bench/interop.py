@@ -14,7 +14,9 @@ output spikes (every layer's spikes feed the backward). Neurons:
                  bound the matmuls set on a training step
 
 Per system: the training step (forward, loss, backward; CUDA events, median
-of --reps) and its peak extra GPU memory; and the neuron layer alone
+of --reps) and its peak extra GPU memory; for the fused systems and the
+Linear layers alone, the same step captured once in a CUDA graph and
+replayed (what is left when the host's per-call cost is gone); and the neuron layer alone
 (the 1000-neuron layer, [T, B, 1000], forward and backward with random
 output gradients) beside its floor: the bytes a fused training step must
 move (x read, spikes and membrane written; two output gradients and one
@@ -54,6 +56,20 @@ def timed(fn, reps, device):
         torch.cuda.synchronize()
         ts.append(a.elapsed_time(b))
     return statistics.median(ts)
+
+
+def graphed(step):
+    """`step` (a training step) captured in a CUDA graph: its replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay
 
 
 def peak_extra_mib(fn, device):
@@ -169,8 +185,8 @@ def main():
     rows = []
     print(f"copy bandwidth {bw / 1e12:.2f} TB/s  device "
           f"{torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}")
-    print(f"{'system':15s} {'T':>4s} {'net ms':>8s} {'net MiB':>8s} {'layer ms':>9s} "
-          f"{'floor ms':>9s}")
+    print(f"{'system':15s} {'T':>4s} {'net ms':>8s} {'replayed':>9s} {'net MiB':>8s} "
+          f"{'layer ms':>9s} {'floor ms':>9s}")
     for T in [int(t) for t in a.T.split(",")]:
         floor_ms = 7 * T * a.batch * 1000 * 4 / bw * 1e3
         for system in a.systems.split(","):
@@ -180,13 +196,17 @@ def main():
             except ImportError as e:
                 print(f"{system}: not installed ({e})", file=sys.stderr)
                 continue
+            replay = float("nan")
+            if device.type == "cuda" and system != "snntorch" and system != "norse":
+                replay = timed(graphed(net_step(system, T, a.batch, device)), a.reps, device)
             row = {"system": system, "T": T, "batch": a.batch,
-                   "net_ms": timed(net, a.reps, device),
+                   "net_ms": timed(net, a.reps, device), "net_replayed_ms": replay,
                    "net_peak_mib": peak_extra_mib(net, device),
                    "layer_ms": timed(layer, a.reps, device) if layer else float("nan"),
                    "layer_floor_ms": floor_ms, "copy_tbps": bw / 1e12}
             rows.append(row)
-            print(f"{system:15s} {T:4d} {row['net_ms']:8.3f} {row['net_peak_mib']:8.1f} "
+            print(f"{system:15s} {T:4d} {row['net_ms']:8.3f} {replay:9.3f} "
+                  f"{row['net_peak_mib']:8.1f} "
                   f"{row['layer_ms']:9.3f} {floor_ms:9.4f}", flush=True)
     if a.out:
         with open(a.out, "w") as f:
