@@ -253,13 +253,14 @@ class NorseNeuron(nn.Module):
         state = dict(self.__dict__)
         state.pop("_scans", None)  # kernels of this process
         state.pop("_copies", None)
+        state.pop("_alpha", None)
         return state
 
     def _config(self, like: torch.Tensor):
         p, model = self.module.p, self.model
         sg = None
         if model.spiking:
-            sg = surrogate_of(p.method, p.alpha, self.superspike)
+            sg = surrogate_of(p.method, self._number(p.alpha), self.superspike)
         subtract = False
         if model.name == "LIFBox":
             if p.reset_method is _reset.reset_subtract:
@@ -291,6 +292,17 @@ class NorseNeuron(nn.Module):
                                 f"got {type(value).__name__}")
         dt = float(getattr(self.module, "dt", 0.001))
         return (sg, dt, subtract, tuple(layout)), tensors
+
+    def _number(self, value) -> float:
+        """A tensor's value, read back only when the tensor changed (a read
+        of a GPU tensor is a device sync, refused in a CUDA graph capture)."""
+        if not isinstance(value, torch.Tensor):
+            return float(value)
+        key = (id(value), value._version)
+        cached = self.__dict__.get("_alpha")
+        if cached is None or cached[0] != key or cached[1] is not value:
+            cached = self.__dict__["_alpha"] = (key, value, float(value))
+        return cached[2]
 
     def _scan(self, config) -> Scan:
         scans = self.__dict__.setdefault("_scans", {})

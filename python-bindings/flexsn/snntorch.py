@@ -315,12 +315,22 @@ class _Fused:
             raise ValueError(f"{name}(all_to_all=True) feeds the previous spikes through "
                              "an nn.Linear/nn.Conv2d, mixing neurons: not a per-neuron "
                              "scan. all_to_all=False (a per-neuron weight V) is supported")
-        if torch.compiler.is_compiling():  # a Python value: no graph break
-            reset = _SpikingNeuron.reset_dict[self._reset_mechanism]
-        else:  # the buffer snnTorch's own forward reads (a state_dict may set it)
-            reset = int(self.reset_mechanism_val)
+        reset = self._flexsn_reset()
         delay = bool(getattr(self, "reset_delay", True)) if spec.has_delay else True
         return reset, delay, surrogate_of(self)
+
+    def _flexsn_reset(self) -> int:
+        """The reset mechanism as snnTorch's forward reads it: the buffer
+        `reset_mechanism_val` (a state_dict may set it). Its value is read
+        back only when the buffer changed: a read is a device sync, which a
+        CUDA graph capture refuses and every eager call would pay."""
+        if torch.compiler.is_compiling():  # a Python value: no graph break
+            return _SpikingNeuron.reset_dict[self._reset_mechanism]
+        buf = self.reset_mechanism_val
+        cached = self.__dict__.get("_flexsn_reset_val")
+        if cached is None or cached[0] is not buf or cached[1] != buf._version:
+            cached = self.__dict__["_flexsn_reset_val"] = (buf, buf._version, int(buf))
+        return cached[2]
 
     def _flexsn_scan(self, config) -> Scan:
         scans = self.__dict__.setdefault("_flexsn_scans", {})
@@ -380,6 +390,7 @@ class _Fused:
         state = dict(self.__dict__)
         state.pop("_flexsn_scans", None)  # kernels of this process
         state.pop("_flexsn_surrogate", None)
+        state.pop("_flexsn_reset_val", None)
         call = _factory_call(state.get("spike_grad"))
         if call is not None:  # snnTorch's closures do not pickle: keep the call
             state["spike_grad"] = _SurrogateCall(*call)
@@ -444,6 +455,7 @@ def from_snntorch(neuron, *, backend: Optional[str] = None):
             state[key] = type(value)(value)
     state.pop("_flexsn_scans", None)
     state.pop("_flexsn_surrogate", None)
+    state.pop("_flexsn_reset_val", None)
     fused.__dict__.update(state)
     for k in _SPECS[base].states:  # fresh states
         fused._buffers[k] = torch.zeros(0)

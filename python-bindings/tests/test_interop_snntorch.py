@@ -189,6 +189,19 @@ def test_shared_parameters_and_state_dict():
                                torch.tensor([1.0, 1.8, 1.44]))
 
 
+def test_reset_follows_state_dict():
+    """The reset is snnTorch's buffer: loading a state_dict that changes it
+    changes the dynamics, as in snnTorch."""
+    x = torch.ones(4, 2)
+    ours = flexsn.from_snntorch(snn.Leaky(beta=0.8))
+    subtract = ours(x)[1]
+    zero = snn.Leaky(beta=0.8, reset_mechanism="zero")
+    ours.load_state_dict(zero.state_dict())
+    ours.init_leaky()
+    torch.testing.assert_close(ours(x)[1], _loop(zero, x)[1])
+    assert not torch.equal(ours.mem, subtract[-1])
+
+
 def test_pickle_and_deepcopy():
     ours = flexsn.from_snntorch(snn.Leaky(beta=0.8, spike_grad=ss.fast_sigmoid(slope=7)))
     x = torch.randn(5, 3)
