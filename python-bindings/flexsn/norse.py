@@ -269,22 +269,11 @@ class NorseNeuron(nn.Module):
                 raise ValueError("LIFBoxParameters.reset_method must be norse's "
                                  "reset_value or reset_subtract")
         layout, tensors = [], []
-        copies = self.__dict__.setdefault("_copies", {})
         for name in model.params:
             value = getattr(p, name)
             if isinstance(value, torch.Tensor):
                 layout.append((name, None))
-                if value.requires_grad or (value.device == like.device and
-                                           value.is_floating_point()):
-                    tensors.append(as_param(value, like, name))
-                    continue
-                # Norse keeps p on the CPU: copy each constant tensor to the
-                # input's device once per value, not at every call
-                key = (name, like.device)
-                hit = copies.get(key)
-                if hit is None or hit[0] is not value or hit[1] != value._version:
-                    hit = copies[key] = (value, value._version, as_param(value, like, name))
-                tensors.append(hit[2])
+                tensors.append(self._on(like, name, value))
             elif isinstance(value, (int, float)) and not isinstance(value, bool):
                 layout.append((name, value))
             else:
@@ -292,6 +281,22 @@ class NorseNeuron(nn.Module):
                                 f"got {type(value).__name__}")
         dt = float(getattr(self.module, "dt", 0.001))
         return (sg, dt, subtract, tuple(layout)), tensors
+
+    def _on(self, like: torch.Tensor, name: str, value: torch.Tensor) -> torch.Tensor:
+        """`value` as a tensor of `like`'s dtype on its device. Norse keeps
+        p (and initial states made from it) on the CPU: a tensor that needs
+        no gradient is copied once per value, not at every call (a copy per
+        call costs a synchronous transfer, which a CUDA graph capture
+        refuses)."""
+        if value.requires_grad or (value.device == like.device and
+                                   value.dtype == like.dtype):
+            return as_param(value, like, name)
+        copies = self.__dict__.setdefault("_copies", {})
+        key = (name, like.device, like.dtype)
+        hit = copies.get(key)
+        if hit is None or hit[0] is not value or hit[1] != value._version:
+            hit = copies[key] = (value, value._version, value.to(like.device, like.dtype))
+        return hit[2]
 
     def _number(self, value) -> float:
         """A tensor's value, read back only when the tensor changed (a read
@@ -331,9 +336,12 @@ class NorseNeuron(nn.Module):
                             f"({', '.join(fields)}), got {type(state).__name__}")
         inits = []
         for name, s in zip(fields, state):
-            s = torch.as_tensor(s, dtype=x.dtype, device=x.device) \
-                if not isinstance(s, torch.Tensor) or s.dtype != x.dtype or \
-                s.device != x.device else s
+            if not isinstance(s, torch.Tensor):
+                s = torch.full(step, float(s), dtype=x.dtype, device=x.device)
+            elif s.requires_grad:  # keeps its gradient
+                s = s.to(x.device, x.dtype)
+            else:
+                s = self._on(x, "state." + name, s)
             if tuple(s.shape) != step:
                 try:
                     s = s.expand(step)
