@@ -19,13 +19,15 @@ _LAZY = {
     "neuron": None,
     "from_snntorch": ".snntorch",
     "from_norse": ".norse",
+    "convert": ".spikingjelly",
+    "spikingjelly": None,
     "snntorch": None,
     "norse": None,
     "nir": None,
 }
 
 __all__ = ["FlexSN", "FlexSNKernel", "surrogate", "neuron", "from_snntorch",
-           "from_norse", "FlexSNError",
+           "from_norse", "convert", "FlexSNError",
            "UnsupportedOpError", "FallbackWarning", "library_version", "call_path"]
 
 

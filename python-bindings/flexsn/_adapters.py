@@ -102,12 +102,12 @@ class Scan:
     sequences runs the final-state kernels (nothing per step is written but
     the output)."""
 
-    def __init__(self, core: StepCore, num_states: int, num_params: int,
-                 backend: Optional[str] = None):
+    def __init__(self, core: Callable, num_states: int, num_params: int,
+                 backend: Optional[str] = None, strict: bool = False):
         from ._module import FlexSNKernel
         examples = tuple(torch.zeros(()) for _ in range(num_params))
         self.seqs = FlexSNKernel(core, 1, num_states, static_inputs=examples,
-                                 backend=backend)
+                                 backend=backend, strict=strict)
         # the same compiled core, final states only (pickling a kernel would
         # drop its compiled program, so no copy.copy here)
         self.finals = FlexSNKernel.__new__(FlexSNKernel)
@@ -119,6 +119,12 @@ class Scan:
                  params: Sequence[torch.Tensor], want_seqs: bool = True):
         """(output sequence ``[T, ...]``, state sequences (None unless
         `want_seqs`), final states). `states` None: zeros."""
+        outs, seqs, finals = self.run(x, states, params, want_seqs)
+        return outs[0], seqs, finals
+
+    def run(self, x: torch.Tensor, states: Optional[Sequence[torch.Tensor]],
+            params: Sequence[torch.Tensor], want_seqs: bool = True):
+        """(every output sequence, state sequences or None, final states)."""
         from ._module import _keep_plan, _run_planned
         from ._runner import validate_sequences
         kernel = self.seqs if want_seqs else self.finals
@@ -135,7 +141,7 @@ class Scan:
             if record is not None:
                 _keep_plan(kernel, states, record)
         outs, seqs, finals = r
-        return outs[0], (list(seqs) if want_seqs else None), list(finals)
+        return list(outs), (list(seqs) if want_seqs else None), list(finals)
 
 
 def as_param(value, like: torch.Tensor, name: str) -> torch.Tensor:

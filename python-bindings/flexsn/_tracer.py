@@ -81,13 +81,15 @@ def _user_frame() -> str:
     return ""
 
 
-def _sj_surrogate_patch():
-    """While tracing, SpikingJelly surrogate modules (when SpikingJelly is
-    installed) call our spike op with the same family and parameters."""
+def _sj_surrogate_patch() -> list:
+    """While tracing, SpikingJelly's surrogates (when SpikingJelly is
+    installed) call our spike op with the same family and parameters: its
+    surrogate modules, and the spike function its neurons' reference steps
+    call by family number. Returns (owner, attribute, original, patched)."""
     try:
         from spikingjelly.activation_based import surrogate as sj  # type: ignore
     except Exception:
-        return None
+        return []
     base = sj.SurrogateFunctionBase
     original = base.forward
 
@@ -106,7 +108,25 @@ def _sj_surrogate_patch():
         values = [float(params[n]) for n, _ in _sg.FAMILIES[kind][2]]
         return _sg.spike(x, kind, values)
 
-    return base, original, forward
+    patches = [(base, "forward", original, forward)]
+    try:
+        from spikingjelly._ops import surrogate as ops  # type: ignore
+        numbered = ops._SurrogateSpike
+        names = {v: k for k, v in ops._SURROGATE_IDS.items()}
+    except Exception:  # another SpikingJelly: its modules' patch is enough
+        return patches
+
+    def apply(x, alpha, surrogate_id):
+        name = names.get(surrogate_id)
+        kind = _sg.KIND_OF_CLASS.get(name)
+        if kind is None or len(_sg.FAMILIES[kind][2]) != 1:
+            raise UnsupportedOpError(f"SpikingJelly surrogate #{surrogate_id} ({name}) has "
+                                     "no flexsn.spike family")
+        return _sg.spike(x, kind, [float(alpha)])
+
+    # apply is inherited from autograd.Function: None means delete it again
+    patches.append((numbered, "apply", numbered.__dict__.get("apply"), staticmethod(apply)))
+    return patches
 
 
 class _Recorder(TorchDispatchMode):
@@ -149,6 +169,10 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
+        if func.namespace == "flexsn_native":
+            # our own operators (a kernel binding released by the garbage
+            # collector while the core runs): never part of the core
+            return out
         fresh = func in (aten.lift_fresh.default, aten.lift_fresh_copy.default)
 
         def ref(a):
@@ -250,15 +274,18 @@ def trace(core: Callable, num_inputs: int, num_states: int,
             traced.params.append(ParamSource("static", k - n))
 
     recorder = _Recorder(traced, placeholders)
-    patch = _sj_surrogate_patch()
-    if patch:
-        patch[0].forward = patch[2]
+    patches = _sj_surrogate_patch()
+    for owner, attr, _, patched in patches:
+        setattr(owner, attr, patched)
     try:
         with torch.no_grad(), recorder:
             result = core(*example, *statics)
     finally:
-        if patch:
-            patch[0].forward = patch[1]
+        for owner, attr, original, _ in patches:
+            if original is None:
+                delattr(owner, attr)
+            else:
+                setattr(owner, attr, original)
 
     outputs = (result,) if isinstance(result, torch.Tensor) else result
     if not isinstance(outputs, (tuple, list)):
@@ -580,6 +607,18 @@ def _handlers(B: _Body) -> dict:
     def identity(x, *_, **__):
         return x
 
+    def select(x, dim, index):
+        # a trace's tensors hold one element: only index 0 (or -1) of a
+        # dimension of size one exists; anything else picks another neuron
+        if index not in (0, -1):
+            raise UnsupportedOpError(f"select of index {index} mixes neurons")
+        return x
+
+    def stack1(tensors, dim=0):
+        if len(tensors) != 1:
+            raise UnsupportedOpError(f"stack/cat of {len(tensors)} tensors mixes neurons")
+        return tensors[0]
+
     mul_or_and = _bool_or_float(B, "andi", B.mul)
     add_or_or = _bool_or_float(B, "ori", add)
 
@@ -658,6 +697,13 @@ def _handlers(B: _Body) -> dict:
         aten.gelu.default: lambda x, approximate="none": _gelu(B, x, approximate),
         aten.square.default: lambda x: B.mul(x, x),
         aten.clone.default: identity, aten.alias.default: identity,
+        # shape-only ops (a step's values are per neuron; shapes are the
+        # scan's): SpikingJelly's single steps run a T=1 sequence through them
+        aten.unsqueeze.default: identity, aten.squeeze.default: identity,
+        aten.squeeze.dim: identity, aten.squeeze.dims: identity,
+        aten.view.default: identity, aten._unsafe_view.default: identity,
+        aten.reshape.default: identity, aten.select.int: select,
+        aten.stack.default: stack1, aten.cat.default: stack1,
         aten.lift_fresh_copy.default: identity, aten.lift_fresh.default: identity, aten.expand.default: identity,
         aten.detach.default: detach,
         aten.zeros_like.default: const_like(0.0), aten.ones_like.default: const_like(1.0),
@@ -724,6 +770,9 @@ def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
             raise UnsupportedOpError(f"getitem #{k} of {src.target}{_where(nd)}")
         if nd.target in _MULTI:
             multi[nd.name] = [table_logsigmoid(B, resolve(nd.args[0]))]
+            continue
+        if nd.target is aten.unbind.int:  # of a size-one dimension: the value
+            multi[nd.name] = [resolve(nd.args[0])]
             continue
         handler = table.get(nd.target)
         if handler is None:
