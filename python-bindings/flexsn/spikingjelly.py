@@ -62,6 +62,10 @@ _NOT_A_SCAN = {
     "FlexSN": "already a compiled FlexSN: build flexsn.FlexSN from its core instead",
 }
 
+# SpikingJelly's abstract bases (exactly these classes; their subclasses
+# state a step and convert).
+_ABSTRACT = {"BaseNode", "SimpleBaseNode", "AdaptBaseNode"}
+
 _SCALARS = (bool, int, float, str, type(None))
 
 
@@ -118,9 +122,16 @@ def _kind(node) -> Optional[str]:
 
 
 def _left_reason(node) -> Optional[str]:
-    for cls in type(node).__mro__:
-        if cls.__name__ in _NOT_A_SCAN and cls.__module__.startswith("spikingjelly"):
-            return _NOT_A_SCAN[cls.__name__]
+    return _left_reason_of_class(type(node))
+
+
+def _left_reason_of_class(cls: type) -> Optional[str]:
+    """Why a class is left whatever its arguments (None: try it)."""
+    if cls.__name__ in _ABSTRACT and cls.__module__.startswith("spikingjelly"):
+        return "an abstract base class: its subclasses state the step"
+    for k in cls.__mro__:
+        if k.__name__ in _NOT_A_SCAN and k.__module__.startswith("spikingjelly"):
+            return _NOT_A_SCAN[k.__name__]
     return None
 
 
@@ -171,6 +182,10 @@ class _Fused:
         return tuple(key)
 
     def _flexsn_scan(self) -> Scan:
+        if torch.compiler.is_compiling():
+            # Dynamo cannot read __dict__ wholesale: inside a compiled graph
+            # the configuration is the one of the last eager call
+            return self._flexsn_current
         config = self._flexsn_config()
         scans = self.__dict__.setdefault("_flexsn_scans", {})
         scan = scans.get(config)
@@ -181,6 +196,7 @@ class _Fused:
                                         len(self._flexsn_param_names()),
                                         backend=self.__dict__.get("_flexsn_backend"),
                                         strict=True)
+        self.__dict__["_flexsn_current"] = scan
         return scan
 
     def _flexsn_states(self, x_step: torch.Tensor, inputs, mode: str) -> list:
@@ -229,13 +245,31 @@ class _Fused:
         outs = [o[0] for o in outs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def detach(self):
+        """Cuts the memories from the graph (out of place: a kernel's final
+        state may be a view of its state sequence, which detach_ refuses)."""
+        for key, value in self._memories.items():
+            if isinstance(value, torch.Tensor):
+                self._memories[key] = value.detach()
+        if isinstance(getattr(self, "v_seq", None), torch.Tensor):
+            self.v_seq = self.v_seq.detach()
+
     # -- copies and pickles: rebuilt from the node's class ------------------
     def __getstate__(self):
-        state = nn.Module.__getstate__(self) if hasattr(nn.Module, "__getstate__") \
-            else dict(self.__dict__)
-        state = dict(state)
+        state = dict(self.__dict__)
         state.pop("_flexsn_scans", None)  # kernels of this process
+        state.pop("_flexsn_current", None)
+        # copies carry the memories detached (mid-training they are non-leaf
+        # tensors, which deepcopy refuses)
+        state["_memories"] = {k: v.detach() if isinstance(v, torch.Tensor) else v
+                              for k, v in state["_memories"].items()}
+        if isinstance(state.get("v_seq"), torch.Tensor):
+            state["v_seq"] = state["v_seq"].detach()
         return state
+
+    def __setstate__(self, state):
+        nn.Module.__setstate__(self, state)
+        self._flexsn_scan()  # traced again now, not inside a compiled graph
 
     def __reduce_ex__(self, protocol):
         return (_restore, (self._flexsn_base,), self.__getstate__())
@@ -287,30 +321,34 @@ def _check_params(node) -> Optional[str]:
 
 
 def _self_check(node: nn.Module, fused: nn.Module) -> Optional[str]:
-    """Runs the node's own multi-step forward and the fused one on a small
-    random input (CPU, float64): None when they agree, else why not."""
-    torch.manual_seed(0)
+    """Runs the node's own single step T times and the fused multi-step
+    forward on a small random input (CPU, float64): None when they agree,
+    else why not. The single step is the reference: it is what is traced
+    (and a node whose multi-step path computes something else, as
+    SpikingJelly 2.0.0's LIAFNode does, follows its single step)."""
+    gen = torch.Generator().manual_seed(0)
     scale = abs(float(getattr(node, "v_threshold", 1.0) or 1.0))
-    x = (torch.randn(6, 2, 3, dtype=torch.float64) * 0.8 + 0.6) * scale
+    x = (torch.randn(6, 2, 3, generator=gen, dtype=torch.float64) * 0.8 + 0.6) * scale
     ref = copy.deepcopy(node).to(dtype=torch.float64)
     ours = copy.deepcopy(fused).to(dtype=torch.float64)
     ours.__dict__.pop("_flexsn_scans", None)
-    for m in (ref, ours):
-        m.step_mode = "m"
-        m.reset()
+    ref.step_mode, ours.step_mode = "s", "m"
+    ref.reset()
+    ours.reset()
     try:
-        want = ref(x)
+        steps = [ref(x[t]) for t in range(x.shape[0])]
     except Exception as e:  # noqa: BLE001 (the node's own failure)
-        return f"its own multi-step forward fails on a [6, 2, 3] input ({e})"
+        return f"its own single step fails on a [2, 3] input ({type(e).__name__}: {e})"
     got = ours(x)
-    want = want if isinstance(want, tuple) else (want,)
     got = got if isinstance(got, tuple) else (got,)
+    want = tuple(torch.stack([s[k] if isinstance(s, tuple) else s for s in steps])
+                 for k in range(len(got)))
     pairs = list(zip(want, got)) + [
         (a, b) for a, b in zip(ref._memories.values(), ours._memories.values())
         if isinstance(a, torch.Tensor)]
     for a, b in pairs:
         if a.shape != b.shape or not torch.allclose(a, b.to(a.dtype), rtol=1e-6, atol=1e-9):
-            return "its compiled step disagrees with its own on a self-check"
+            return "its compiled step disagrees with its own single step on a self-check"
     return None
 
 
