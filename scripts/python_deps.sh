@@ -3,7 +3,8 @@
 # missing: PyTorch (pinned to the GPU machine's 2.11.0), pytest, numpy, and
 # SpikingJelly 2.0.0 (pure Python, no dependencies: only for the
 # compatibility tests; flexsn never needs it at run time), and snnTorch,
-# Norse and NIR for the adapters' tests.
+# Norse and NIR for the adapters' tests, torchvision for SpikingJelly's
+# model zoo.
 set -euo pipefail
 PY=${PYTHON:-python3}
 want=()
@@ -16,6 +17,11 @@ if ((${#want[@]})); then
 fi
 if ! $PY -c 'import spikingjelly' 2>/dev/null; then
   $PY -m pip install -q --no-deps spikingjelly==2.0.0 loguru
+fi
+# torchvision (pinned to torch 2.11.0's) and Pillow: SpikingJelly's model zoo
+# imports them; only the conversion tests build those models.
+if ! $PY -c 'import torchvision, PIL' 2>/dev/null; then
+  $PY -m pip install -q --no-deps torchvision==0.26.0 pillow
 fi
 # snnTorch, Norse and NIR: only for the adapters' equivalence tests (flexsn
 # needs them at run time only where a user calls those adapters).

@@ -90,6 +90,13 @@ class _BaseNode(nn.Module):
     def step_mode(self) -> str:
         return self.sn.step_mode
 
+    @step_mode.setter
+    def step_mode(self, mode: str) -> None:
+        # SpikingJelly's functional.set_step_mode sets it on every module
+        if mode not in ("s", "m"):
+            raise ValueError(f"step_mode must be 's' or 'm', got {mode!r}")
+        self.sn.step_mode = mode
+
     @property
     def backend(self):
         return self.sn.backend

@@ -369,3 +369,69 @@ def test_config_changes_are_read():
     ref = N.LIFNode(step_mode="m", v_threshold=0.5)
     torch.testing.assert_close(after, ref(x))
     assert not torch.equal(before, after)
+
+
+def test_functional_helpers_on_flexsn_neurons():
+    """SpikingJelly's helpers work on flexsn's own IF/LIF/PLIF modules too."""
+    net = nn.Sequential(nn.Linear(4, 5), flexsn.neuron.LIFNode(),
+                        flexsn.neuron.ParametricLIFNode())
+    functional.set_step_mode(net, "m")
+    assert net[1].step_mode == "m" and net[2].step_mode == "m"
+    y = net(torch.randn(6, 2, 4) * 3)
+    assert y.shape == (6, 2, 5)
+    functional.reset_net(net)
+    assert net[1].sn.states is None
+    functional.detach_net(net)
+    with pytest.raises(ValueError, match="step_mode"):
+        net[1].step_mode = "x"
+
+
+class Block(nn.Sequential):
+    pass
+
+
+def _blocks():
+    torch.manual_seed(0)
+    return nn.Sequential(
+        Block(nn.Linear(6, 8), N.LIFNode(step_mode="m")),
+        Block(nn.Linear(8, 8), N.ParametricLIFNode(step_mode="m")),
+        nn.Linear(8, 3))
+
+
+def test_memopt_composes():
+    """SpikingJelly's optimize_memory (selective checkpointing, spike
+    compression) over converted neurons: the same loss and gradients."""
+    memopt = pytest.importorskip("spikingjelly.activation_based.memopt")
+    x = torch.randn(5, 4, 6) * 2
+    plain = flexsn.convert(_blocks())
+    opt = flexsn.convert(_blocks())
+    memopt.optimize_memory(opt, (Block,), lambda m: m(x), level=1)
+    results = []
+    for m in (plain, opt):
+        functional.reset_net(m)
+        loss = m(x).square().mean()
+        results.append((loss, torch.autograd.grad(loss, list(m.parameters()))))
+    torch.testing.assert_close(results[1][0], results[0][0])
+    for a, b in zip(results[0][1], results[1][1]):
+        torch.testing.assert_close(b, a)
+
+
+def test_ddp(tmp_path):
+    """DistributedDataParallel (gloo, one process) over a converted model:
+    the gradients of the model itself."""
+    import torch.distributed as dist
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/rendezvous",
+                            rank=0, world_size=1)
+    try:
+        net = flexsn.convert(_blocks())
+        ddp = nn.parallel.DistributedDataParallel(copy.deepcopy(net))
+        x = torch.randn(5, 4, 6) * 2
+        for m in (net, ddp):
+            functional.reset_net(m)
+            m(x).square().mean().backward()
+        for a, b in zip(net.parameters(), ddp.module.parameters()):
+            torch.testing.assert_close(b.grad, a.grad)
+    finally:
+        dist.destroy_process_group()
