@@ -329,8 +329,8 @@ def _self_check(node: nn.Module, fused: nn.Module) -> Optional[str]:
     gen = torch.Generator().manual_seed(0)
     scale = abs(float(getattr(node, "v_threshold", 1.0) or 1.0))
     x = (torch.randn(6, 2, 3, generator=gen, dtype=torch.float64) * 0.8 + 0.6) * scale
-    ref = copy.deepcopy(node).to(dtype=torch.float64)
-    ours = copy.deepcopy(fused).to(dtype=torch.float64)
+    ref = copy.deepcopy(node).to(device="cpu", dtype=torch.float64)
+    ours = copy.deepcopy(fused).to(device="cpu", dtype=torch.float64)
     ours.__dict__.pop("_flexsn_scans", None)
     ref.step_mode, ours.step_mode = "s", "m"
     ref.reset()

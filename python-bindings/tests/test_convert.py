@@ -435,3 +435,14 @@ def test_ddp(tmp_path):
             torch.testing.assert_close(b.grad, a.grad)
     finally:
         dist.destroy_process_group()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_convert_a_cuda_model():
+    """The self-check runs on CPU copies: a model already on the GPU converts."""
+    net = _net().cuda()
+    ours, report = flexsn.convert(net, report=True)
+    assert len(report.converted) == 2
+    x = torch.randn(5, 2, 6, device="cuda") * 2
+    torch.testing.assert_close(ours(x), net(x))
