@@ -103,7 +103,8 @@ def main():
           f"{'floor':>7s} {'SJ first s':>10s}")
     for name in a.classes.split(","):
         for T, ncl in SHAPES:
-            node = getattr(neuron, name)(step_mode="m").cuda()
+            node = getattr(neuron, name)().cuda()
+            node.step_mode = "m"  # (CUBALIFNode takes no step_mode argument)
             ours = flexsn.convert(node)
             t0 = time.perf_counter()
             layer_step(node, T, ncl)()

@@ -68,6 +68,14 @@ _ABSTRACT = {"BaseNode", "SimpleBaseNode", "AdaptBaseNode"}
 
 _SCALARS = (bool, int, float, str, type(None))
 
+try:  # the materialize_states that only fill a float memory
+    from spikingjelly.activation_based import base as _sj_base
+    from spikingjelly.activation_based.neuron import base_node as _sj_base_node
+    _PLAIN_MATERIALIZE = (_sj_base.MemoryModule.materialize_states,
+                          _sj_base_node.BaseNode.materialize_states)
+except ImportError:  # convert() says so when it is called
+    _PLAIN_MATERIALIZE = ()
+
 
 class _NodeCore:
     """A node's single step as a core ``(x, *states, *params) -> (*outputs,
@@ -199,8 +207,15 @@ class _Fused:
         self.__dict__["_flexsn_current"] = scan
         return scan
 
-    def _flexsn_states(self, x_step: torch.Tensor, inputs, mode: str) -> list:
-        states = self.materialize_states(inputs, tuple(self._memories.values()), mode)
+    def _flexsn_states(self, x_step: torch.Tensor, inputs, mode: str):
+        """The initial states as the kernels take them; None when they are
+        all zeros the node has not materialized yet (after reset()), which
+        the kernels make themselves instead of reading a filled tensor."""
+        memories = tuple(self._memories.values())
+        if all(type(m) is float and m == 0.0 for m in memories) and \
+                type(self).materialize_states in _PLAIN_MATERIALIZE:
+            return None
+        states = self.materialize_states(inputs, memories, mode)
         out = []
         for s in states:
             if not isinstance(s, torch.Tensor):

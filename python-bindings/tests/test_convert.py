@@ -179,10 +179,24 @@ def _zoo(model_name, neuron):
     return m
 
 
+@pytest.fixture
+def deterministic():
+    """Convolutions without TF32 and with deterministic algorithms: two runs
+    of one model on a GPU give the same gradients, so that what is compared
+    is the neurons."""
+    saved = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32,
+             torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    yield
+    (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32,
+     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark) = saved
+
+
 @pytest.mark.parametrize("model_name,neuron", [
     ("spiking_resnet18", "LIF"), ("spiking_resnet18", "IF"), ("sew_resnet18", "PLIF"),
     ("sew_resnet18", "KLIF"), ("spiking_vgg11_bn", "Izhikevich"), ("spiking_vgg11_bn", "LIF")])
-def test_model_zoo(device, model_name, neuron):
+def test_model_zoo(device, model_name, neuron, deterministic):
     pytest.importorskip("spikingjelly.activation_based.model.spiking_resnet")  # needs torchvision
     ref = _zoo(model_name, neuron).to(device)
     ours, report = flexsn.convert(ref, report=True)
@@ -201,7 +215,7 @@ def test_model_zoo(device, model_name, neuron):
         if a is None:
             continue
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5 * max(1.0, a.abs().max().item()),
-                                   msg=name)
+                                   msg=lambda m, name=name: f"{name}: {m}")
 
 
 # --------------------------------------------------------------------------
