@@ -5,9 +5,11 @@ not a test; run it on the GPU machine).
    output gradients, [T, NCL]) at T=4 NCL=4M and T=32 NCL=256K: SpikingJelly
    2.0.0's module in step mode "m" (it picks its fastest path itself: its
    CUDA kernels where the class has them, else its PyTorch loop) against the
-   converted module, beside the floor: 4 sequences of 4 bytes (input and
-   output gradient read, output and input gradient written) over the copy
-   bandwidth measured in the same run.
+   converted module (eager, and replayed from a CUDA graph: the device's
+   time without the host's per-call cost), beside the floor: 4 sequences of
+   4 bytes (input and output gradient read, output and input gradient
+   written) over the copy bandwidth measured in the same run. For LIFNode,
+   flexsn's own flexsn.neuron.LIFNode too.
 2. spiking_resnet18 (CIFAR shapes, T=4, LIF) training step (forward, cross
    entropy, backward) and its peak extra memory, original against converted,
    f32 and bf16 autocast.
@@ -45,6 +47,21 @@ def timed(fn, reps):
         torch.cuda.synchronize()
         ts.append(a.elapsed_time(b))
     return statistics.median(ts)
+
+
+def graphed(step):
+    """`step` captured in a CUDA graph: its replay (the device's time with
+    no host cost per call)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay
 
 
 def peak_extra_mib(fn):
@@ -100,7 +117,7 @@ def main():
     print(f"copy {bw / 1e12:.2f} TB/s, {torch.cuda.get_device_name()}", flush=True)
     rows = []
     print(f"{'class':20s} {'T':>3s} {'NCL':>8s} {'SJ ms':>8s} {'ours ms':>8s} {'x':>6s} "
-          f"{'floor':>7s} {'SJ first s':>10s}")
+          f"{'replayed':>8s} {'floor':>7s} {'SJ first s':>10s}")
     for name in a.classes.split(","):
         for T, ncl in SHAPES:
             node = getattr(neuron, name)().cuda()
@@ -112,12 +129,21 @@ def main():
             first = time.perf_counter() - t0
             sj = timed(layer_step(node, T, ncl), a.reps)
             fs = timed(layer_step(ours, T, ncl), a.reps)
+            replay = timed(graphed(layer_step(copy.deepcopy(ours), T, ncl)), a.reps)
             floor = 4 * T * ncl * 4 / bw * 1e3
             rows.append({"table": "layer", "class": name, "T": T, "NCL": ncl,
-                         "sj_ms": sj, "ours_ms": fs, "floor_ms": floor,
-                         "sj_first_s": first, "copy_tbps": bw / 1e12})
+                         "sj_ms": sj, "ours_ms": fs, "ours_replayed_ms": replay,
+                         "floor_ms": floor, "sj_first_s": first, "copy_tbps": bw / 1e12})
+            if name == "LIFNode":  # flexsn's own LIF module, the same neuron
+                native = flexsn.neuron.LIFNode(step_mode="m").cuda()
+                rows[-1]["flexsn_lifnode_ms"] = timed(layer_step(native, T, ncl), a.reps)
+                rows[-1]["flexsn_lifnode_replayed_ms"] = timed(
+                    graphed(layer_step(native, T, ncl)), a.reps)
             print(f"{name:20s} {T:3d} {ncl:8d} {sj:8.3f} {fs:8.3f} {sj / fs:6.1f} "
-                  f"{floor:7.3f} {first:10.1f}", flush=True)
+                  f"{replay:8.3f} {floor:7.3f} {first:10.1f}"
+                  + (f"  flexsn LIFNode {rows[-1]['flexsn_lifnode_ms']:.3f} / replayed "
+                     f"{rows[-1]['flexsn_lifnode_replayed_ms']:.3f}"
+                     if name == "LIFNode" else ""), flush=True)
             del node, ours
             torch.cuda.empty_cache()
     from spikingjelly.activation_based.model import spiking_resnet

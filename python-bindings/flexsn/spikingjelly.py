@@ -178,15 +178,20 @@ class _Fused:
         return out
 
     def _flexsn_config(self) -> tuple:
-        """Every scalar attribute of the node and of its submodules: what the
-        step reads in Python (a change compiles it again)."""
-        key = [(k, v) for k, v in self.__dict__.items()
-               if isinstance(v, _SCALARS) and not k.startswith("_flexsn") and k != "training"]
-        for name, sub in self._modules.items():
-            if sub is not None:
-                key.append((name, type(sub).__name__,
-                            tuple((k, v) for k, v in sub.__dict__.items()
-                                  if isinstance(v, _SCALARS) and k != "training")))
+        """Every public scalar attribute of the node and of its submodules:
+        what the step reads in Python (a change compiles it again). The
+        names are listed once per submodule object, then only read."""
+        watch = self.__dict__.get("_flexsn_watch")
+        subs = self._modules
+        if watch is None or watch[0] != tuple(id(m) for m in subs.values()):
+            watch = self.__dict__["_flexsn_watch"] = (
+                tuple(id(m) for m in subs.values()), _scalar_names(self),
+                tuple((k, _scalar_names(m)) for k, m in subs.items() if m is not None))
+        d = self.__dict__
+        key = [tuple(d.get(n) for n in watch[1])]
+        for name, names in watch[2]:
+            sub = subs[name]
+            key.append((type(sub), tuple(sub.__dict__.get(n) for n in names)))
         return tuple(key)
 
     def _flexsn_scan(self) -> Scan:
@@ -274,6 +279,7 @@ class _Fused:
         state = dict(self.__dict__)
         state.pop("_flexsn_scans", None)  # kernels of this process
         state.pop("_flexsn_current", None)
+        state.pop("_flexsn_watch", None)  # ids of this process's objects
         # copies carry the memories detached (mid-training they are non-leaf
         # tensors, which deepcopy refuses)
         state["_memories"] = {k: v.detach() if isinstance(v, torch.Tensor) else v
@@ -288,6 +294,11 @@ class _Fused:
 
     def __reduce_ex__(self, protocol):
         return (_restore, (self._flexsn_base,), self.__getstate__())
+
+
+def _scalar_names(module: nn.Module) -> tuple:
+    return tuple(k for k, v in module.__dict__.items()
+                 if isinstance(v, _SCALARS) and not k.startswith("_") and k != "training")
 
 
 def _restore(base: type):
