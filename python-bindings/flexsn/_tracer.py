@@ -81,6 +81,16 @@ def _user_frame() -> str:
     return ""
 
 
+def _multi_level_spike_count(sg, x):
+    """SpikingJelly's multi-level spike count, written in traceable ops:
+    round(clamp(x, 0, max)) forward; the gradient passes where grad_min <=
+    x <= grad_max (x - detach(x) is zero forward and carries it)."""
+    params = sg._sg_params
+    count = torch.round(torch.clamp(x, 0, int(params["max_spike_count"])))
+    inside = ((x >= float(params["grad_min"])) & (x <= float(params["grad_max"]))).to(x.dtype)
+    return count.detach() + (x - x.detach()) * inside
+
+
 def _sj_surrogate_patch() -> list:
     """While tracing, SpikingJelly's surrogates (when SpikingJelly is
     installed) call our spike op with the same family and parameters: its
@@ -97,6 +107,8 @@ def _sj_surrogate_patch() -> list:
         if not getattr(self, "spiking", True):
             return original(self, x)
         name = type(self).__name__
+        if name == "MultiLevelSpikeCount":
+            return _multi_level_spike_count(self, x)
         kind = _sg.KIND_OF_CLASS.get(name)
         if kind is None:
             raise UnsupportedOpError(

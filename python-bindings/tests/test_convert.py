@@ -47,6 +47,7 @@ VARIANTS = {
     "LIAFNode": [dict(act=nn.ReLU(), threshold_related=True),
                  dict(act=nn.Tanh(), threshold_related=False, tau=3.0)],
     "SLTTLIFNode": [{}],
+    "ILIFNode": [{}, dict(tau=1.5, surrogate_function=surrogate.MultiLevelSpikeCount(2))],
 }
 # SpikingJelly 2.0.0's LIAFNode inherits LIFNode's multi-step path, which
 # fires spikes; its single step (what flexsn compiles) outputs act(v).
