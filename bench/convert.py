@@ -25,60 +25,25 @@ Times: CUDA events around the whole call, median of --reps, ms.
 import argparse
 import copy
 import json
-import statistics
 import sys
 import time
 import warnings
 
 import torch
 
+from benchlib import copy_bandwidth, graphed, peak_extra_mib, timed
+
 CLASSES = ["LIFNode", "ParametricLIFNode", "QIFNode", "EIFNode", "IzhikevichNode",
            "KLIFNode", "CUBALIFNode"]
 SHAPES = [(4, 4 * 2**20), (32, 256 * 2**10)]
 
 
-def timed(fn, reps):
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
 
 
-def graphed(step):
-    """`step` captured in a CUDA graph: its replay (the device's time with
-    no host cost per call)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
-    return graph.replay
 
 
-def peak_extra_mib(fn):
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    fn()
-    torch.cuda.synchronize()
-    return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
-def copy_bandwidth():
-    a = torch.empty(64 * 2**20, device="cuda")
-    b = torch.empty_like(a)
-    return 2 * a.numel() * 4 / (timed(lambda: b.copy_(a), 20) * 1e-3)
 
 
 def layer_step(node, T, ncl):

@@ -29,67 +29,19 @@ over the device-to-device copy bandwidth measured in the same run.
 
 import argparse
 import json
-import statistics
 import sys
 
 import torch
 
-
-def timed(fn, reps, device):
-    """Median milliseconds of fn() over reps (after 3 warm-up calls)."""
-    for _ in range(3):
-        fn()
-    if device.type != "cuda":
-        import time
-        ts = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            ts.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(ts)
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
+from benchlib import copy_bandwidth, graphed, peak_extra_mib, timed
 
 
-def graphed(step):
-    """`step` (a training step) captured in a CUDA graph: its replay."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
-    return graph.replay
 
 
-def peak_extra_mib(fn, device):
-    if device.type != "cuda":
-        return float("nan")
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    fn()
-    torch.cuda.synchronize()
-    return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
-def copy_bandwidth(device):
-    """Device-to-device copy, bytes read + written per second."""
-    n = 256 * 2**20 // 4
-    a = torch.empty(n, device=device)
-    b = torch.empty_like(a)
-    ms = timed(lambda: b.copy_(a), 20, device)
-    return 2 * a.numel() * 4 / (ms * 1e-3)
+
+
 
 
 def neuron(system):
