@@ -138,6 +138,12 @@ def _sj_surrogate_patch() -> list:
 
     # apply is inherited from autograd.Function: None means delete it again
     patches.append((numbered, "apply", numbered.__dict__.get("apply"), staticmethod(apply)))
+    try:  # STBIF's step calls a compiled inference operator: trace its reference
+        from spikingjelly.activation_based.functional import neuron as fn  # type: ignore
+        from spikingjelly._ops.stbif import reference as stbif  # type: ignore
+        patches.append((fn, "stbif_multi_step", fn.stbif_multi_step, stbif._forward_impl))
+    except Exception:  # another SpikingJelly
+        pass
     return patches
 
 

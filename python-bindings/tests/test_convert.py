@@ -48,7 +48,12 @@ VARIANTS = {
                  dict(act=nn.Tanh(), threshold_related=False, tau=3.0)],
     "SLTTLIFNode": [{}],
     "ILIFNode": [{}, dict(tau=1.5, surrogate_function=surrogate.MultiLevelSpikeCount(2))],
+    "STBIFNode": [dict(q_threshold=torch.tensor(1.0), level=4),
+                  dict(q_threshold=torch.tensor(0.5), level=8, sym=True)],
 }
+# SpikingJelly runs STBIFNode (SpikeZIP's quantized inference neuron) only
+# without gradients.
+INFERENCE_ONLY = {"STBIFNode"}
 # SpikingJelly 2.0.0's LIAFNode inherits LIFNode's multi-step path, which
 # fires spikes; its single step (what flexsn compiles) outputs act(v).
 SINGLE_STEP_REFERENCE = {"LIAFNode", "SLTTLIFNode"}  # SLTT refuses step mode "m"
@@ -88,7 +93,9 @@ def test_class_matches_spikingjelly(device, name, k, T):
     ours = flexsn.convert(ref)  # a converted deep copy
     assert type(ours).__mro__[1] is flexsn.spikingjelly._Fused
     ours.step_mode = "m"
-    x = (torch.randn(T, 3, 8, device=device) * 0.9 + 0.7).requires_grad_()
+    x = torch.randn(T, 3, 8, device=device) * 0.9 + 0.7
+    if name not in INFERENCE_ONLY:
+        x.requires_grad_()
     want = _reference(ref, x)
     got = ours(x)
     torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
@@ -97,6 +104,8 @@ def test_class_matches_spikingjelly(device, name, k, T):
             torch.testing.assert_close(b, a, rtol=RTOL, atol=ATOL, msg=key)
     if getattr(ref, "v_seq", None) is not None:  # (some classes' own paths keep none)
         torch.testing.assert_close(ours.v_seq, ref.v_seq, rtol=RTOL, atol=ATOL)
+    if name in INFERENCE_ONLY:
+        return
     w = torch.randn_like(want)
     params_r = [p for p in ref.parameters() if p.requires_grad]
     params_o = [p for p in ours.parameters() if p.requires_grad]
