@@ -18,6 +18,14 @@ fi
 if ! $PY -c 'import spikingjelly' 2>/dev/null; then
   $PY -m pip install -q --no-deps spikingjelly==2.0.0 loguru
 fi
+# SpikingJelly 0.0.0.0.14 (the older neuronal_charge / fire / reset API) in
+# a venv of its own over these packages, for the conversion test of that API.
+LEGACY=${FLEXSN_BUILD_DIR:-build}/venv-sj14
+if [ ! -x "$LEGACY/bin/python" ]; then
+  mkdir -p "$(dirname "$LEGACY")"
+  $PY -m venv --system-site-packages "$LEGACY"
+  "$LEGACY/bin/python" -m pip install -q --no-deps spikingjelly==0.0.0.0.14
+fi
 # torchvision (pinned to torch 2.11.0's) and Pillow: SpikingJelly's model zoo
 # imports them; only the conversion tests build those models.
 if ! $PY -c 'import torchvision, PIL' 2>/dev/null; then

@@ -735,6 +735,17 @@ def _handlers(B: _Body) -> dict:
 _MULTI = {aten.log_sigmoid_forward.default}
 
 
+def _out_of_place(op):
+    """The out-of-place overload of an in-place ATen op (relu_ -> relu):
+    the recorder maps the mutated tensor to the op's node, so the values
+    the core reads after the op are its result."""
+    name = getattr(getattr(op, "overloadpacket", None), "__name__", "")
+    if not name.endswith("_") or name.startswith("_"):
+        return None
+    packet = getattr(aten, name[:-1], None)
+    return getattr(packet, op._overloadname, None) if packet is not None else None
+
+
 def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
          param_dtypes: Sequence[torch.dtype], param_scalar: Sequence[bool],
          requires_grad: Sequence[bool], name: str = "core") -> str:
@@ -792,7 +803,7 @@ def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
         if nd.target is aten.unbind.int:  # of a size-one dimension: the value
             multi[nd.name] = [resolve(nd.args[0])]
             continue
-        handler = table.get(nd.target)
+        handler = table.get(nd.target) or table.get(_out_of_place(nd.target))
         if handler is None:
             raise UnsupportedOpError(
                 f"the core uses {nd.target}, which flexsn cannot compile{_where(nd)}")

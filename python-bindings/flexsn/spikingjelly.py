@@ -106,25 +106,38 @@ class _NodeCore:
                 memories.update(saved)
 
 
-def _sj():
-    from spikingjelly.activation_based import base
-    from spikingjelly.activation_based.neuron import base_node
-    return base, base_node
+class _Bases:
+    """SpikingJelly's base classes: 2.0 keeps them in neuron.base_node; the
+    older single-module releases (0.0.0.0.14) in neuron, some absent."""
+
+    def __init__(self):
+        from spikingjelly.activation_based import base
+        try:
+            from spikingjelly.activation_based.neuron import base_node as where
+        except ImportError:
+            from spikingjelly.activation_based import neuron as where
+        self.MemoryModule = base.MemoryModule
+        self.BaseNode = where.BaseNode
+        self.node_bases = tuple(c for c in (getattr(where, n, None) for n in (
+            "BaseNode", "SimpleBaseNode", "NonSpikingBaseNode")) if c is not None)
+
+
+def _sj() -> _Bases:
+    return _Bases()
 
 
 def _kind(node) -> Optional[str]:
     """"functional" (SpikingJelly 2.0's explicit step), "legacy"
     (charge / fire / reset on memories) or None (no single step to read)."""
-    base, base_node = _sj()
-    if not isinstance(node, base.MemoryModule):
+    sj = _sj()
+    if not isinstance(node, sj.MemoryModule):
         return None
-    cls = type(node)
-    if cls.single_step_functional_forward not in (
-            base.MemoryModule.single_step_functional_forward,
-            base_node.BaseNode.single_step_functional_forward):
+    step = getattr(type(node), "single_step_functional_forward", None)
+    abstract = {getattr(sj.MemoryModule, "single_step_functional_forward", None),
+                getattr(sj.BaseNode, "single_step_functional_forward", None)}
+    if step is not None and step not in abstract:
         return "functional"
-    if isinstance(node, base_node.SimpleBaseNode) or (
-            hasattr(node, "neuronal_charge") and hasattr(node, "neuronal_fire")):
+    if hasattr(node, "neuronal_charge") and hasattr(node, "neuronal_fire"):
         return "legacy"
     return None
 
@@ -147,14 +160,13 @@ def is_neuron(module) -> bool:
     """A SpikingJelly neuron module (a stateful step module of
     spikingjelly.activation_based.neuron, or a user's subclass)."""
     try:
-        base, base_node = _sj()
+        sj = _sj()
     except ImportError:
         return False
     if isinstance(module, _Fused):
         return True
     mod = type(module).__module__
-    if isinstance(module, (base_node.BaseNode, base_node.SimpleBaseNode,
-                           base_node.NonSpikingBaseNode)):
+    if isinstance(module, sj.node_bases):
         return True
     return mod.startswith("spikingjelly.activation_based.neuron") and \
         isinstance(module, nn.Module)
@@ -218,19 +230,25 @@ class _Fused:
         the kernels make themselves instead of reading a filled tensor."""
         memories = tuple(self._memories.values())
         fresh = all(type(m) is float for m in memories)
-        if fresh and type(self).materialize_states in _PLAIN_MATERIALIZE and \
+        plain = getattr(type(self), "materialize_states", None)
+        if fresh and (plain is None or plain in _PLAIN_MATERIALIZE) and \
                 all(m == 0.0 for m in memories):
             return None
         # SpikingJelly's own materialize_states fill fresh (float) memories
         # from the step's shape alone: the filled tensors are kept for the
         # next call of that shape (the kernels never write their inputs)
-        cache = fresh and type(self).materialize_states.__module__.startswith("spikingjelly")
+        materialize = getattr(type(self), "materialize_states", None)
+        cache = fresh and (materialize is None or
+                           materialize.__module__.startswith("spikingjelly"))
         if cache and not torch.compiler.is_compiling():
             key = (memories, x_step.shape, x_step.dtype, x_step.device, mode)
             hit = self.__dict__.get("_flexsn_fresh")
             if hit is not None and hit[0] == key:
                 return hit[1]
-        states = self.materialize_states(inputs, memories, mode)
+        if hasattr(self, "materialize_states"):
+            states = self.materialize_states(inputs, memories, mode)
+        else:  # older SpikingJelly: float memories become tensors in the step
+            states = memories
         out = []
         for s in states:
             if not isinstance(s, torch.Tensor):

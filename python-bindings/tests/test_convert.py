@@ -470,3 +470,74 @@ def test_convert_a_cuda_model():
     assert len(report.converted) == 2
     x = torch.randn(5, 2, 6, device="cuda") * 2
     torch.testing.assert_close(ours(x), net(x))
+
+
+def test_tracer_shape_and_in_place_ops():
+    """What SpikingJelly's steps use: shape-only ops on a step (a T=1
+    sequence's unsqueeze / unbind / stack / select) and in-place ops trace as
+    their values; an index that would pick another neuron does not."""
+    def core(x, v):
+        h = torch.stack([(v + x).unsqueeze(0)[0]]).squeeze(0)
+        (h2,) = h.unsqueeze(0).unbind(0)
+        h2.mul_(0.5)
+        s = flexsn.surrogate.ATan()(h2 - 1.0)
+        r = h2.clone()
+        r.relu_()
+        return s, r.view(-1).reshape(r.shape) * (1 - s)
+    x = torch.randn(6, 4) * 3
+    got = flexsn.FlexSNKernel(core, 1, 1, strict=True)(x, torch.zeros(4))
+    want = flexsn.FlexSNKernel(core, 1, 1, backend="torch")(x, torch.zeros(4))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+
+    def mixes(x, v):
+        h = torch.stack([x, v]).sum(0)  # two tensors: mixes values
+        return h, h
+    with pytest.raises(flexsn.UnsupportedOpError, match="stack/cat of 2 tensors"):
+        flexsn.FlexSNKernel(mixes, 1, 1, strict=True)
+
+
+LEGACY_SCRIPT = r"""
+import torch, flexsn, warnings
+warnings.simplefilter("ignore")
+from spikingjelly.activation_based import neuron
+assert not hasattr(neuron.BaseNode, "single_step_functional_forward")
+make = {"IFNode": lambda: neuron.IFNode(),
+        "LIFNode": lambda: neuron.LIFNode(tau=3., decay_input=False, v_reset=None,
+                                          detach_reset=True),
+        "ParametricLIFNode": neuron.ParametricLIFNode, "QIFNode": neuron.QIFNode,
+        "EIFNode": neuron.EIFNode, "IzhikevichNode": neuron.IzhikevichNode,
+        "KLIFNode": neuron.KLIFNode}
+torch.manual_seed(0)
+for name, f in make.items():
+    ref = f()
+    ours, report = flexsn.convert(ref, report=True)
+    assert report.rows[0][2] == "converted", (name, report.rows)
+    x = (torch.randn(16, 3, 5) * 0.9 + 0.7).requires_grad_()
+    want = torch.stack([ref(x[t]) for t in range(16)])
+    ours.step_mode = "m"
+    got = ours(x)
+    torch.testing.assert_close(got, want)
+    gw = torch.autograd.grad(want.sum(), [x] + list(ref.parameters()))
+    go = torch.autograd.grad(got.sum(), [x] + list(ours.parameters()))
+    for a, b in zip(gw, go):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+print("legacy ok", len(make))
+"""
+
+
+def test_seeds_era_spikingjelly(tmp_path):
+    """SpikingJelly 0.0.0.0.14 (PyPI; the neuronal_charge / fire / reset
+    API on self.v): its nodes convert through the legacy path and match. It
+    runs in the venv the test command makes (build/venv-sj14)."""
+    import os
+    import subprocess
+    import sys
+    python = Path(__file__).parents[2] / "build" / "venv-sj14" / "bin" / "python"
+    if not python.exists():
+        pytest.skip("no build/venv-sj14 (scripts/python_deps.sh makes it)")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]))
+    out = subprocess.run([str(python), "-c", LEGACY_SCRIPT], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "legacy ok 7" in out.stdout
