@@ -247,14 +247,19 @@ class NorseNeuron(nn.Module):
         self.model = _MODELS[_model_of(module)]
         self.module = module
         self.superspike, self.backend = superspike, backend
-        self._config(torch.zeros(()))  # refuse what cannot compile now
+        self._scan(self._config(torch.zeros(()))[0])  # refuse what cannot compile now
 
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_scans", None)  # kernels of this process
         state.pop("_copies", None)
         state.pop("_alpha", None)
+        state.pop("_current", None)
         return state
+
+    def __setstate__(self, state):
+        nn.Module.__setstate__(self, state)
+        self._scan(self._config(torch.zeros(()))[0])  # traced again now
 
     def _config(self, like: torch.Tensor):
         p, model = self.module.p, self.model
@@ -317,6 +322,7 @@ class NorseNeuron(nn.Module):
             scan = scans[config] = Scan(StepCore(self.model.step, config), ns,
                                         sum(c is None for _, c in config[3]),
                                         backend=self.backend)
+        self.__dict__["_current"] = (scan, config[3])
         return scan
 
     def initial_state(self, x: torch.Tensor) -> NamedTuple:
@@ -326,7 +332,16 @@ class NorseNeuron(nn.Module):
 
     def forward(self, x: torch.Tensor, state: Optional[NamedTuple] = None):
         x = check_sequence(x, f"flexsn {self.model.name}")
-        config, params = self._config(x)
+        if torch.compiler.is_compiling():
+            # Dynamo cannot read alpha's value back: inside a compiled graph
+            # the configuration (method, alpha, Python numbers) is the one of
+            # the last eager call; tensor parameters are read as always
+            scan, layout = self._current
+            p = self.module.p
+            params = [as_param(getattr(p, n), x, n) for n, const in layout if const is None]
+        else:
+            config, params = self._config(x)
+            scan = self._scan(config)
         step = tuple(x.shape[1:])
         if state is None:
             state = self.initial_state(x)
@@ -351,7 +366,7 @@ class NorseNeuron(nn.Module):
                         from None
             inits.append(s.contiguous())
         record = bool(getattr(self.module, "record_states", False))
-        out, seqs, finals = self._scan(config)(x, inits, params, want_seqs=record)
+        out, seqs, finals = scan(x, inits, params, want_seqs=record)
         if record:
             return out, self.model.state(*seqs)
         return out, self.model.state(*finals)

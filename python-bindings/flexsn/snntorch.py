@@ -300,6 +300,10 @@ class _Fused:
 
     _flexsn_base: type = None
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._flexsn_current_scan()
+
     # -- configuration ---------------------------------------------------
     def _flexsn_config(self) -> tuple:
         spec = _SPECS[self._flexsn_base]
@@ -332,6 +336,14 @@ class _Fused:
             cached = self.__dict__["_flexsn_reset_val"] = (buf, buf._version, int(buf))
         return cached[2]
 
+    def _flexsn_current_scan(self) -> Scan:
+        """The scan of the current configuration. Inside a torch.compile'd
+        graph, the one of the last eager call (Dynamo cannot follow reading
+        the surrogate closure or a buffer's value back)."""
+        if torch.compiler.is_compiling():
+            return self._flexsn_current
+        return self._flexsn_scan(self._flexsn_config())
+
     def _flexsn_scan(self, config) -> Scan:
         scans = self.__dict__.setdefault("_flexsn_scans", {})
         scan = scans.get(config)
@@ -340,6 +352,7 @@ class _Fused:
             scan = scans[config] = Scan(StepCore(spec.step, config), len(spec.states),
                                         len(spec.params),
                                         backend=self.__dict__.get("_flexsn_backend"))
+        self.__dict__["_flexsn_current"] = scan
         return scan
 
     # -- the call ----------------------------------------------------------
@@ -365,7 +378,7 @@ class _Fused:
         for k, v in given.items():
             setattr(self, k, v)
 
-        config = self._flexsn_config()
+        scan = self._flexsn_current_scan()
         step = tuple(x.shape[1:])
         current = [getattr(self, k) for k in spec.states]
         fresh = [not isinstance(s, torch.Tensor) or tuple(s.shape) != step for s in current]
@@ -376,8 +389,7 @@ class _Fused:
                      for s, f in zip(current, fresh)]
         params = [as_param(getattr(self, p), x, p) for p in spec.params]
         spikes_only = self.init_hidden and not self.output
-        spk, seqs, finals = self._flexsn_scan(config)(x, inits, params,
-                                                      want_seqs=not spikes_only)
+        spk, seqs, finals = scan(x, inits, params, want_seqs=not spikes_only)
         for k, v in zip(spec.states, finals):
             setattr(self, k, v)
         if spikes_only:
@@ -391,6 +403,7 @@ class _Fused:
         state.pop("_flexsn_scans", None)  # kernels of this process
         state.pop("_flexsn_surrogate", None)
         state.pop("_flexsn_reset_val", None)
+        state.pop("_flexsn_current", None)
         call = _factory_call(state.get("spike_grad"))
         if call is not None:  # snnTorch's closures do not pickle: keep the call
             state["spike_grad"] = _SurrogateCall(*call)
@@ -401,6 +414,7 @@ class _Fused:
         if isinstance(sg, _SurrogateCall):
             state["spike_grad"] = sg.build()
         self.__dict__.update(state)
+        self._flexsn_current_scan()  # traced again now, not inside a compiled graph
 
     def extra_repr(self) -> str:
         return "fused=flexsn"
@@ -466,5 +480,5 @@ def from_snntorch(neuron, *, backend: Optional[str] = None):
         fused.spike_grad = fused._surrogate_bypass
     fused.__dict__["_flexsn_backend"] = backend
     _SpikingNeuron.instances.append(fused)  # snntorch.utils.reset finds it
-    fused._flexsn_config()  # refuse what cannot compile now, not at the first call
+    fused._flexsn_current_scan()  # refuse what cannot compile now, not at the first call
     return fused

@@ -157,6 +157,6 @@ def test_torch_compile():
     ours = flexsn.from_norse(nt.LIF())
     want = ours(x)
     gw = torch.autograd.grad(want[1].v.sum(), x)
-    got = torch.compile(ours, backend="aot_eager")(x)
+    got = torch.compile(ours, backend="aot_eager", fullgraph=True)(x)
     torch.testing.assert_close(got[1].v, want[1].v)
     torch.testing.assert_close(torch.autograd.grad(got[1].v.sum(), x), gw)
