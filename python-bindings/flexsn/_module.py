@@ -83,6 +83,34 @@ def _num_step_inputs(core: Callable, num_states: int, num_static: int) -> int:
     return n
 
 
+class _LocalCore:
+    """A core defined inside a function, as a module or kernel's state holds
+    it for copying and pickling: copy.deepcopy gets the function back (a
+    function copies as itself); pickle, which cannot store a local function,
+    gets an error naming it and saying what to do instead of pickle's own."""
+
+    def __init__(self, core):
+        self.core = core
+
+    def __deepcopy__(self, memo):
+        return self.core
+
+    def __reduce__(self):
+        name = getattr(self.core, "__qualname__", repr(self.core))
+        raise TypeError(
+            f"cannot pickle this flexsn module: its core {name!r} is defined inside a "
+            "function (a closure), which pickle cannot store. Define the core at "
+            "module level (with functools.partial for its settings) to save the module "
+            "whole (torch.save(model)) or pass it to spawned processes; or save its "
+            "state_dict instead")
+
+
+def _guard_core(state: dict) -> None:
+    core = state.get("core")
+    if "<locals>" in getattr(core, "__qualname__", ""):
+        state["core"] = _LocalCore(core)
+
+
 class FlexSNKernel:
     """The functional form: ``kernel(*input_seqs, *init_states)`` returns
     ``(*output_seqs, *state_seqs)`` (``final_state=True``: the final states
@@ -140,6 +168,7 @@ class FlexSNKernel:
         state = dict(self.__dict__)
         state["compiled"] = "rebuild" if self.compiled is not None else None
         state.pop("_plans", None)  # closures over this process's kernels
+        _guard_core(state)
         return state
 
     def __setstate__(self, state):
@@ -326,6 +355,7 @@ class FlexSN(nn.Module):
         for key in ("states", "state_seqs"):
             if state.get(key) is not None:
                 state[key] = [t.detach() for t in state[key]]
+        _guard_core(state)
         return state
 
     @property

@@ -55,6 +55,41 @@ def _reset(h, s, v_threshold, v_reset, detach_reset):
     return h * (1. - sr) + v_reset * sr
 
 
+class _IFStep:
+    """IF's core (a module-level callable, so that the module pickles)."""
+
+    def __init__(self, v_threshold, v_reset, detach_reset, sg):
+        self.v_threshold, self.v_reset, self.detach_reset, self.sg = \
+            v_threshold, v_reset, detach_reset, sg
+
+    def __call__(self, x, v):
+        return _fire(v + x, self.sg, self.v_threshold, self.v_reset, self.detach_reset)
+
+
+class _LIFStep(_IFStep):
+    """LIF's core: decay k = 1/tau toward `base`."""
+
+    def __init__(self, k, base, decay_input, *args):
+        super().__init__(*args)
+        self.k, self.base, self.decay_input = k, base, decay_input
+
+    def __call__(self, x, v):
+        h = _charge(v, x, self.k, self.base, self.decay_input)
+        return _fire(h, self.sg, self.v_threshold, self.v_reset, self.detach_reset)
+
+
+class _PLIFStep(_IFStep):
+    """PLIF's core: decay sigmoid(w), w a static input."""
+
+    def __init__(self, base, decay_input, *args):
+        super().__init__(*args)
+        self.base, self.decay_input = base, decay_input
+
+    def __call__(self, x, v, w):
+        h = _charge(v, x, torch.sigmoid(w), self.base, self.decay_input)
+        return _fire(h, self.sg, self.v_threshold, self.v_reset, self.detach_reset)
+
+
 class _Node(FlexSN):
     """A FlexSN whose initial membrane potential is V_reset."""
 
@@ -135,12 +170,8 @@ class IFNode(_BaseNode):
         surrogate_function = surrogate_function or _surrogate.Sigmoid()
         super().__init__(v_threshold, v_reset, surrogate_function, detach_reset,
                          step_mode, backend, store_v_seq)
-        vth, vr, dr, sg = self.v_threshold, self.v_reset, self.detach_reset, surrogate_function
-
-        def if_core(x, v):
-            return _fire(v + x, sg, vth, vr, dr)
-
-        self._build(if_core, step_mode, backend)
+        self._build(_IFStep(self.v_threshold, self.v_reset, self.detach_reset,
+                            surrogate_function), step_mode, backend)
 
 
 class LIFNode(_BaseNode):
@@ -157,13 +188,9 @@ class LIFNode(_BaseNode):
         super().__init__(v_threshold, v_reset, surrogate_function, detach_reset,
                          step_mode, backend, store_v_seq)
         self.tau, self.decay_input = float(tau), bool(decay_input)
-        vth, vr, dr, sg = self.v_threshold, self.v_reset, self.detach_reset, surrogate_function
-        k, base, di = 1.0 / self.tau, (self.v_reset or 0.0), self.decay_input
-
-        def lif_core(x, v):
-            return _fire(_charge(v, x, k, base, di), sg, vth, vr, dr)
-
-        self._build(lif_core, step_mode, backend)
+        self._build(_LIFStep(1.0 / self.tau, self.v_reset or 0.0, self.decay_input,
+                             self.v_threshold, self.v_reset, self.detach_reset,
+                             surrogate_function), step_mode, backend)
 
     def extra_repr(self) -> str:
         return f"tau={self.tau}, decay_input={self.decay_input}, " + super().extra_repr()
@@ -185,13 +212,9 @@ class ParametricLIFNode(_BaseNode):
                          step_mode, backend, store_v_seq)
         self.decay_input = bool(decay_input)
         self.w = nn.Parameter(torch.tensor([-math.log(init_tau - 1.)]))
-        vth, vr, dr, sg = self.v_threshold, self.v_reset, self.detach_reset, surrogate_function
-        base, di = self.v_reset or 0.0, self.decay_input
-
-        def plif_core(x, v, w):
-            return _fire(_charge(v, x, torch.sigmoid(w), base, di), sg, vth, vr, dr)
-
-        self._build(plif_core, step_mode, backend, static_inputs=(self.w,))
+        self._build(_PLIFStep(self.v_reset or 0.0, self.decay_input, self.v_threshold,
+                              self.v_reset, self.detach_reset, surrogate_function),
+                    step_mode, backend, static_inputs=(self.w,))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # the parameter may have moved (.to, .half): hand the current one
