@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds, and runs every test: the lit regression suite (compiler,
-# tools, C API), a 300-core flexsn-fuzz smoke run (differential: kernels vs
+# tools, C API), the wheel's install check (scripts/wheel.sh builds it), a
+# 300-core flexsn-fuzz smoke run (differential: kernels vs
 # the reference interpreter and adjoint; --cuda too where a GPU is present)
 # and the Python package's pytest suite (cpu backend here; the cuda backend
 # too where a GPU is present), twice: on the native call path
@@ -18,6 +19,8 @@ if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
 fi
 "$BUILD_DIR"/bin/flexsn-fuzz --count=300 --seed=1 --jobs="$(nproc)" $FUZZ_CUDA \
   --out="$BUILD_DIR/fuzz-failures"
+# The manylinux wheel, for the install check (tests/test_wheel.py).
+export FLEXSN_TEST_WHEEL=${FLEXSN_TEST_WHEEL:-$(scripts/wheel.sh "$BUILD_DIR/dist" | tail -1)}
 export FLEXSN_LIBRARY=${FLEXSN_LIBRARY:-$PWD/$BUILD_DIR/lib/libFlexSN.so}
 cd python-bindings
 ${PYTHON:-python3} -c 'import flexsn._native as n; print("== pytest, call path", n.status())'
