@@ -17,4 +17,4 @@ $PY -m pip wheel -q --no-build-isolation --no-deps . -w "$OUT/raw" >&2
 raw=$(ls "$OUT"/raw/flexsn-*.whl)
 $PY -m auditwheel repair -w "$OUT" --plat manylinux_2_36_x86_64 \
   --exclude libtorch_cpu.so --exclude libc10.so "$raw" >&2
-ls "$OUT"/flexsn-*manylinux_2_36_x86_64.whl
+realpath "$OUT"/flexsn-*manylinux_2_36_x86_64.whl
