@@ -53,7 +53,7 @@ def test_wheel_installs_and_runs(tmp_path):
     subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", WHEEL],
                    check=True)
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "FLEXSN_LIBRARY", "FLEXSN_TEST_INSTALLED")}
+           if k not in ("PYTHONPATH", "FLEXSN_LIBRARY", "FLEXSN_TEST_INSTALLED", "FLEXSN_NATIVE")}
     env.update(CUDA_HOME=str(tmp_path / "no-toolkit"), FLEXSN_CACHE_DIR="off")
     r = subprocess.run([py, "-c", SCRIPT], cwd=tmp_path, env=env, capture_output=True,
                        text=True, timeout=600)
