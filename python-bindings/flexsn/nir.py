@@ -680,11 +680,7 @@ def to_graph(model: nn.Module, dt: float, input_shape=None):
     if isinstance(model, NIRGraphModule):
         nodes = {n: _node_of(model.layer(n), dt, n) if model.kinds[n] not in ("Input", "Output")
                  else None for n in model.names}
-        if any("." in n for n in nodes):
-            raise ValueError("graphs with nested subgraphs are saved flattened only by "
-                             "their loader; re-export from the original modules")
-        # Input/Output types: taken from the loaded graph's neighbours at load
-        return None if not nodes else _graph_from(model, nodes)
+        return _graph_from(model, nodes)
     mods = list(model) if isinstance(model, nn.Sequential) else [model]
     nodes = {}
     for k, m in enumerate(mods):
@@ -716,12 +712,25 @@ def _io_shape(node, which):
 
 
 def _graph_from(model, nodes):
+    """The loaded graph written flat: a nested graph's own Input and Output
+    nodes (identities, named `outer.inner`) are bypassed, and its nodes are
+    named `outer__inner` (NIR reads a dot as nesting)."""
+    preds = {d: list(ps) for d, ps in model.preds.items()}
+    inner = [n for n in nodes if "." in n and model.kinds[n] in ("Input", "Output")]
+    for n in inner:  # bypass: n's successors read n's predecessors
+        for d, ps in preds.items():
+            if n in ps:
+                i = ps.index(n)
+                ps[i:i + 1] = preds.get(n, [])
+        preds.pop(n, None)
+        del nodes[n]
+    rename = {n: n.replace(".", "__") for n in nodes}
     out = {}
     for n, node in nodes.items():
         if node is None:
             kind = model.kinds[n]
-            nb = model.preds[n] if kind == "Output" else \
-                [d for d, ps in model.preds.items() if n in ps]
+            nb = preds.get(n, []) if kind == "Output" else \
+                [d for d, ps in preds.items() if n in ps]
             size = None
             for k in nb:
                 if nodes.get(k) is not None:
@@ -729,8 +738,9 @@ def _graph_from(model, nodes):
             size = size if size is not None else np.array([1])
             node = _nir.Input(input_type=size) if kind == "Input" else \
                 _nir.Output(output_type=size)
-        out[n] = node
-    edges = [(p, d) for d, ps in model.preds.items() for p in ps]
+        out[rename[n]] = node
+    edges = [(rename[p], rename[d]) for d, ps in preds.items() if d in rename
+             for p in ps]
     return _nir.NIRGraph(nodes=out, edges=edges, type_check=False)
 
 

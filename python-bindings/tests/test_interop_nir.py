@@ -246,7 +246,7 @@ def test_recurrent_graph_steps(device):
         torch.testing.assert_close(y[t], s)
 
 
-def test_snntorch_rleaky_export_runs_as_snntorch_imports(device):
+def test_snntorch_rleaky_export_runs_as_snntorch_imports(device, tmp_path):
     """snnTorch exports RLeaky as a subgraph with a LIF <-> Linear cycle:
     inlined and run step by step, as snnTorch's importer runs it."""
     torch.manual_seed(0)
@@ -266,9 +266,18 @@ def test_snntorch_rleaky_export_runs_as_snntorch_imports(device):
     x = torch.randn(20, 6, 4) * 4 + 3
     want = _step_graph_module(ref, x)
     with pytest.warns(fnir.RecurrentGraphWarning):
-        got = fnir.load(graph, dt=1e-4).to(device)(x.to(device)).cpu()
+        loaded = fnir.load(graph, dt=1e-4).to(device)
+        got = loaded(x.to(device)).cpu()
     assert want.sum() > 0
     torch.testing.assert_close(got, want)
+    # saved flat (the subgraph's own Input/Output bypassed) and loaded again
+    path = tmp_path / "rleaky.nir"
+    fnir.save(loaded, path, dt=1e-4)
+    flat = nir.read(path)
+    assert not any(isinstance(n, nir.NIRGraph) for n in flat.nodes.values())
+    with pytest.warns(fnir.RecurrentGraphWarning):
+        again = fnir.load(path, dt=1e-4).to(device)(x.to(device)).cpu()
+    torch.testing.assert_close(again, want)
 
 
 def test_bad_graphs():
