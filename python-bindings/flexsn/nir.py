@@ -41,7 +41,11 @@ import numpy as np
 import torch
 from torch import nn
 
-import nir as _nir
+try:
+    import nir as _nir
+except ImportError as e:  # the adapter is optional; its library is the user's
+    raise ImportError(f"flexsn.nir needs nir (nir==1.0.8 is the version tested): "
+                      f"{e}") from e
 
 from . import surrogate as _surrogate
 from ._adapters import Scan, StepCore, Surrogate, check_sequence, fire

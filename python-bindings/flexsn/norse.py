@@ -34,14 +34,18 @@ from typing import Callable, NamedTuple, Optional
 import torch
 from torch import nn
 
-from norse.torch.functional import reset as _reset
-from norse.torch.functional.iaf import IAFFeedForwardState
-from norse.torch.functional.izhikevich import IzhikevichState
-from norse.torch.functional.leaky_integrator import LIState
-from norse.torch.functional.lif import LIFFeedForwardState
-from norse.torch.functional.lif_adex import LIFAdExFeedForwardState
-from norse.torch.functional.lif_box import LIFBoxFeedForwardState
-import norse.torch as _m
+try:
+    from norse.torch.functional import reset as _reset
+    from norse.torch.functional.iaf import IAFFeedForwardState
+    from norse.torch.functional.izhikevich import IzhikevichState
+    from norse.torch.functional.leaky_integrator import LIState
+    from norse.torch.functional.lif import LIFFeedForwardState
+    from norse.torch.functional.lif_adex import LIFAdExFeedForwardState
+    from norse.torch.functional.lif_box import LIFBoxFeedForwardState
+    import norse.torch as _m
+except ImportError as e:  # the adapter is optional; its library is the user's
+    raise ImportError(f"flexsn.norse needs norse (norse==1.1.0 is the version tested): "
+                      f"{e}") from e
 
 from ._adapters import Scan, StepCore, Surrogate, as_param, check_sequence, fire
 from ._adapters import _KIND

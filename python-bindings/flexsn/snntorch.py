@@ -38,8 +38,12 @@ from typing import Callable, Optional
 
 import torch
 
-import snntorch as _snn
-from snntorch._neurons.neurons import SpikingNeuron as _SpikingNeuron
+try:
+    import snntorch as _snn
+    from snntorch._neurons.neurons import SpikingNeuron as _SpikingNeuron
+except ImportError as e:  # the adapter is optional; its library is the user's
+    raise ImportError(f"flexsn.snntorch needs snntorch (snntorch==1.0.0 is the version tested): "
+                      f"{e}") from e
 
 from ._adapters import Scan, StepCore, Surrogate, as_param, check_sequence, fire
 from ._adapters import _KIND
