@@ -48,16 +48,15 @@ def neuron(system):
     """A constructor of one layer's neuron, and whether it is multi-step."""
     if system == "linear-only":
         return None, True
+    import flexsn
     if system.startswith("snntorch"):
         import snntorch as snn
         if system == "snntorch":
             return lambda: snn.Leaky(beta=0.95), False
-        import flexsn
         return lambda: flexsn.from_snntorch(snn.Leaky(beta=0.95)), True
     import norse.torch as nt
     if system == "norse":
         return lambda: nt.LIF(), True
-    import flexsn
     return lambda: flexsn.from_norse(nt.LIF()), True
 
 

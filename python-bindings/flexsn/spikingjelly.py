@@ -30,7 +30,6 @@ self-check at conversion.
 from __future__ import annotations
 
 import copy
-import math
 import warnings
 from dataclasses import dataclass, field
 from typing import Optional

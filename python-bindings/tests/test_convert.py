@@ -532,7 +532,6 @@ def test_seeds_era_spikingjelly(tmp_path):
     runs in the venv the test command makes (build/venv-sj14)."""
     import os
     import subprocess
-    import sys
     python = Path(__file__).parents[2] / "build" / "venv-sj14" / "bin" / "python"
     if not python.exists():
         pytest.skip("no build/venv-sj14 (scripts/python_deps.sh makes it)")
