@@ -144,6 +144,32 @@ class Scan:
         return list(outs), (list(seqs) if want_seqs else None), list(finals)
 
 
+def read_back(store: dict, key, tensor: torch.Tensor, convert: Callable):
+    """convert(tensor) kept in store[key] and redone only when the tensor
+    object or its version changed. For what reads a value back to the host
+    or copies it between devices: once per value instead of at every call
+    (a device sync per call costs time, and a CUDA graph capture refuses
+    it)."""
+    hit = store.get(key)
+    if hit is None or hit[0] is not tensor or hit[1] != tensor._version:
+        hit = store[key] = (tensor, tensor._version, convert(tensor))
+    return hit[2]
+
+
+def share_as(module: torch.nn.Module, cls: type) -> torch.nn.Module:
+    """An instance of `cls` (a subclass of `module`'s class, whose
+    constructor is not run) holding `module`'s own parameters, buffers and
+    submodules in containers of its own: training one trains the other,
+    and registering on one leaves the other alone."""
+    obj = cls.__new__(cls)
+    state = dict(module.__dict__)
+    for key, value in state.items():
+        if isinstance(value, (dict, set)) and key.startswith("_"):
+            state[key] = type(value)(value)
+    obj.__dict__.update(state)
+    return obj
+
+
 def as_param(value, like: torch.Tensor, name: str) -> torch.Tensor:
     """A parameter as the kernels take it: tensors keep their identity (so
     gradients reach them) unless they are not floating point; numbers become

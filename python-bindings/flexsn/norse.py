@@ -47,7 +47,8 @@ except ImportError as e:  # the adapter is optional; its library is the user's
     raise ImportError(f"flexsn.norse needs norse (norse==1.1.0 is the version tested): "
                       f"{e}") from e
 
-from ._adapters import Scan, StepCore, Surrogate, as_param, check_sequence, fire
+from ._adapters import (Scan, StepCore, Surrogate, as_param, check_sequence, fire,
+                        read_back)
 from ._adapters import _KIND
 
 __all__ = ["from_norse", "NorseNeuron", "surrogate_of"]
@@ -300,23 +301,16 @@ class NorseNeuron(nn.Module):
         if value.requires_grad or (value.device == like.device and
                                    value.dtype == like.dtype):
             return as_param(value, like, name)
-        copies = self.__dict__.setdefault("_copies", {})
-        key = (name, like.device, like.dtype)
-        hit = copies.get(key)
-        if hit is None or hit[0] is not value or hit[1] != value._version:
-            hit = copies[key] = (value, value._version, value.to(like.device, like.dtype))
-        return hit[2]
+        return read_back(self.__dict__.setdefault("_copies", {}),
+                         (name, like.device, like.dtype), value,
+                         lambda t: t.to(like.device, like.dtype))
 
     def _number(self, value) -> float:
         """A tensor's value, read back only when the tensor changed (a read
         of a GPU tensor is a device sync, refused in a CUDA graph capture)."""
         if not isinstance(value, torch.Tensor):
             return float(value)
-        key = (id(value), value._version)
-        cached = self.__dict__.get("_alpha")
-        if cached is None or cached[0] != key or cached[1] is not value:
-            cached = self.__dict__["_alpha"] = (key, value, float(value))
-        return cached[2]
+        return read_back(self.__dict__, "_alpha", value, float)
 
     def _scan(self, config) -> Scan:
         scans = self.__dict__.setdefault("_scans", {})

@@ -45,7 +45,8 @@ except ImportError as e:  # the adapter is optional; its library is the user's
     raise ImportError(f"flexsn.snntorch needs snntorch (snntorch==1.0.0 is the version tested): "
                       f"{e}") from e
 
-from ._adapters import Scan, StepCore, Surrogate, as_param, check_sequence, fire
+from ._adapters import (Scan, StepCore, Surrogate, as_param, check_sequence, fire,
+                        read_back, share_as)
 from ._adapters import _KIND
 
 __all__ = ["from_snntorch", "surrogate_of", "Leaky", "Synaptic", "Alpha", "Lapicque",
@@ -334,11 +335,7 @@ class _Fused:
         CUDA graph capture refuses and every eager call would pay."""
         if torch.compiler.is_compiling():  # a Python value: no graph break
             return _SpikingNeuron.reset_dict[self._reset_mechanism]
-        buf = self.reset_mechanism_val
-        cached = self.__dict__.get("_flexsn_reset_val")
-        if cached is None or cached[0] is not buf or cached[1] != buf._version:
-            cached = self.__dict__["_flexsn_reset_val"] = (buf, buf._version, int(buf))
-        return cached[2]
+        return read_back(self.__dict__, "_flexsn_reset_val", self.reset_mechanism_val, int)
 
     def _flexsn_current_scan(self) -> Scan:
         """The scan of the current configuration. Inside a torch.compile'd
@@ -466,15 +463,7 @@ def from_snntorch(neuron, *, backend: Optional[str] = None):
         return neuron
     base = _spec_base(type(neuron))
     cls = _FUSED[base]
-    fused = cls.__new__(cls)
-    state = dict(neuron.__dict__)
-    for key, value in state.items():  # own containers, shared tensors
-        if isinstance(value, (dict, set)) and key.startswith("_"):
-            state[key] = type(value)(value)
-    state.pop("_flexsn_scans", None)
-    state.pop("_flexsn_surrogate", None)
-    state.pop("_flexsn_reset_val", None)
-    fused.__dict__.update(state)
+    fused = share_as(neuron, cls)
     for k in _SPECS[base].states:  # fresh states
         fused._buffers[k] = torch.zeros(0)
     fn = getattr(neuron, "state_function", None)

@@ -37,7 +37,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ._adapters import Scan
+from ._adapters import Scan, share_as
 from ._errors import FallbackWarning, UnsupportedOpError
 
 __all__ = ["convert", "ConversionReport"]
@@ -353,12 +353,7 @@ def _fused_class(base: type) -> type:
 def _fuse(node: nn.Module, kind: str, backend: Optional[str]) -> nn.Module:
     base = type(node)
     cls = _fused_class(base)
-    fused = cls.__new__(cls)
-    state = dict(node.__dict__)
-    for key, value in state.items():  # own containers, shared tensors
-        if isinstance(value, (dict, set)) and key.startswith("_"):
-            state[key] = type(value)(value)
-    fused.__dict__.update(state)
+    fused = share_as(node, cls)
     names = tuple(n for n, _ in node.named_parameters()) + \
         tuple(n for n, _ in node.named_buffers())
     fused.__dict__.update(_flexsn_names=names, _flexsn_kind=kind, _flexsn_backend=backend)
