@@ -156,11 +156,23 @@ class NIRNeuron(nn.Module):
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_scan", None)
+        state.pop("_kept_coefficients", None)
         return state
 
     def coefficients(self, like: torch.Tensor) -> list:
         """The step's per-neuron coefficients, in float64, rounded once to
-        `like`'s dtype."""
+        `like`'s dtype; computed again only when a buffer changed (kept per
+        dtype and device: a call reads them, it does not recompute them)."""
+        if torch.compiler.is_compiling():
+            return self._coefficients(like)
+        buffers = tuple(self._buffers.values())
+        state = (like.dtype, like.device) + tuple(t._version for t in buffers)
+        hit = self.__dict__.get("_kept_coefficients")
+        if hit is None or hit[0] != state or any(a is not b for a, b in zip(hit[1], buffers)):
+            hit = self.__dict__["_kept_coefficients"] = (state, buffers, self._coefficients(like))
+        return hit[2]
+
+    def _coefficients(self, like: torch.Tensor) -> list:
         b, dt = self._buffers, self.dt
         k = self.kind
         if k == "LIF" or k == "LI":

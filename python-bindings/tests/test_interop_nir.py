@@ -178,6 +178,17 @@ def test_every_neuron_node_and_layers(device):
         got = fnir.load(graph, dt=dt).to(device)(x)
         want = _reference(node, x, dt)
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=name)
+    # a changed buffer is read (the coefficients are kept per buffer version)
+    m = fnir.load(nir.NIRGraph(nodes={"input": nir.Input(np.array([n])), "lif": nodes["lif"],
+                                      "output": nir.Output(np.array([n]))},
+                               edges=[("input", "lif"), ("lif", "output")], type_check=False),
+                  dt=dt).to(device)
+    before = m(x)
+    m.layer("lif").v_threshold.fill_(2.0)
+    after = m(x)
+    node = nir.LIF(tau=tau, r=r, v_leak=vl, v_threshold=np.full(n, 2.0), v_reset=np.zeros(n))
+    torch.testing.assert_close(after, _reference(node, x, dt), rtol=1e-5, atol=1e-5)
+    assert not torch.equal(before, after)
     scale = nir.NIRGraph(nodes={"input": nir.Input(np.array([n])),
                                 "s": nir.Scale(np.arange(n, dtype=np.float32)),
                                 "d": nir.Delay(np.array([2 * dt] * n)),
