@@ -5,11 +5,9 @@ process compiles (cold), the second finds on disk what the first wrote
 (warm): CUDA programs' PTX and manifests, CPU kernels' object files.
 The first call's time is split into our compiler's (MLIR to PTX, or on
 the CPU MLIR to LLVM plus the JIT's optimization and code generation, or
-the object file's load, which each kernel's first lookup runs) and our
-launches' (on CUDA the first launch
-of each kernel entry holds the driver's PTX-to-SASS compile; with the
-native call path launches are not counted here); the rest is tracing and
-PyTorch.
+the object file's load, which each kernel's first lookup runs); the rest
+is tracing, PyTorch and our launches (on CUDA the first launch of each
+kernel entry holds the driver's PTX-to-SASS compile).
 
     python3 bench/first_call.py [cpu|cuda] [--ops=N]
 
@@ -38,10 +36,9 @@ import flexsn
 from flexsn import _capi
 from cores import tutorial
 # Where the first call's time goes: our compiler (MLIR -> PTX, or the CPU
-# JIT), and our launches (on CUDA, the first launch of each kernel entry
-# includes the driver's PTX -> SASS compile); the rest is tracing, PyTorch's
-# own first use of its ops and autograd.
-spent = {{"compile": 0.0, "launch": 0.0}}
+# JIT); the rest is tracing, launches, PyTorch's own first use of its ops
+# and autograd.
+spent = {{"compile": 0.0}}
 def timed(what, fn):
     def wrapper(*args):
         t = time.perf_counter()
@@ -55,7 +52,6 @@ _capi.program_create = timed("compile", _capi.program_create)
 # generation for that kernel (the JIT compiles it then): counted with our
 # compiler's time.
 _capi.kernel_get = timed("compile", _capi.kernel_get)
-_capi.kernel_launch = timed("launch", _capi.kernel_launch)
 from flexsn import surrogate
 x = torch.randn(16, 4096, device=dev, requires_grad=True)
 y = torch.randn(16, 4096, device=dev)
@@ -83,8 +79,8 @@ if dev.type == "cuda":
     torch.cuda.synchronize()
 t4 = time.perf_counter()
 print(f"torch import + device init {{t1 - t0:.2f}} s | build FlexSN {{t3 - t2:.3f}} s | "
-      f"first training call {{t4 - t3:.3f}} s (compile {{spent['compile']:.3f}}, "
-      f"launches {{spent['launch']:.3f}}) | flexsn total {{t4 - t2:.3f}} s")
+      f"first training call {{t4 - t3:.3f}} s (compile {{spent['compile']:.3f}}) | "
+      f"flexsn total {{t4 - t2:.3f}} s")
 """
 
 

@@ -4,8 +4,7 @@
 # 300-core flexsn-fuzz smoke run (differential: kernels vs
 # the reference interpreter and adjoint; --cuda too where a GPU is present)
 # and the Python package's pytest suite (cpu backend here; the cuda backend
-# too where a GPU is present), twice: on the native call path
-# (libFlexSNTorch.so) and on the ctypes path the package falls back to.
+# too where a GPU is present).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # PyTorch first: configuring the build looks for it (libFlexSNTorch.so).
@@ -23,7 +22,5 @@ fi
 export FLEXSN_TEST_WHEEL=${FLEXSN_TEST_WHEEL:-$(scripts/wheel.sh "$BUILD_DIR/dist" | tail -1)}
 export FLEXSN_LIBRARY=${FLEXSN_LIBRARY:-$PWD/$BUILD_DIR/lib/libFlexSN.so}
 cd python-bindings
-${PYTHON:-python3} -c 'import flexsn._native as n; print("== pytest, call path", n.status())'
+${PYTHON:-python3} -c 'import flexsn; print("== pytest, call path", flexsn.call_path())'
 ${PYTHON:-python3} -m pytest -q -p no:cacheprovider tests
-echo "== pytest, call path ctypes (FLEXSN_NATIVE=0)"
-FLEXSN_NATIVE=0 ${PYTHON:-python3} -m pytest -q -p no:cacheprovider tests

@@ -48,7 +48,9 @@ def library_version() -> str:
 
 
 def call_path() -> str:
-    """Which call path runs the kernels, and why: "native: loaded ..."
-    (libFlexSNTorch.so's PyTorch operators) or "ctypes: <reason>"."""
+    """How cores run, and why: "native: <library> (...)" where the package's
+    PyTorch operators (libFlexSNTorch.so) loaded, built with the package or
+    for the installed PyTorch on first use; "torch: <why>" where they could
+    not, and modules run their cores as PyTorch loops."""
     from . import _native
     return _native.status()

@@ -193,15 +193,6 @@ def kernel_preload(kernel: int, NCL: int) -> None:
            "kernel preload failed")
 
 
-def kernel_launch(kernel: int, ptrs, num_ptrs: int, T: int, NCL: int,
-                  stream: int, threads: int) -> None:
-    """`ptrs` is a ctypes array of void pointers (see _program.Bound)."""
-    error = ctypes.c_void_p()
-    r = lib().flexsn_kernel_launch(kernel, ptrs, num_ptrs, T, NCL, stream,
-                                   threads, ctypes.byref(error))
-    _check(r, error, "kernel launch failed")
-
-
 def cuda_device_count() -> int:
     count, error = ctypes.c_int(), ctypes.c_void_p()
     r = lib().flexsn_cuda_device_count(ctypes.byref(count), ctypes.byref(error))

@@ -54,7 +54,7 @@ def _run_planned(owner, cc, inputs, states):
     args = list(inputs)
     args += [None] * cc.num_states if states is None else states
     args += params
-    return entry[0].call(args, inputs, states, params)
+    return entry[0].call(args)
 
 
 def _keep_plan(owner, states, record: list) -> None:

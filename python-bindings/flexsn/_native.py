@@ -1,19 +1,36 @@
-"""The native call path: libFlexSNTorch.so's PyTorch operators.
+"""The package's PyTorch operators (libFlexSNTorch.so, built from
+csrc/FlexSNTorch.cpp): its one way to launch a kernel, eager and compiled.
 
-With it, a call allocates its results and launches in C++ (one operator
-call from Python), and a training step's forward and backward are one C++
-autograd node instead of a Python ``autograd.Function``. It sits next to
-the libFlexSN.so the package loaded and is built against one PyTorch
-version (written beside it in ``libFlexSNTorch.torch-version``); under any
-other version, without the file, or with ``FLEXSN_NATIVE=0`` in the
-environment, the package keeps its ctypes path, which computes the same
-results. :func:`status` says which path runs and why.
+The operators are C++ compiled against one PyTorch version. They are taken
+from, in order:
+
+1. ``libFlexSNTorch.so`` next to the libFlexSN.so the package loaded, when
+   the ``libFlexSNTorch.torch-version`` beside it names this PyTorch (a
+   build or wheel made where torch was importable);
+2. a build for this PyTorch in the cache directory
+   (``<cache>/torch-ops/<key>/``, the key covering the source, the PyTorch
+   version and its C++ ABI);
+3. a build made now, once per PyTorch version and cache: the source
+   compiled with the C++ compiler (``$CXX``, else ``c++``) against the
+   headers and libraries the installed torch ships (about 15 s). A lock
+   file makes concurrent processes (DDP ranks) wait for one build.
+
+Where none of them loads (no compiler, a build error), :func:`ops` returns
+None and modules run their cores as PyTorch loops (backend "torch") with
+one :class:`FallbackWarning` saying why and how to fix it; :func:`status`
+says which it is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import hashlib
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import Optional
@@ -21,6 +38,8 @@ from typing import Optional
 import torch
 
 from . import _capi
+
+SOURCE = Path(__file__).resolve().parent / "csrc" / "FlexSNTorch.cpp"
 
 _lock = threading.Lock()
 _loaded = False
@@ -38,59 +57,172 @@ def _base(version: str) -> str:
     return version.split("+", 1)[0]
 
 
+def _torch_dirs() -> tuple[Path, Path]:
+    """(include directory, library directory) of the installed torch."""
+    root = Path(torch.__file__).resolve().parent
+    return root / "include", root / "lib"
+
+
+def _cxx11_abi() -> int:
+    return int(torch._C._GLIBCXX_USE_CXX11_ABI)
+
+
+def _cache_root() -> Optional[Path]:
+    from ._program import cache_dir
+    return cache_dir()
+
+
+def build_key() -> str:
+    """What a build depends on: the source, this PyTorch, its C++ ABI."""
+    h = hashlib.sha256(SOURCE.read_bytes())
+    h.update(f"\0{_base(torch.__version__)}\0{_cxx11_abi()}".encode())
+    return h.hexdigest()[:20]
+
+
+def compiler() -> Optional[str]:
+    """The C++ compiler a build uses: $CXX, else c++ or g++ on PATH."""
+    env = os.environ.get("CXX")
+    if env:
+        return env
+    return shutil.which("c++") or shutil.which("g++")
+
+
+def build_command(cxx: str, output: Path) -> list[str]:
+    include, lib = _torch_dirs()
+    return [cxx, "-O2", "-std=c++17", "-shared", "-fPIC", "-w",
+            f"-D_GLIBCXX_USE_CXX11_ABI={_cxx11_abi()}",
+            "-isystem", str(include),
+            "-isystem", str(include / "torch" / "csrc" / "api" / "include"),
+            str(SOURCE), "-o", str(output),
+            f"-L{lib}", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{lib}"]
+
+
+def _build(directory: Path) -> Path:
+    """libFlexSNTorch.so for this PyTorch in `directory`, compiled unless a
+    finished build is there (whole files only: written, then renamed)."""
+    target = directory / "libFlexSNTorch.so"
+    if target.is_file():
+        return target
+    if not SOURCE.is_file():
+        raise RuntimeError(f"the operators' source {SOURCE} is missing from the package")
+    cxx = compiler()
+    if cxx is None or shutil.which(cxx) is None:
+        raise RuntimeError(f"no C++ compiler to build them: {cxx!r} not found" if cxx
+                           else "no C++ compiler to build them (c++ or g++ on PATH)")
+    directory.mkdir(parents=True, exist_ok=True)
+    with _file_lock(directory / ".lock"):
+        if target.is_file():  # another process built it while this one waited
+            return target
+        sys.stderr.write(f"flexsn: building its PyTorch operators for torch "
+                         f"{torch.__version__} (once; kept in {directory})\n")
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".so")
+        os.close(fd)
+        try:
+            r = subprocess.run(build_command(cxx, Path(tmp)), capture_output=True,
+                               text=True)
+            if r.returncode != 0:
+                tail = "\n".join((r.stderr or r.stdout).strip().splitlines()[-8:])
+                raise RuntimeError(f"building {SOURCE.name} with {cxx} failed:\n{tail}")
+            os.replace(tmp, target)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return target
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path):
+    import fcntl
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _find() -> tuple[Path, str]:
+    """The library to load, and where it came from (for status())."""
+    beside = Path(_capi.library_path()).parent
+    prebuilt, stamp = beside / "libFlexSNTorch.so", beside / "libFlexSNTorch.torch-version"
+    if prebuilt.is_file() and stamp.is_file() \
+            and _base(stamp.read_text().strip()) == _base(torch.__version__):
+        return prebuilt, "built with the package"
+    root = _cache_root()
+    if root is not None:
+        return _build(root / "torch-ops" / build_key()), "built for this PyTorch"
+    with tempfile.TemporaryDirectory(prefix="flexsn-ops-") as tmp:
+        # No cache: a build for this process only (loaded before the folder goes).
+        built = _build(Path(tmp))
+        keep = Path(tempfile.mkdtemp(prefix="flexsn-ops-")) / built.name
+        shutil.copy2(built, keep)
+        return keep, "built for this process (FLEXSN_CACHE_DIR=off)"
+
+
+def _stream_getter() -> int:
+    """The address of PyTorch's C shim aoti_torch_get_current_cuda_stream
+    (libtorch_cuda.so), or 0 in a PyTorch without CUDA."""
+    if not torch.version.cuda:
+        return 0
+    path = _torch_dirs()[1] / "libtorch_cuda.so"
+    try:
+        fn = ctypes.CDLL(str(path)).aoti_torch_get_current_cuda_stream
+    except (OSError, AttributeError):
+        return 0
+    return ctypes.cast(fn, ctypes.c_void_p).value or 0
+
+
 def _load() -> None:
     global _loaded, _ops, _reason, launch, train, run_plan
     with _lock:
         if _loaded:
             return
         _loaded = True
-        if os.environ.get("FLEXSN_NATIVE", "1").strip().lower() in ("0", "off", "no", "false"):
-            _reason = "FLEXSN_NATIVE=0"
-            return
-        lib = _capi.lib()
-        directory = Path(_capi.library_path()).parent
-        path = directory / "libFlexSNTorch.so"
-        stamp = directory / "libFlexSNTorch.torch-version"
-        if not path.is_file() or not stamp.is_file():
-            _reason = f"no libFlexSNTorch.so next to {_capi.library_path()}"
-            return
-        built = stamp.read_text().strip()
-        if _base(built) != _base(torch.__version__):
-            _reason = (f"libFlexSNTorch.so was built for PyTorch {built}, this is "
-                       f"{torch.__version__}")
-            return
         try:
+            lib = _capi.lib()
+            path, origin = _find()
             torch.ops.load_library(str(path))
             ops = torch.ops.flexsn_native
             ops.init(ctypes.cast(lib.flexsn_kernel_launch, ctypes.c_void_p).value,
-                     ctypes.cast(lib.flexsn_free, ctypes.c_void_p).value)
-        except (OSError, RuntimeError) as e:
-            _reason = f"cannot load {path}: {str(e).splitlines()[0]}"
+                     ctypes.cast(lib.flexsn_free, ctypes.c_void_p).value,
+                     _stream_getter())
+        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+            _reason = str(e).strip()
             return
         _ops = ops
         # Each overload's own C++ callable where it has one: the overload
         # object's __call__ is a Python frame around it.
         launch, train, run_plan = (getattr(o, "_op", o) for o in (
             ops.launch.default, ops.train.default, ops.run_plan.default))
-        _reason = f"loaded {path} (PyTorch {built})"
+        _reason = f"{path} ({origin}, PyTorch {_base(torch.__version__)})"
 
 
 def ops():
-    """torch.ops.flexsn_native, or None where the ctypes path runs."""
+    """torch.ops.flexsn_native, or None where the operators cannot load
+    (status() says why)."""
     if not _loaded:
         _load()
     return _ops
 
 
 def status() -> str:
-    """Which call path runs, and why: "native: loaded ..." or
-    "ctypes: <reason>"."""
+    """"native: <library> (...)" where the operators loaded, else "torch:
+    <why>" (modules then run their cores as PyTorch loops)."""
     ops()
-    return ("native: " if _ops is not None else "ctypes: ") + _reason
+    return ("native: " if _ops is not None else "torch: ") + _reason
+
+
+def unavailable_message() -> str:
+    """Why compiled cores cannot run, and what to do about it."""
+    return (f"flexsn cannot load its PyTorch operators ({_reason}); cores run as "
+            "PyTorch loops (backend 'torch'), much slower. Install a C++ compiler "
+            "(g++) or set $CXX, then restart Python: the package builds its operators "
+            "for this PyTorch on first use")
 
 
 def release(ident: Optional[int]) -> None:
-    """Drops a binding (bind / bind_train) that nothing will call again."""
+    """Drops a binding (bind / bind_train / bind_plan) that nothing will call
+    again."""
     if ident is not None and _ops is not None:
         try:
             _ops.release(ident)

@@ -72,7 +72,7 @@ def infer(core: int, inputs: list[Tensor], states: list[Tensor], params: list[Te
     ps, p_dtypes, p_scalar = _runner.flat_params(params, geom[3], x.device)
     prep = _runner.prepare_infer(cc, x.dtype, x.device, want_seqs, p_dtypes, p_scalar)
     s0 = _runner.as_contiguous(states) if states else [None] * cc.num_states
-    outs, rest = prep(_runner.as_contiguous(inputs) + s0 + ps, *geom)
+    outs, rest = prep(_runner.as_contiguous(inputs) + s0 + ps)
     return outs + rest
 
 
@@ -145,7 +145,7 @@ def train_forward(core: int, inputs: list[Tensor], states: list[Tensor],
         return res
     pair.preload(geom[1])
     leaves, _ = _leaves(cc, inputs, states, params, geom[3], x.device)
-    outs, rest, kept = pair.run_forward(leaves, geom)
+    outs, rest, kept = pair.run_forward(leaves)
     return outs + rest + (kept if pair.final else kept[cc.num_states:])
 
 
@@ -179,7 +179,7 @@ def train_backward(core: int, like: Tensor, inputs: list[Optional[Tensor]],
     defined = [(seq, like.dtype)] * cc.num_inputs + \
         ([(step, like.dtype)] * cc.num_states if states else [None] * cc.num_states) + \
         [(p.shape if sc else step, p.dtype) for p, sc in zip(params, p_scalar)]
-    got = _passed(cc, states, pair.run_backward(leaves, list(kept), list(grads), geom,
+    got = _passed(cc, states, pair.run_backward(leaves, list(kept), list(grads),
                                                 defined))
     out = []
     first_param = len(shapes) - len(params)

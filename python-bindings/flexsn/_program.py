@@ -7,21 +7,19 @@ it reads the manifest once to know, for every pointer argument, which
 tensor it takes (by meaning: ``input`` #0, ``grad_output`` #1, ...) or
 which result it writes and how large that is. A :class:`Bound` is a
 launcher whose arguments are bound to positions in the tensor list a call
-passes, so that a call only allocates the results, fills a pointer array
-and launches.
+passes, in libFlexSNTorch.so's launch operator (flexsn/_native.py), which
+then allocates the results and launches.
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import hashlib
 import json
 import os
 import tempfile
 import threading
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 
@@ -186,25 +184,6 @@ def chip_of(device: torch.device) -> str:
     return chip
 
 
-# PyTorch's raw getter of a device's current CUDA stream, where it has one.
-_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-
-
-def current_stream(index: int) -> int:
-    """PyTorch's current CUDA stream on device `index`, as a CUstream."""
-    if _RAW_STREAM is not None:
-        return _RAW_STREAM(index)
-    return torch.cuda.current_stream(index).cuda_stream
-
-
-def stream_getter(index: int) -> Callable[[], int]:
-    """A function of no arguments giving current_stream(index), with no
-    Python frame of ours around PyTorch's own where it has one."""
-    if _RAW_STREAM is not None:
-        return functools.partial(_RAW_STREAM, index)
-    return functools.partial(current_stream, index)
-
-
 class Launcher:
     """One kernel on one device, with its arguments resolved by meaning."""
 
@@ -220,7 +199,6 @@ class Launcher:
                       for i, a in enumerate(ptrs) if a["role"] not in WRITTEN]
         self.allocs = [(i, (a["meaning"], a["meaning_index"]), DTYPES[a["dtype"]], a["shape"])
                        for i, a in enumerate(ptrs) if a["role"] in WRITTEN]
-        self._array_type = ctypes.c_void_p * max(1, self.num_pointers)
         self.cuda = program.target == "cuda"
 
     def preload(self, NCL: int) -> None:
@@ -235,19 +213,16 @@ class Bound:
     read to an index of the tensor list a call passes (None at an optional
     read: a null pointer, which the kernel reads as zeros), each write to a
     fresh result of shape [T, *S], [*S] or, for an accumulated scalar, a
-    zeroed [1]. A call then only allocates the results, reads the data
-    pointers and launches: no dictionaries, no views."""
+    zeroed [1]. The binding lives in libFlexSNTorch.so (`native`, its id),
+    which allocates the results and launches on a call."""
 
-    __slots__ = ("name", "variant", "handle", "num", "array", "reads", "read_keys",
-                 "allocs", "cuda", "device", "result_keys", "native")
+    __slots__ = ("name", "variant", "reads", "read_keys", "allocs", "cuda", "device",
+                 "result_keys", "native")
 
     SEQ, STEP, SCALAR = 0, 1, 2
 
     def __init__(self, launcher: Launcher, positions: dict):
-        self.name, self.handle, self.num = launcher.name, launcher.handle, \
-            launcher.num_pointers
-        self.array, self.cuda, self.device = launcher._array_type, launcher.cuda, \
-            launcher.device
+        self.name, self.cuda, self.device = launcher.name, launcher.cuda, launcher.device
         self.variant = launcher.info["variant"]
         self.reads, self.read_keys = [], []  # (slot, position); (meaning, index)
         for slot, key, optional in launcher.reads:
@@ -263,16 +238,12 @@ class Bound:
                        for slot, _, dtype, shape in launcher.allocs]
         # the key (meaning, index) of each result, in the order a call returns them
         self.result_keys = [key for _, key, _, _ in launcher.allocs]
-        # The same binding in libFlexSNTorch.so (None: the ctypes path).
-        self.native = None
-        ops = _native.ops()
-        if ops is not None:
-            self.native = ops.bind(
-                self.handle, self.num, self.cuda,
-                [v for slot, position in self.reads for v in (slot, position)],
-                [slot for slot, _, _ in self.allocs],
-                [str(dtype).rsplit(".", 1)[-1] for _, dtype, _ in self.allocs],
-                [kind for _, _, kind in self.allocs])
+        self.native = _native.ops().bind(
+            launcher.handle, launcher.num_pointers, self.cuda,
+            [v for slot, position in self.reads for v in (slot, position)],
+            [slot for slot, _, _ in self.allocs],
+            [str(dtype).rsplit(".", 1)[-1] for _, dtype, _ in self.allocs],
+            [kind for _, _, kind in self.allocs])
 
     def __del__(self):
         _native.release(getattr(self, "native", None))
@@ -281,37 +252,11 @@ class Bound:
         """Where the result `key` is in a call's returned list."""
         return self.result_keys.index(key)
 
-    def __call__(self, args: Sequence, T: int, NCL: int, seq_shape: tuple,
-                 step_shape: tuple, device: torch.device) -> list:
-        if self.native is not None:
-            try:
-                return _native.launch(self.native, args,
-                                      current_stream(self.device) if self.cuda else 0)
-            except RuntimeError as e:
-                if str(e).startswith("flexsn: kernel launch failed"):
-                    raise FlexSNError(str(e)[len("flexsn: "):]) from None
-                raise
-        vals: list = [None] * self.num
-        for slot, j in self.reads:
-            t = args[j]
-            if t is not None:
-                vals[slot] = t.data_ptr()
-        results = []
-        # Sizes as separate arguments: PyTorch parses them faster than a tuple.
-        for slot, dtype, kind in self.allocs:
-            if kind == 0:  # SEQ (literals: no attribute lookups per result)
-                t = torch.empty(*seq_shape, dtype=dtype, device=device)
-            elif kind == 1:  # STEP
-                t = torch.empty(*step_shape, dtype=dtype, device=device) if step_shape \
-                    else torch.empty((), dtype=dtype, device=device)
-            else:
-                t = torch.zeros((1,), dtype=dtype, device=device)
-            vals[slot] = t.data_ptr()
-            results.append(t)
-        if self.cuda:
-            stream, threads = current_stream(self.device), 0
-        else:
-            stream, threads = None, torch.get_num_threads()
-        _capi.kernel_launch(self.handle, self.array(*vals), self.num, T, NCL, stream,
-                            threads)
-        return results
+    def __call__(self, args: Sequence) -> list:
+        """The kernel's results on `args` (input #0 first: [T, *S], T > 0)."""
+        try:
+            return _native.launch(self.native, args)
+        except RuntimeError as e:
+            if str(e).startswith("flexsn: kernel launch failed"):
+                raise FlexSNError(str(e)[len("flexsn: "):]) from None
+            raise

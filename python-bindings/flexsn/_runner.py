@@ -10,7 +10,6 @@ are scalars when they hold one element, otherwise they are broadcast to
 
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 from typing import Callable, Optional, Sequence
@@ -61,10 +60,23 @@ class CompiledCore:
         return out
 
 
+_warned_unavailable = False
+
+
 def try_compile(core, num_inputs, num_states, static_inputs, example_inputs,
                 strict: bool) -> Optional[CompiledCore]:
     """The compiled core, or None (with a FallbackWarning) when it uses an op
-    the compiler lacks; `strict` raises UnsupportedOpError instead."""
+    the compiler lacks or the package's operators cannot load (one warning
+    per process for that); `strict` raises instead."""
+    global _warned_unavailable
+    if _native.ops() is None:
+        message = _native.unavailable_message()
+        if strict:
+            raise FlexSNError(message)
+        if not _warned_unavailable:
+            _warned_unavailable = True
+            warnings.warn(message, FallbackWarning, stacklevel=4)
+        return None
     try:
         return CompiledCore(core, num_inputs, num_states, static_inputs, example_inputs)
     except UnsupportedOpError as e:
@@ -121,15 +133,15 @@ class InferPrep:
         rest = "state_seq" if want_seqs else "final_state"
         self.rest_ix = [self.kernel.index((rest, s)) for s in range(ns)]
 
-    def __call__(self, args, T, NCL, seq_shape, step_shape, device):
+    def __call__(self, args):
         """(outputs [T, *S], state sequences [T, *S] or final states [*S])."""
-        res = self.kernel(args, T, NCL, seq_shape, step_shape, device)
+        res = self.kernel(args)
         return [res[i] for i in self.out_ix], [res[i] for i in self.rest_ix]
 
-    def run(self, args, geom, want_seqs: bool):
+    def run(self, args, want_seqs: bool):
         """A call as run_compiled returns it: (outputs, state sequences or
         None, final states); `want_seqs` as this kernel was prepared."""
-        outs, rest = self(args, *geom)
+        outs, rest = self(args)
         return call_result(outs, rest, not want_seqs, want_seqs)
 
 
@@ -181,16 +193,12 @@ class TrainPair:
         self.num_leaves = n
         self.non_differentiable = non_differentiable
         self._preloaded = None
-        # Forward and backward as one C++ autograd node (None: ScanFunction).
-        self.native = None
-        ops = _native.ops()
-        if ops is not None and self.forward.native is not None \
-                and self.backward.native is not None:
-            self.native = ops.bind_train(
-                self.forward.native, self.backward.native, self.out_ix, self.state_ix,
-                self.kept_ix, [int(r) for r in self.leaf_read],
-                [-1 if ix is None else ix for ix in self.grad_ix],
-                list(non_differentiable))
+        # Forward and backward as one C++ autograd node.
+        self.native = _native.ops().bind_train(
+            self.forward.native, self.backward.native, self.out_ix, self.state_ix,
+            self.kept_ix, [int(r) for r in self.leaf_read],
+            [-1 if ix is None else ix for ix in self.grad_ix],
+            list(non_differentiable))
 
     def __del__(self):
         _native.release(getattr(self, "native", None))
@@ -202,25 +210,19 @@ class TrainPair:
             self._backward_launcher.preload(NCL)
             self._preloaded = NCL
 
-    def run(self, leaves, geom):
-        """(outputs, state results): through the native autograd node or
-        ScanFunction."""
-        if self.native is not None:
-            fwd = self.forward
-            res = _native.train(self.native, leaves,
-                                _program.current_stream(fwd.device) if fwd.cuda else 0)
-        else:
-            res = ScanFunction.apply(self, geom, *leaves)
+    def run(self, leaves):
+        """(outputs, state results), through the operators' autograd node."""
+        res = _native.train(self.native, leaves)
         no = len(self.out_ix)
         return list(res[:no]), list(res[no:])
 
-    def run_forward(self, leaves, geom):
+    def run_forward(self, leaves):
         """(outputs, state results, kept)."""
-        res = self.forward(leaves, *geom)
+        res = self.forward(leaves)
         return [res[i] for i in self.out_ix], [res[i] for i in self.state_ix], \
             [res[i] for i in self.kept_ix]
 
-    def run_backward(self, leaves, kept, grads, geom, defined=None) -> list:
+    def run_backward(self, leaves, kept, grads, defined=None) -> list:
         """Each leaf's gradient. `defined`: per leaf its (shape, dtype), or
         None where the call passed none (by default taken from `leaves`,
         which then must all be given where passed)."""
@@ -228,7 +230,7 @@ class TrainPair:
             defined = [None if t is None else (t.shape, t.dtype) for t in leaves]
         args = list(leaves) + list(kept)
         args += as_contiguous(grads)
-        res = self.backward(args, *geom)
+        res = self.backward(args)
         out = []
         for passed, ix in zip(defined, self.grad_ix):
             if ix is None or passed is None:
@@ -291,72 +293,13 @@ class TrainPrep:
     def preload(self, NCL: int, want_seqs: bool = True) -> None:
         self.pair(want_seqs).preload(NCL)
 
-    def run(self, leaves, geom, want_seqs: bool):
+    def run(self, leaves, want_seqs: bool):
         """A training call as run_compiled returns it: (outputs, state
         sequences or None, final states)."""
         pair = self.pair(want_seqs)
-        outs, states = pair.run(leaves, geom)
+        outs, states = pair.run(leaves)
         return call_result(outs, states, pair.final, want_seqs)
 
-
-
-NOT_TWICE = ("flexsn: the backward of a compiled core is not differentiable "
-             "(create_graph=True, double backward); run the core with "
-             "backend='torch' for that")
-
-
-class ScanFunction(torch.autograd.Function):
-    """Training forward kernel, and the backward kernel for BPTT."""
-
-    @staticmethod
-    def forward(ctx, pair: TrainPair, geom, *leaves):
-        outs, states, kept = pair.run_forward(leaves, geom)
-        # A result without a gradient reaches backward as None, not as a
-        # tensor of zeros that autograd would allocate and fill.
-        ctx.set_materialize_grads(False)
-        ctx.pair, ctx.geom = pair, geom
-        # What the backward reads, and per leaf its (shape, dtype) or None
-        # where the call passed none.
-        ctx.defined = [None if t is None else (t.shape, t.dtype) for t in leaves]
-        ctx.save_for_backward(*[t if r else None for t, r in zip(leaves, pair.leaf_read)],
-                              *kept)
-        result = (*outs, *states)
-        if pair.non_differentiable:
-            ctx.mark_non_differentiable(*[result[k] for k in pair.non_differentiable])
-        return result
-
-    @staticmethod
-    def backward(ctx, *grads):
-        # The kernels compute first-order gradients. once_differentiable
-        # would not do here: its error node is skipped by a second
-        # torch.autograd.grad(..., inputs) that it does not lead to, which
-        # then returns a derivative without the kernels' terms.
-        if torch.is_grad_enabled() and any(g is not None and g.requires_grad for g in grads):
-            raise RuntimeError(NOT_TWICE)
-        pair: TrainPair = ctx.pair
-        n = pair.num_leaves
-        saved = ctx.saved_tensors
-        run = _opaque_backward() if torch.compiler.is_compiling() else _run_backward
-        # Compiled autograd traces this backward; the ctypes launch is a call
-        # Dynamo cannot trace, so there it runs as an opaque call.
-        return (None, None, *run(pair, saved[:n], saved[n:], grads, ctx.geom, ctx.defined))
-
-
-_OPAQUE_BACKWARD = None
-
-
-def _run_backward(pair, leaves, kept, grads, geom, defined):
-    return pair.run_backward(leaves, kept, grads, geom, defined)
-
-
-def _opaque_backward():
-    """_run_backward behind torch._dynamo.disable, made on first use
-    (importing Dynamo takes a second; only a compiled backward needs it)."""
-    global _OPAQUE_BACKWARD
-    if _OPAQUE_BACKWARD is None:
-        import torch._dynamo
-        _OPAQUE_BACKWARD = torch._dynamo.disable(_run_backward)
-    return _OPAQUE_BACKWARD
 
 
 def validate_sequences(inputs, states, num_inputs, num_states, step_mode="m"):
@@ -524,48 +467,29 @@ def run_empty(cc: CompiledCore, inputs, init_states, training: bool, want_seqs: 
 
 
 class Plan:
-    """How run_compiled ran one call, to run the next call of the same
-    configuration with none of the general path's checks, conversions and
-    lookups (FlexSN.forward's fast path). The configuration: grad mode and
-    which tensors require grad, the inputs' dtype, device and full shape,
-    initial states absent or one contiguous step each, parameters of the
-    same dtype, device and shape, every tensor contiguous. :meth:`call`
-    runs a call that has it and returns None for any other, which then takes
-    the general path. With the native call path the configuration is
-    recorded in libFlexSNTorch.so, which checks a call against it and
-    launches in one operator call (:meth:`matches` and `run` otherwise)."""
+    """How run_compiled ran one call, recorded in libFlexSNTorch.so to run
+    the next call of the same configuration with none of the general
+    path's checks, conversions and lookups (FlexSN.forward's fast path):
+    the operator checks a call against the configuration (grad mode and
+    which tensors require grad; per tensor whether it is passed, its dtype,
+    device and sizes, contiguity) and launches the inference kernel or the
+    training node in one call, or returns nothing for a call that differs,
+    which then takes the general path."""
 
-    __slots__ = ("grad", "flags", "dtype", "device", "shape", "step", "states_none",
-                 "param_shapes", "run", "native", "stream_of", "num_results",
-                 "num_outputs", "final", "want_seqs")
+    __slots__ = ("native", "num_results", "num_outputs", "final", "want_seqs")
 
-    def __init__(self, inputs, init_states, params, grad: bool, run: Callable):
-        first = inputs[0]
-        self.grad, self.run = grad, run
-        self.dtype, self.device, self.shape = first.dtype, first.device, first.shape
-        self.step = first.shape[1:]
-        self.states_none = init_states is None
-        self.param_shapes = [(p.dtype, p.shape) for p in params]
-        tensors = list(inputs) + list(init_states or []) + list(params)
-        self.flags = [t.requires_grad for t in tensors] if grad else None
-        self.native = None
-
-    def bind_native(self, prep, want_seqs: bool, args: list) -> None:
-        """Records this plan in libFlexSNTorch.so (the native call path),
-        when `prep` (an InferPrep or TrainPrep) runs there; `args`: the
-        recorded call's tensors as its kernels take them."""
-        ops = _native.ops()
-        if ops is None:
-            return
+    def __init__(self, prep, want_seqs: bool, args: list):
+        """`prep`: the InferPrep or TrainPrep the recorded call ran; `args`:
+        its tensors as its kernels took them."""
         last_steps = False
         if isinstance(prep, InferPrep):
-            bound, target, train = prep.kernel, prep.kernel.native, False
+            target, train = prep.kernel.native, False
             order = prep.out_ix + prep.rest_ix
             self.num_outputs, self.final = len(prep.out_ix), not want_seqs
             self.num_results = len(order)
         else:
             pair = prep.pair(want_seqs)
-            bound, target, train = pair.forward, pair.native, True
+            target, train = pair.native, True
             order = []
             # A pair that writes state sequences, for a call that wants only
             # the final states: the operator returns the sequences' last
@@ -573,27 +497,22 @@ class Plan:
             last_steps = not pair.final and not want_seqs
             self.num_outputs, self.final = len(pair.out_ix), pair.final or last_steps
             self.num_results = len(pair.out_ix) + len(pair.state_ix)
-        # (an empty result would read as "no match")
-        if target is None or self.num_results == 0:
-            return
         self.want_seqs = want_seqs
-        self.stream_of = _program.stream_getter(bound.device) if bound.cuda \
-            else (lambda: 0)
-        self.native = ops.bind_plan(target, train, order, args, self.grad, last_steps)
+        self.native = None
+        if self.num_results:  # (an empty result would read as "no match")
+            self.native = _native.ops().bind_plan(target, train, order, args,
+                                                  torch.is_grad_enabled(), last_steps)
 
     def __del__(self):
         _native.release(getattr(self, "native", None))
 
-    def call(self, args: list, inputs, init_states, params) -> Optional[tuple]:
+    def call(self, args: list) -> Optional[tuple]:
         """The call's (outputs, state sequences or None, final states), or
         None when it does not have this plan's configuration. `args`: its
         tensors as the kernels take them (inputs, initial states or None
         each, parameters)."""
-        native = self.native
-        if native is None:
-            return self.run(args) if self.matches(inputs, init_states, params) else None
         try:
-            res = _native.run_plan(native, args, self.stream_of())
+            res = _native.run_plan(self.native, args)
         except RuntimeError as e:
             message = str(e)
             if message.startswith("flexsn_native::run_plan()"):
@@ -605,39 +524,6 @@ class Plan:
             return None
         no = self.num_outputs
         return call_result(res[:no], res[no:], self.final, self.want_seqs)
-
-    def matches(self, inputs, init_states, params) -> bool:
-        """True when a call with these tensors has this plan's configuration
-        (tensors as run_compiled takes them: sequences [T, *S])."""
-        try:
-            if torch.is_grad_enabled() is not self.grad \
-                    or (init_states is None) is not self.states_none:
-                return False
-            dtype, device = self.dtype, self.device
-            for t in inputs:
-                if t.dtype is not dtype or t.shape != self.shape or t.device != device \
-                        or not t.is_contiguous():
-                    return False
-            if init_states is not None:
-                for t in init_states:
-                    if t.dtype is not dtype or t.shape != self.step \
-                            or t.device != device or not t.is_contiguous():
-                        return False
-            for t, (pd, ps) in zip(params, self.param_shapes):
-                if t.dtype is not pd or t.shape != ps or t.device != device \
-                        or not t.is_contiguous():
-                    return False
-            if self.grad:
-                flags = self.flags
-                k = 0
-                for group in (inputs, init_states or (), params):
-                    for t in group:
-                        if t.requires_grad is not flags[k]:
-                            return False
-                        k += 1
-            return True
-        except AttributeError:  # not a tensor: the general path names it
-            return False
 
 
 def _plan_for(prep, geom, want_seqs: bool, tensors, taken) -> Optional[Plan]:
@@ -652,11 +538,9 @@ def _plan_for(prep, geom, want_seqs: bool, tensors, taken) -> Optional[Plan]:
             return None
     if init_states is not None and any(t.shape != geom[3] for t in init_states):
         return None
-    plan = Plan(inputs, init_states, params, torch.is_grad_enabled(),
-                functools.partial(prep.run, geom=geom, want_seqs=want_seqs))
     xs, s0, ps = taken
-    plan.bind_native(prep, want_seqs, list(xs) + list(s0) + list(ps))
-    return plan
+    plan = Plan(prep, want_seqs, list(xs) + list(s0) + list(ps))
+    return plan if plan.native is not None else None
 
 
 def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bool,
@@ -691,7 +575,7 @@ def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bo
     if plan is not None:
         plan.append(_plan_for(prep, geom, want_seqs, (inputs, init_states, params),
                               (xs, s0, ps)))
-    return prep.run(xs + s0 + ps, geom, want_seqs)
+    return prep.run(xs + s0 + ps, want_seqs)
 
 
 def as_tuple(r, num_outputs_and_states: int):

@@ -26,22 +26,6 @@ def device(request):
     return torch.device(request.param)
 
 
-# The call paths a test may run a training step on: the native one where
-# libFlexSNTorch.so loaded ("active"), and the ctypes path.
-CALL_PATHS = ["active", "ctypes"]
-
-
-def on_call_path(monkeypatch, path, fn):
-    """fn() with the package on `path` (one of CALL_PATHS) for the modules
-    and kernels it builds."""
-    if path == "active":
-        return fn()
-    from flexsn import _native
-    with monkeypatch.context() as m:
-        m.setattr(_native, "ops", lambda: None)
-        return fn()
-
-
 def assert_close(a, b, dtype=torch.float32, what=""):
     tol = {torch.float32: 1e-6, torch.float64: 1e-10}.get(dtype, 1e-2)
     # relative to the magnitude of the reference, as the tutorial's asserts
@@ -53,41 +37,30 @@ def assert_close(a, b, dtype=torch.float32, what=""):
 
 
 class LaunchSpy:
-    """What each launch of a `with` block passed as pointers, on whichever
-    call path runs (the ctypes path: through Bound.__call__; the native one:
-    libFlexSNTorch.so's launch trace). `launches` holds, per launch, the
-    kernel's variant and the (meaning, index) keys of its reads that were
-    null pointers."""
+    """What each launch of a `with` block passed as pointers, from the
+    operators' launch trace. `launches` holds, per launch, the kernel's
+    variant and the (meaning, index) keys of its reads that were null
+    pointers."""
 
     def __init__(self, monkeypatch):
         from flexsn import _native, _program
         self.launches = []
-        self._native = _native.ops()
+        self._ops = _native.ops()
         self._bounds = {}
-        init, call = _program.Bound.__init__, _program.Bound.__call__
-        bounds, launches = self._bounds, self.launches
+        init = _program.Bound.__init__
+        bounds = self._bounds
 
         def spy_init(b, *a, **k):
             init(b, *a, **k)
-            if b.native is not None:
-                bounds[b.native] = b
+            bounds[b.native] = b
         monkeypatch.setattr(_program.Bound, "__init__", spy_init)
-        if self._native is None:
-            def spy_call(b, args, *rest):
-                launches.append((b.variant, sorted(
-                    key for (_, j), key in zip(b.reads, b.read_keys) if args[j] is None)))
-                return call(b, args, *rest)
-            monkeypatch.setattr(_program.Bound, "__call__", spy_call)
 
     def __enter__(self):
-        if self._native is not None:
-            self._native.trace(True)
+        self._ops.trace(True)
         return self
 
     def __exit__(self, *exc):
-        if self._native is None:
-            return
-        log = self._native.trace(False)
+        log = self._ops.trace(False)
         i = 0
         while i < len(log):
             b, n = self._bounds[log[i]], log[i + 1]

@@ -3,7 +3,7 @@ the plain one: compiled autograd (torch.compile of the backward, the
 forward run eagerly), saved-tensor hooks that keep or copy what the node
 saved (torch.autograd.graph.save_on_cpu), activation checkpointing, and a
 graph that outlives its module. Each gives the gradients of the plain
-backward, on the native and the ctypes call path."""
+backward."""
 
 import gc
 
@@ -12,12 +12,10 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 import flexsn
-from conftest import CALL_PATHS, assert_close, on_call_path
+from conftest import assert_close
 from cores import tutorial
 from flexsn import _native
 
-PATHS = CALL_PATHS
-_on_path = on_call_path
 
 
 def _case(device, seed=0):
@@ -50,8 +48,7 @@ def _check(got, ref, what):
         assert_close(a, b, what=f"{what}, leaf {k}")
 
 
-@pytest.mark.parametrize("path", PATHS)
-def test_compiled_autograd(device, monkeypatch, path):
+def test_compiled_autograd(device):
     """The forward runs eagerly; compiled autograd captures the backward
     (the FlexSN node runs in it as an opaque call) and gives the plain
     backward's gradients, for a second step too (its cached graph)."""
@@ -67,13 +64,12 @@ def test_compiled_autograd(device, monkeypatch, path):
             _check(got, ref, f"compiled autograd, step {seed}")
             out.append(got)
         return out
-    _on_path(monkeypatch, path, go)
+    go()
     torch._dynamo.reset()
 
 
 @pytest.mark.parametrize("pin", [False, True])
-@pytest.mark.parametrize("path", PATHS)
-def test_save_on_cpu(device, monkeypatch, path, pin):
+def test_save_on_cpu(device, pin):
     """save_on_cpu moves what the node saved to host memory and back; with
     pin_memory=True it copies every saved tensor (pinned where CUDA is
     present), the one that names the native node's kernels included."""
@@ -87,11 +83,10 @@ def test_save_on_cpu(device, monkeypatch, path, pin):
             s1, s2 = m(*leaves[:2])
         ((s1 * 3).sum() + (s2 * s2).sum()).backward()
         return [t.grad for t in leaves]
-    _check(_on_path(monkeypatch, path, go), ref, f"save_on_cpu(pin_memory={pin})")
+    _check(go(), ref, f"save_on_cpu(pin_memory={pin})")
 
 
-@pytest.mark.parametrize("path", PATHS)
-def test_activation_checkpointing(device, monkeypatch, path):
+def test_activation_checkpointing(device):
     """torch.utils.checkpoint (non-reentrant) drops what the node saved and
     runs the forward again in the backward."""
     ref = _grads(device, lambda loss: loss.backward())
@@ -106,11 +101,10 @@ def test_activation_checkpointing(device, monkeypatch, path):
         s1, s2 = checkpoint(block, *leaves, use_reentrant=False)
         ((s1 * 3).sum() + (s2 * s2).sum()).backward()
         return [t.grad for t in leaves]
-    _check(_on_path(monkeypatch, path, go), ref, "checkpoint")
+    _check(go(), ref, "checkpoint")
 
 
-@pytest.mark.parametrize("path", PATHS)
-def test_graph_outlives_its_module(device, monkeypatch, path):
+def test_graph_outlives_its_module(device):
     """A backward after its module was deleted (and collected) still runs
     the kernels it was built with."""
     ref = _grads(device, lambda loss: loss.backward(), store=True)
@@ -125,10 +119,9 @@ def test_graph_outlives_its_module(device, monkeypatch, path):
         gc.collect()
         loss.backward()
         return [t.grad for t in leaves]
-    _check(_on_path(monkeypatch, path, go), ref, "module deleted before backward")
+    _check(go(), ref, "module deleted before backward")
 
 
-@pytest.mark.skipif(_native.ops() is None, reason=f"call path: {_native.status()}")
 def test_copied_keeper_of_a_released_binding_is_an_error(device):
     """Under a hook that copies what it saves, the native node finds its
     kernels by the binding's id; once the package has released that

@@ -14,7 +14,7 @@ import torch
 import flexsn
 from flexsn import _runner
 from cores import lif, tutorial
-from conftest import CALL_PATHS, LaunchSpy, on_call_path
+from conftest import LaunchSpy
 
 
 class Counted:
@@ -130,12 +130,10 @@ def test_states_carried_in_training_keep_their_gradient(device):
     same(grads[0], grads[1], "gradients through carried states")
 
 
-@pytest.mark.parametrize("path", CALL_PATHS)
-def test_final_states_of_a_sequence_pair_through_the_plan(device, path, monkeypatch):
+def test_final_states_of_a_sequence_pair_through_the_plan(device, monkeypatch):
     """The tutorial's core has no final-state training pair (its backward
     reads the state sequences): a call that wants only final states takes
-    the last steps of the sequences, on the native path inside the
-    operator. Carried without a reset, they keep their gradient: the third
+    the last steps of the sequences, inside the operator. Carried without a reset, they keep their gradient: the third
     call's backward reaches the first call's inputs, as on the general
     path."""
     from flexsn import _native
@@ -171,9 +169,9 @@ def test_final_states_of_a_sequence_pair_through_the_plan(device, path, monkeypa
             # as recorded: inputs and (carried) states all require grad
             args = [t.clone().requires_grad_() for t in xs[0]] + \
                 [s.detach().requires_grad_() for s in got[0][1]]
-            res = _native.run_plan(plan.native, args, plan.stream_of())
+            res = _native.run_plan(plan.native, args)
             assert [tuple(r.shape) for r in res] == [(4, 3, 8)] * 2 + [(3, 8)] * 2
-    on_call_path(monkeypatch, path, go)
+    go()
 
 
 def test_captured_parameter_gradient_accumulates(device, monkeypatch):
@@ -318,7 +316,6 @@ def test_plan_launches_one_kernel_per_call(device, monkeypatch):
     with torch.no_grad():
         m(x)
         m.reset()
-        spy.launches.clear()  # the ctypes path's spy saw that call too
         with spy:
             m(x)
             m.reset()

@@ -236,7 +236,7 @@ def test_default_zero_states_pass_null_state_pointers(device, monkeypatch):
     """From the default zero states, inference and training pass a null
     initial-state pointer, which every kernel reads as zeros: no zeros are
     allocated or filled per call, and the results and gradients are those
-    of the torch loop (on either call path, native or ctypes)."""
+    of the torch loop."""
     spy = LaunchSpy(monkeypatch)
     c = flexsn.FlexSN(lif(), num_inputs=1, num_states=1, backend=device.type)
     r = flexsn.FlexSN(lif(), num_inputs=1, num_states=1, backend="torch")

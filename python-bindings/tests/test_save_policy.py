@@ -11,11 +11,9 @@ import pytest
 import torch
 
 import flexsn
-from conftest import CALL_PATHS, assert_close, on_call_path
+from conftest import assert_close
 from cores import lif, tutorial
 
-PATHS = CALL_PATHS
-_on_path = on_call_path
 
 
 def _prep(m):
@@ -26,14 +24,13 @@ def _prep(m):
     return preps[0]
 
 
-@pytest.mark.parametrize("path", PATHS)
-def test_a_training_call_binds_only_the_pair_it_runs(device, monkeypatch, path):
+def test_a_training_call_binds_only_the_pair_it_runs(device):
     # Binding a kernel fetches it from the program (on the CPU that
     # JIT-compiles it): a call that wants no state sequences takes the
     # final-state pair, and the pair that writes sequences is bound only
     # when a call wants them. (A threshold of its own: a program no other
     # call of this process has bound kernels of.)
-    threshold = {"active": 1.0625, "ctypes": 1.125}[path]
+    threshold = 1.0625
 
     def go():
         c = flexsn.FlexSN(lif(v_th=threshold), 1, 1, backend=device.type)
@@ -51,7 +48,7 @@ def test_a_training_call_binds_only_the_pair_it_runs(device, monkeypatch, path):
         fetched = {name for name, _ in prep._program._launchers}
         assert {"core_forward", "core_backward"} <= fetched, fetched
         assert len(c.state_seqs[0]) == 5
-    _on_path(monkeypatch, path, go)
+    go()
 
 
 def _saved_ptrs(fn):
@@ -67,8 +64,7 @@ def _saved_ptrs(fn):
     return ptrs, out
 
 
-@pytest.mark.parametrize("path", PATHS)
-def test_lif_f32_runs_the_final_pair_and_keeps_only_h(device, monkeypatch, path):
+def test_lif_f32_runs_the_final_pair_and_keeps_only_h(device):
     def go():
         c = flexsn.FlexSN(lif(), 1, 1, backend=device.type)
         r = flexsn.FlexSN(lif(), 1, 1, backend="torch")
@@ -86,11 +82,10 @@ def test_lif_f32_runs_the_final_pair_and_keeps_only_h(device, monkeypatch, path)
         s.backward(g)
         sr.backward(g)
         assert_close(x.grad, xr.grad, what="x.grad")
-    _on_path(monkeypatch, path, go)
+    go()
 
 
-@pytest.mark.parametrize("path", PATHS)
-def test_final_state_gradient_across_calls(device, monkeypatch, path):
+def test_final_state_gradient_across_calls(device):
     """Two calls, the second from the first's final state (not detached),
     the loss on both outputs and on the last state: the final state's
     gradient reaches the first call (grad_final_state) and the given
@@ -114,11 +109,10 @@ def test_final_state_gradient_across_calls(device, monkeypatch, path):
             grads.append((a.grad, b.grad, v.grad))
         for got, want, what in zip(grads[0], grads[1], ["x1", "x2", "v0"]):
             assert_close(got, want, what=f"{what}.grad")
-    _on_path(monkeypatch, path, go)
+    go()
 
 
-@pytest.mark.parametrize("path", PATHS)
-def test_state_sequences_run_the_sequence_pair(device, monkeypatch, path):
+def test_state_sequences_run_the_sequence_pair(device):
     """store_state_seqs: the sequence pair, whose backward takes the state
     sequences' gradients; the loss reads the membrane sequence."""
     def go():
@@ -134,7 +128,7 @@ def test_state_sequences_run_the_sequence_pair(device, monkeypatch, path):
         assert_close(got[0][0], got[1][0])
         assert_close(got[0][1], got[1][1], what="state sequence")
         assert_close(got[0][2], got[1][2], what="x.grad")
-    _on_path(monkeypatch, path, go)
+    go()
 
 
 def test_rematerializing_cores_have_no_final_pair(device):
@@ -185,8 +179,7 @@ def test_torch_compile_ops_run_the_policy(device, want_seqs):
     assert_close(v0.grad, vr.grad, what="v0.grad through the ops")
 
 
-@pytest.mark.parametrize("path", PATHS)
-def test_final_pair_under_compiled_autograd_and_save_on_cpu(device, monkeypatch, path):
+def test_final_pair_under_compiled_autograd_and_save_on_cpu(device):
     """The final-state pair's node (the input not kept: its shape travels
     in the node's saved data) under compiled autograd and under a hook that
     copies what it saves; both give the plain backward's gradients."""
@@ -219,4 +212,4 @@ def test_final_pair_under_compiled_autograd_and_save_on_cpu(device, monkeypatch,
             for a, b, what in zip(grads(mode), ref, ["x", "v0"]):
                 assert_close(a, b, what=f"{mode}: {what}.grad")
         torch._dynamo.reset()
-    _on_path(monkeypatch, path, go)
+    go()

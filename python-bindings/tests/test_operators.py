@@ -1,7 +1,13 @@
-"""The native call path (libFlexSNTorch.so) against the ctypes path: the
-same results and gradients bit for bit, its errors, and when the package
-falls back to ctypes. The rest of the suite runs on whichever path is
-active (scripts/test.sh runs it once on each)."""
+"""The package's operators (libFlexSNTorch.so), its one way to launch a
+kernel: where they come from (built with the package, or for the installed
+PyTorch on first use), their checks and errors, and what the package does
+where they cannot load (PyTorch loops, one warning)."""
+
+import os
+import shutil
+import subprocess
+import sys
+import warnings
 
 import pytest
 import torch
@@ -11,66 +17,24 @@ from conftest import assert_close
 from cores import lif, tutorial
 from flexsn import _native
 
-native_only = pytest.mark.skipif(_native.ops() is None,
-                                 reason=f"call path: {_native.status()}")
 
-
-def _run_ctypes(monkeypatch, fn):
-    with monkeypatch.context() as m:
-        m.setattr(_native, "ops", lambda: None)
-        return fn()
-
-
-def test_status_names_the_path():
+def test_status_names_the_operators():
     s = flexsn.call_path()
     assert s == _native.status()
-    assert s.startswith("native: loaded ") or s.startswith("ctypes: "), s
+    assert s.startswith("native: ") and "libFlexSNTorch.so" in s, s
+    assert _native.ops() is not None
 
 
-@native_only
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_native_matches_ctypes_bitwise(device, monkeypatch, dtype):
-    """The tutorial core (two inputs, two states, a captured parameter):
-    inference, then training with gradients for inputs, initial states and
-    the parameter, on both paths; identical bits, and one C++ node on the
-    native path."""
-    w = torch.randn(24, device=device, dtype=dtype, requires_grad=True)
-
-    def core(x, y, h1, h2):
-        h1 = h1 * 0.5 + x * w
-        h2 = h2 * 0.25 + torch.sigmoid(y) * h1
-        return (h1 >= 1).to(x.dtype), h2 * 2, h1, h2
-
-    torch.manual_seed(3)
-    x = torch.randn(7, 2, 24, device=device, dtype=dtype) * 2
-    y = torch.randn(7, 2, 24, device=device, dtype=dtype)
-    s1 = torch.randn(2, 24, device=device, dtype=dtype)
-    s2 = torch.randn(2, 24, device=device, dtype=dtype)
-
-    def run(mod_kw):
-        k = flexsn.FlexSNKernel(core, 2, 2, backend=device.type, **mod_kw)
-        with torch.no_grad():
-            inf = k.run([x, y], [s1, s2], want_seqs=True)
-        leaves = [t.clone().requires_grad_() for t in (x, y, s1, s2)]
-        w.grad = None
-        outs, seqs, finals = k.run(leaves[:2], leaves[2:], want_seqs=True)
-        loss = (outs[0] * 3 + outs[1]).sum() + seqs[0].sum() + finals[1].sum()
-        loss.backward()
-        return inf, outs, [t.grad for t in leaves] + [w.grad.clone()], outs[1].grad_fn
-
-    a = run({})
-    b = _run_ctypes(monkeypatch, lambda: run({}))
-    flat = lambda r: [t for part in r[0] if part is not None for t in part] + r[1] + r[2]
-    for ta, tb in zip(flat(a), flat(b)):
-        assert torch.equal(ta, tb)
-    assert type(a[3]).__name__ == "CppFunction"
-    assert type(b[3]).__name__ != "CppFunction"
+def test_training_is_one_cpp_node(device):
+    k = flexsn.FlexSNKernel(tutorial(), 2, 2, backend=device.type)
+    x = torch.randn(4, 3, device=device, requires_grad=True)
+    outs, _, _ = k.run([x, x], [torch.zeros(3, device=device)] * 2, want_seqs=True)
+    assert type(outs[0].grad_fn).__name__ == "CppFunction"
 
 
-@native_only
-def test_native_zero_states_and_T1(device):
-    """No initial states (null pointers) and T = 1 on the native path, against
-    the torch loop."""
+def test_zero_states_and_T1(device):
+    """No initial states (null pointers) and T = 1, against the torch
+    loop."""
     c = flexsn.FlexSN(tutorial(), 2, 2, 2, backend=device.type)
     r = flexsn.FlexSN(tutorial(), 2, 2, 2, backend="torch")
     for T in (1, 5):
@@ -90,11 +54,10 @@ def test_native_zero_states_and_T1(device):
                      what=f"y.grad T={T}")
 
 
-@pytest.mark.parametrize("path", ["active", "ctypes"])
-def test_double_backward_is_refused(device, monkeypatch, path):
+def test_double_backward_is_refused(device):
     """The kernels compute first-order gradients: asking for a graph of
     their backward (create_graph=True with a gradient that itself requires
-    grad) raises on both paths, rather than a second derivative that would
+    grad) raises, rather than a second derivative that would
     silently lack the kernels' terms."""
     def go():
         k = flexsn.FlexSNKernel(lif(), 1, 1, backend=device.type)
@@ -103,16 +66,15 @@ def test_double_backward_is_refused(device, monkeypatch, path):
         (g,) = torch.autograd.grad((outs[0] * x).sum(), x, create_graph=True)
         torch.autograd.grad(g.sum(), x)
     with pytest.raises(RuntimeError, match="backward of a compiled core is not differentiable"):
-        go() if path == "active" else _run_ctypes(monkeypatch, go)
+        go()
 
 
-@native_only
-def test_native_operators_refuse_bad_calls():
+def test_operators_refuse_bad_calls():
     ops = _native.ops()
     with pytest.raises(RuntimeError, match="no bound kernel #123456789"):
-        ops.launch(123456789, [torch.zeros(2, 2)], 0)
+        ops.launch(123456789, [torch.zeros(2, 2)])
     with pytest.raises(RuntimeError, match="no bound training #123456789"):
-        ops.train(123456789, [torch.zeros(2, 2)], 0)
+        ops.train(123456789, [torch.zeros(2, 2)])
     with pytest.raises(RuntimeError, match="null kernel handle"):
         ops.bind(0, 2, False, [0, 0], [1], ["float32"], [0])
     with pytest.raises(RuntimeError, match="read slot out of range"):
@@ -125,8 +87,7 @@ def test_native_operators_refuse_bad_calls():
         ops.bind_train(123456789, 123456790, [], [], [], [], [], [])
 
 
-@native_only
-def test_native_plan_operators_refuse_bad_calls():
+def test_plan_operators_refuse_bad_calls():
     ops = _native.ops()
     k = flexsn.FlexSNKernel(lif(), 1, 1, backend="cpu")
     x, v = torch.randn(3, 4), torch.zeros(4)
@@ -134,7 +95,7 @@ def test_native_plan_operators_refuse_bad_calls():
         k.run([x], [v], want_seqs=False)
     ident = next(iter(k.compiled.prepared.values())).kernel.native
     with pytest.raises(RuntimeError, match="no bound plan #123456789"):
-        ops.run_plan(123456789, [x, v], 0)
+        ops.run_plan(123456789, [x, v])
     with pytest.raises(RuntimeError, match="no bound training #123456789"):
         ops.bind_plan(123456789, True, [], [x, v], False, False)
     with pytest.raises(RuntimeError, match="last_steps is for a training plan"):
@@ -148,24 +109,23 @@ def test_native_plan_operators_refuse_bad_calls():
     plan = ops.bind_plan(ident, False, [0, 1], [x, v], False, False)
     try:
         with torch.no_grad():
-            s, vf = ops.run_plan(plan, [x, v], 0)
+            s, vf = ops.run_plan(plan, [x, v])
             assert s.shape == (3, 4) and vf.shape == (4,)
             # any difference from the recorded call: no result, nothing run
             for other in ([x[:2], v], [x.double(), v], [x, None], [x.t().contiguous().t(), v],
                           [torch.randn(4, 3).t(), v], [x], [x, v, v]):
-                assert ops.run_plan(plan, other, 0) == []
-        assert ops.run_plan(plan, [x, v], 0) == []  # grad mode differs
+                assert ops.run_plan(plan, other) == []
+        assert ops.run_plan(plan, [x, v]) == []  # grad mode differs
     finally:
         ops.release(plan)
     with pytest.raises(RuntimeError, match=f"no bound plan #{plan}"):
-        ops.run_plan(plan, [x, v], 0)
+        ops.run_plan(plan, [x, v])
 
 
-@native_only
 def test_planned_calls_are_checked_in_cpp(device, monkeypatch):
-    """With the native call path a planned call is checked and launched by
-    one operator call: Plan.matches (the ctypes path's checks) never runs,
-    and a call that differs from the plan still takes the general path."""
+    """A planned call is checked and launched by one operator call, with
+    the results of the general path; a call that differs from the plan
+    takes the general path."""
     from flexsn import _runner
     m = flexsn.FlexSN(lif(), num_states=1).to(device)
     ref = flexsn.FlexSN(lif(), num_states=1).to(device)
@@ -179,10 +139,6 @@ def test_planned_calls_are_checked_in_cpp(device, monkeypatch):
         mod(xg).sum().backward()
         mod.reset()
     assert all(e[0].native is not None for e in m.__dict__["_plans"] if e is not None)
-
-    def no_python_checks(*a, **k):
-        raise AssertionError("Plan.matches ran on the native path")
-    monkeypatch.setattr(_runner.Plan, "matches", no_python_checks)
     general = []
     real = _runner.run_compiled
     monkeypatch.setattr(_runner, "run_compiled",
@@ -210,8 +166,7 @@ def test_planned_calls_are_checked_in_cpp(device, monkeypatch):
         m("not a tensor")
 
 
-@native_only
-def test_native_launch_checks_input0_and_positions():
+def test_launch_checks_input0_and_positions():
     """A bound kernel (a real one, lif's inference) called with no [T, ...]
     input #0, or fewer tensors than it reads: an error naming it."""
     k = flexsn.FlexSNKernel(lif(), 1, 1, backend="cpu")
@@ -222,46 +177,15 @@ def test_native_launch_checks_input0_and_positions():
     ident = prep.kernel.native
     ops = _native.ops()
     with pytest.raises(RuntimeError, match=r"input #0 must be a \[T, \.\.\.\] tensor with T > 0"):
-        ops.launch(ident, [torch.zeros(0, 4), v], 0)
+        ops.launch(ident, [torch.zeros(0, 4), v])
     with pytest.raises(RuntimeError, match="the call passes 1 tensors; the kernel reads #1"):
-        ops.launch(ident, [x], 0)
+        ops.launch(ident, [x])
 
 
-@pytest.fixture
-def unloaded(monkeypatch):
-    """_native as before its first load (its state comes back afterwards)."""
-    for name in ("_reason", "launch", "train"):
-        monkeypatch.setattr(_native, name, getattr(_native, name))
-    monkeypatch.setattr(_native, "_loaded", False)
-    monkeypatch.setattr(_native, "_ops", None)
-
-
-def test_fallback_when_built_for_another_torch(monkeypatch, unloaded):
-    """A libFlexSNTorch.so built for another PyTorch version is not loaded:
-    the ctypes path runs, and status() says why."""
-    monkeypatch.delenv("FLEXSN_NATIVE", raising=False)
-    monkeypatch.setattr(torch, "__version__", "1.99.0+cpu")
-    s = _native.status()
-    if "no libFlexSNTorch.so" in s:
-        pytest.skip(s)
-    assert s.startswith("ctypes: libFlexSNTorch.so was built for PyTorch "), s
-    assert s.endswith("this is 1.99.0+cpu"), s
-    k = flexsn.FlexSNKernel(lif(), 1, 1, backend="cpu")
-    with torch.no_grad():
-        outs, _, _ = k.run([torch.randn(3, 4)], [torch.zeros(4)], want_seqs=False)
-    assert next(iter(k.compiled.prepared.values())).kernel.native is None
-
-
-def test_environment_turns_native_off(monkeypatch, unloaded):
-    monkeypatch.setenv("FLEXSN_NATIVE", "0")
-    assert _native.status() == "ctypes: FLEXSN_NATIVE=0"
-
-
-@pytest.mark.parametrize("path", ["active", "ctypes"])
-def test_retain_graph_and_noncontiguous_gradients(device, monkeypatch, path):
+def test_retain_graph_and_noncontiguous_gradients(device):
     """A second backward through a retained graph gives the same gradients
     again, and gradients arriving as non-contiguous views (a transposed
-    loss) give those of the torch loop, on either path."""
+    loss) give those of the torch loop."""
     def go():
         c = flexsn.FlexSN(tutorial(), 2, 2, 2, backend=device.type, store_state_seqs=True)
         x = (torch.randn(6, 5, 3, device=device) * 2).requires_grad_()
@@ -274,7 +198,7 @@ def test_retain_graph_and_noncontiguous_gradients(device, monkeypatch, path):
         x.grad = y.grad = None
         loss.backward()
         return first, (x.grad, y.grad), (x, y, w)
-    first, second, (x, y, w) = go() if path == "active" else _run_ctypes(monkeypatch, go)
+    first, second, (x, y, w) = go()
     assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])
     r = flexsn.FlexSN(tutorial(), 2, 2, 2, backend="torch", store_state_seqs=True)
     xr, yr = x.detach().clone().requires_grad_(), y.detach().clone().requires_grad_()
@@ -307,7 +231,7 @@ HUGE_PAGES_CHECK = """
 import sys, torch, flexsn
 sys.path.insert(0, {tests!r})
 from cores import lif
-from test_native import _vm_flags
+from test_operators import _vm_flags
 k = flexsn.FlexSNKernel(lif(), 1, 1, backend="cpu")
 x = torch.randn(4, 1 << 20) * 2
 with torch.no_grad():
@@ -318,15 +242,11 @@ print(torch.equal(s, ref), "hg" in (_vm_flags(s.data_ptr() + (8 << 20)) or []),
 """
 
 
-@pytest.mark.parametrize("path", ["native", "ctypes"])
 @pytest.mark.parametrize("setting", [None, "0"])
-def test_large_cpu_results_are_advised_huge_pages(setting, path):
+def test_large_cpu_results_are_advised_huge_pages(setting):
     """A CPU result of 4 MiB or more is advised onto transparent huge pages
     before the kernel writes it (madvise MADV_HUGEPAGE: VmFlags "hg" on its
-    mapping), unless FLEXSN_HUGE_PAGES=0, on both call paths; the results
-    are the same."""
-    if path == "native" and _native.ops() is None:
-        pytest.skip(f"call path: {_native.status()}")
+    mapping), unless FLEXSN_HUGE_PAGES=0; the results are the same."""
     import os
     import subprocess
     import sys
@@ -341,15 +261,96 @@ def test_large_cpu_results_are_advised_huge_pages(setting, path):
     env.pop("FLEXSN_HUGE_PAGES", None)
     if setting is not None:
         env["FLEXSN_HUGE_PAGES"] = setting
-    if path == "ctypes":
-        env["FLEXSN_NATIVE"] = "0"
     tests = os.path.dirname(os.path.abspath(__file__))
     out = subprocess.run([sys.executable, "-c", HUGE_PAGES_CHECK.format(tests=tests)],
                          env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     same, advised, readable, ran = out.stdout.split()
-    assert same == "True" and ran == path
+    assert same == "True" and ran == "native"
     if readable != "True":
         pytest.skip("/proc/self/smaps gives no VmFlags here")
     assert advised == ("True" if setting is None else "False")
 
+
+
+# A process whose libFlexSN.so has no operators built beside it (a copy in a
+# folder of its own, as a wheel built without torch installs), with its own
+# cache: the operators are built for this PyTorch on first use.
+FIRST_USE = """
+import sys, warnings, torch, flexsn
+sys.path.insert(0, {tests!r})
+from cores import lif
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    m = flexsn.FlexSN(lif(), num_states=1)
+    m2 = flexsn.FlexSN(lif(), num_states=1)
+x = torch.randn(6, 3, 4) * 2
+ref = flexsn.FlexSN(lif(), num_states=1, backend="torch")(x)
+print(flexsn.call_path())
+print(torch.equal(m(x), ref), m.compiled,
+      sum(issubclass(w.category, flexsn.FallbackWarning) for w in caught))
+"""
+
+
+def _lone_library(tmp_path):
+    lib = tmp_path / "lib" / "libFlexSN.so"
+    lib.parent.mkdir()
+    shutil.copy2(flexsn._capi.library_path(), lib)
+    return lib
+
+
+def _first_use(tmp_path, lib, **env_extra):
+    env = dict(os.environ, FLEXSN_LIBRARY=str(lib), FLEXSN_CACHE_DIR=str(tmp_path / "cache"))
+    env.update(env_extra)
+    tests = os.path.dirname(os.path.abspath(__file__))
+    return subprocess.run([sys.executable, "-c", FIRST_USE.format(tests=tests)], env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_operators_are_built_on_first_use_and_kept(tmp_path):
+    if _native.compiler() is None:
+        pytest.skip("no C++ compiler here")
+    lib = _lone_library(tmp_path)
+    first = _first_use(tmp_path, lib)
+    assert first.returncode == 0, first.stderr[-3000:]
+    path, result = first.stdout.strip().splitlines()[-2:]
+    assert path.startswith("native: ") and "built for this PyTorch" in path, path
+    assert str(tmp_path / "cache" / "torch-ops") in path
+    assert result == "True True 0"
+    assert "building its PyTorch operators" in first.stderr
+    again = _first_use(tmp_path, lib)  # the cached build: nothing compiled
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.strip().splitlines()[-1] == "True True 0"
+    assert "building" not in again.stderr
+
+
+def test_without_operators_cores_run_as_torch_loops_with_one_warning(tmp_path):
+    """No operators and no compiler to build them: every module runs its core
+    as a PyTorch loop, with the same results, after one FallbackWarning that
+    says why and what to do; call_path() says so."""
+    lib = _lone_library(tmp_path)
+    out = _first_use(tmp_path, lib, CXX=str(tmp_path / "no-such-compiler"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    path, result = out.stdout.strip().splitlines()[-2:]
+    assert path.startswith("torch: no C++ compiler to build them"), path
+    assert result == "True False 1", result
+
+
+def test_strict_refuses_to_run_without_operators(monkeypatch):
+    """strict=True: no silent PyTorch loop where the operators cannot load."""
+    monkeypatch.setattr(_native, "ops", lambda: None)
+    with pytest.raises(flexsn.FlexSNError, match="cannot load its PyTorch operators"):
+        flexsn.FlexSN(lif(), num_states=1, strict=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", flexsn.FallbackWarning)
+        m = flexsn.FlexSN(lif(), num_states=1)
+    assert not m.compiled
+
+
+def test_build_command_targets_this_torch():
+    cmd = _native.build_command("c++", "out.so")
+    include, lib = _native._torch_dirs()
+    assert cmd[0] == "c++" and str(_native.SOURCE) in cmd
+    assert f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}" in cmd
+    assert str(include) in cmd and f"-L{lib}" in cmd
+    assert _native.SOURCE.is_file()

@@ -5,28 +5,32 @@
 // Python package binds each kernel once (which tensor of a call each pointer
 // reads, which result it writes, of what dtype and shape) and then calls:
 //
-//   launch(id, args, stream)  allocates the results and launches one kernel
-//                             (inference, final_state);
-//   train(id, leaves, stream) the training forward as an autograd node whose
-//                             backward launches the backward kernel, both in
-//                             C++ (no Python autograd.Function on the step);
-//   run_plan(id, args, stream) either of them for a call that matches the
-//                             configuration (dtypes, shapes, device, grad
-//                             mode...) of the recorded call `id` names, or
-//                             nothing for one that does not: the package's
-//                             fast path, its checks in C++.
+//   launch(id, args)    allocates the results and launches one kernel
+//                       (inference, final_state);
+//   train(id, leaves)   the training forward as an autograd node whose
+//                       backward launches the backward kernel, both in C++;
+//   run_plan(id, args)  either of them for a call that matches the
+//                       configuration (dtypes, shapes, device, grad mode...)
+//                       of the recorded call `id` names, or nothing for one
+//                       that does not: the package's fast path, its checks
+//                       in C++.
 //
-// It links against libtorch only, never against libFlexSN.so: the package
-// hands it the address of `flexsn_kernel_launch` and `flexsn_free` of the
-// library it loaded (ctypes), so both paths use one copy of the runtime. It
-// is built against one PyTorch version; the package loads it only under that
-// version (flexsn/_native.py) and otherwise keeps its ctypes path.
+// These are the package's only way to launch a kernel. CUDA kernels run on
+// PyTorch's current stream of the call's device, read here at each launch
+// (so CUDA graph capture and side streams see them where PyTorch's own ops
+// would be).
+//
+// It links against libtorch only, never against libFlexSN.so or the CUDA
+// runtime: the package hands it the addresses of `flexsn_kernel_launch` and
+// `flexsn_free` of the library it loaded and of PyTorch's current-stream
+// getter (0 in a PyTorch without CUDA). It is built against one PyTorch
+// version; flexsn/_native.py loads it only under that version and builds it
+// for the installed one otherwise.
 //
 //===----------------------------------------------------------------------===//
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <c10/util/SmallVector.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
@@ -48,9 +52,12 @@ using LaunchFn = int (*)(const void *kernel, void *const *ptrs, size_t numPtrs,
                          int64_t T, int64_t NCL, void *stream, unsigned threads,
                          char **error);
 using FreeFn = void (*)(void *ptr);
+// PyTorch's C shim: the current CUDA stream of a device (0 on success).
+using StreamFn = int32_t (*)(int32_t device, void **stream);
 
 std::atomic<LaunchFn> launchFn{nullptr};
 std::atomic<FreeFn> freeFn{nullptr};
+std::atomic<StreamFn> streamFn{nullptr};
 
 /// One kernel's arguments bound to a call: each read pointer takes the
 /// tensor at a position of the call's list (undefined: a null pointer,
@@ -127,11 +134,25 @@ c10::ScalarType dtypeNamed(const std::string &name) {
   TORCH_CHECK(false, "flexsn_native: unknown result dtype '", name, "'");
 }
 
-void init(int64_t launch, int64_t free) {
+void init(int64_t launch, int64_t free, int64_t stream) {
   TORCH_CHECK(launch != 0 && free != 0,
               "flexsn_native.init: null function address");
   launchFn.store(reinterpret_cast<LaunchFn>(static_cast<uintptr_t>(launch)));
   freeFn.store(reinterpret_cast<FreeFn>(static_cast<uintptr_t>(free)));
+  streamFn.store(reinterpret_cast<StreamFn>(static_cast<uintptr_t>(stream)));
+}
+
+/// PyTorch's current CUDA stream on `device`.
+void *currentStream(const c10::Device &device) {
+  StreamFn get = streamFn.load();
+  TORCH_CHECK(get, "flexsn: a CUDA kernel, but the package found no CUDA "
+                   "stream getter in this PyTorch");
+  TORCH_CHECK(device.is_cuda(), "flexsn: a CUDA kernel called with tensors on ",
+              device);
+  void *stream = nullptr;
+  TORCH_CHECK(get(device.has_index() ? device.index() : -1, &stream) == 0,
+              "flexsn: cannot read the current CUDA stream of ", device);
+  return stream;
 }
 
 int64_t bindKernel(int64_t kernel, int64_t numPointers, bool cuda,
@@ -234,23 +255,22 @@ void release(int64_t id) {
 /// would make the pointers meaningless.
 std::vector<at::Tensor> run(const BoundKernel &bound,
                             const std::vector<at::Tensor> &args,
-                            int64_t stream, at::IntArrayRef seqShape,
+                            at::IntArrayRef seqShape,
                             at::TensorOptions options);
 
 std::vector<at::Tensor> run(const BoundKernel &bound,
-                            const std::vector<at::Tensor> &args,
-                            int64_t stream) {
+                            const std::vector<at::Tensor> &args) {
   TORCH_CHECK(!args.empty() && args[0].defined() && args[0].dim() >= 1 &&
                   args[0].size(0) > 0,
               "flexsn_native: input #0 must be a [T, ...] tensor with T > 0");
-  return run(bound, args, stream, args[0].sizes(), args[0].options());
+  return run(bound, args, args[0].sizes(), args[0].options());
 }
 
 /// The same with the call's [T, *S] shape and device given (a backward that
 /// does not read input #0).
 std::vector<at::Tensor> run(const BoundKernel &bound,
                             const std::vector<at::Tensor> &args,
-                            int64_t stream, at::IntArrayRef seqShape,
+                            at::IntArrayRef seqShape,
                             at::TensorOptions options) {
   LaunchFn launch = launchFn.load();
   TORCH_CHECK(launch, "flexsn_native: init() was not called");
@@ -258,7 +278,16 @@ std::vector<at::Tensor> run(const BoundKernel &bound,
               "flexsn_native: a [T, ...] call with T > 0");
   int64_t T = seqShape[0];
   int64_t NCL = c10::multiply_integers(seqShape) / T;
-  c10::SmallVector<void *, 32> pointers(bound.numPointers, nullptr);
+  // The pointer array on the stack for the usual kernel (a heap array past
+  // that); zeroed: a pointer no read or result sets stays null.
+  constexpr size_t kInlinePointers = 32;
+  void *inlinePointers[kInlinePointers] = {};
+  std::vector<void *> heapPointers;
+  void **pointers = inlinePointers;
+  if (bound.numPointers > kInlinePointers) {
+    heapPointers.assign(bound.numPointers, nullptr);
+    pointers = heapPointers.data();
+  }
   for (const auto &[slot, position] : bound.reads) {
     TORCH_CHECK(position < static_cast<int64_t>(args.size()),
                 "flexsn_native: the call passes ", args.size(),
@@ -290,15 +319,13 @@ std::vector<at::Tensor> run(const BoundKernel &bound,
     std::lock_guard<std::mutex> lock(traceMutex);
     traceLog.push_back(bound.id);
     traceLog.push_back(bound.numPointers);
-    for (void *p : pointers)
-      traceLog.push_back(p == nullptr);
+    for (size_t i = 0; i < bound.numPointers; ++i)
+      traceLog.push_back(pointers[i] == nullptr);
   }
   char *error = nullptr;
-  void *cuStream =
-      bound.cuda ? reinterpret_cast<void *>(static_cast<uintptr_t>(stream))
-                 : nullptr;
+  void *cuStream = bound.cuda ? currentStream(options.device()) : nullptr;
   unsigned threads = bound.cuda ? 0 : at::get_num_threads();
-  if (launch(bound.kernel, pointers.data(), bound.numPointers, T, NCL, cuStream,
+  if (launch(bound.kernel, pointers, bound.numPointers, T, NCL, cuStream,
              threads, &error) != 0) {
     std::string message = error ? error : "unknown error";
     if (error)
@@ -319,10 +346,9 @@ asTensors(const c10::List<std::optional<at::Tensor>> &list) {
 }
 
 std::vector<at::Tensor>
-launchOp(int64_t id, const c10::List<std::optional<at::Tensor>> &args,
-         int64_t stream) {
+launchOp(int64_t id, const c10::List<std::optional<at::Tensor>> &args) {
   std::shared_ptr<const BoundKernel> bound = lookup(kernels, id, "kernel");
-  return run(*bound, asTensors(args), stream);
+  return run(*bound, asTensors(args));
 }
 
 /// A training binding held by a tensor: a one-element int64 CPU tensor
@@ -371,11 +397,11 @@ c10::intrusive_ptr<BoundTraining> boundOf(const at::Tensor &keeper) {
 }
 
 /// The training forward as an autograd node; its backward runs the backward
-/// kernel on the forward's stream (PyTorch runs a node's backward on the
-/// stream its forward used). Saved: the leaves the backward reads
-/// (undefined where it reads none or the call passed none: an initial state
-/// of zeros), the kept forward results (state sequences, saved values) and
-/// the binding's keeper; in saved_data the stream and the indices, shapes
+/// kernel on the current stream, which PyTorch sets to the stream the
+/// forward used while it runs a node's backward. Saved: the leaves the
+/// backward reads (undefined where it reads none or the call passed none:
+/// an initial state of zeros), the kept forward results (state sequences,
+/// saved values) and the binding's keeper; in saved_data the indices, shapes
 /// and dtypes of the passed leaves it does not keep (integers, which
 /// compiled autograd lifts into its graph as inputs). The node marks
 /// nothing non-differentiable (compiled autograd refuses such nodes):
@@ -383,11 +409,10 @@ c10::intrusive_ptr<BoundTraining> boundOf(const at::Tensor &keeper) {
 struct ScanNode : public torch::autograd::Function<ScanNode> {
   static variable_list forward(AutogradContext *ctx,
                                const c10::intrusive_ptr<BoundTraining> &bound,
-                               int64_t stream,
                                const std::vector<at::Tensor> *leaves,
                                at::TensorList definedLeaves) {
     (void)definedLeaves; // the same tensors: what autograd tracks
-    std::vector<at::Tensor> results = run(*bound->forward, *leaves, stream);
+    std::vector<at::Tensor> results = run(*bound->forward, *leaves);
     variable_list outputs;
     outputs.reserve(bound->outputIndex.size() + bound->stateIndex.size());
     for (int64_t i : bound->outputIndex)
@@ -415,7 +440,6 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
     toSave.push_back(keeperOf(bound));
     ctx->set_materialize_grads(false);
     ctx->save_for_backward(std::move(toSave));
-    ctx->saved_data["stream"] = stream;
     ctx->saved_data["meta"] = std::move(meta);
     return outputs;
   }
@@ -442,10 +466,9 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
     // A passed leaf the node did not keep gives its shape and dtype from
     // "meta": per such leaf its index, dtype, rank and sizes.
     std::vector<int64_t> meta = ctx->saved_data["meta"].toIntVector();
-    int64_t stream = ctx->saved_data["stream"].toInt();
     std::vector<at::Tensor> results;
     if (saved[0].defined()) {
-      results = run(*bound->backward, args, stream);
+      results = run(*bound->backward, args);
     } else {
       // Input #0 was not kept: its shape is the first entry of "meta", its
       // device that of a gradient (the node runs with at least one).
@@ -458,20 +481,19 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
         if (t.defined() && !device)
           device = &t;
       TORCH_CHECK(device, "flexsn: a FlexSN backward without a gradient");
-      results = run(*bound->backward, args, stream, seqShape,
-                    device->options());
+      results = run(*bound->backward, args, seqShape, device->options());
     }
-    // Two untracked arguments (bound, stream), the leaves' pointer, then
-    // one gradient per tracked (defined) leaf.
+    // Two untracked arguments (bound, the leaves' pointer), then one
+    // gradient per tracked (defined) leaf.
     size_t pos = 0;
-    variable_list out(3);
+    variable_list out(2);
     for (int64_t j = 0; j < n; ++j) {
       const at::Tensor &leaf = saved[j];
       // Not kept and not in "meta": the call passed none.
       bool inMeta = pos < meta.size() && meta[pos] == j;
       if (!leaf.defined() && !inMeta)
         continue;
-      c10::ScalarType dtype;
+      c10::ScalarType dtype = at::kFloat; // set below, from the leaf or "meta"
       std::vector<int64_t> sizes;
       if (leaf.defined()) {
         dtype = leaf.scalar_type();
@@ -504,26 +526,25 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
 /// The training forward of `bound` on `all` (its leaves, undefined where
 /// the call passes none) as an autograd node: outputs, then state results.
 std::vector<at::Tensor> train(const c10::intrusive_ptr<BoundTraining> &bound,
-                              std::vector<at::Tensor> all, int64_t stream) {
+                              std::vector<at::Tensor> all) {
   std::vector<at::Tensor> defined;
   for (const at::Tensor &t : all)
     if (t.defined())
       defined.push_back(t);
   std::vector<at::Tensor> outputs =
-      ScanNode::apply(bound, stream, &all, at::TensorList(defined));
+      ScanNode::apply(bound, &all, at::TensorList(defined));
   for (int64_t i : bound->nonDifferentiable)
     outputs[i] = outputs[i].detach();
   return outputs;
 }
 
 std::vector<at::Tensor>
-trainOp(int64_t id, const c10::List<std::optional<at::Tensor>> &leaves,
-        int64_t stream) {
+trainOp(int64_t id, const c10::List<std::optional<at::Tensor>> &leaves) {
   c10::intrusive_ptr<BoundTraining> bound = lookup(trainings, id, "training");
   TORCH_CHECK(static_cast<int64_t>(leaves.size()) == bound->numLeaves,
               "flexsn_native.train: ", leaves.size(),
               " leaves for a kernel of ", bound->numLeaves);
-  return train(bound, asTensors(leaves), stream);
+  return train(bound, asTensors(leaves));
 }
 
 /// A call's configuration, recorded for the package's fast path (its
@@ -635,21 +656,20 @@ int64_t bindPlan(int64_t target, bool train, std::vector<int64_t> order,
 /// the package's own `seq[-1]` was), or none when the call does not match
 /// the plan (the package then takes its general path).
 std::vector<at::Tensor>
-runPlan(int64_t id, const c10::List<std::optional<at::Tensor>> &args,
-        int64_t stream) {
+runPlan(int64_t id, const c10::List<std::optional<at::Tensor>> &args) {
   std::shared_ptr<const BoundPlan> plan = lookup(plans, id, "plan");
   if (!plan->matches(args))
     return {};
   if (plan->training) {
     std::vector<at::Tensor> results =
-        train(plan->training, asTensors(args), stream);
+        train(plan->training, asTensors(args));
     if (plan->lastSteps)
       for (size_t i = plan->training->outputIndex.size(); i < results.size();
            ++i)
         results[i] = results[i].select(0, -1);
     return results;
   }
-  std::vector<at::Tensor> results = run(*plan->kernel, asTensors(args), stream);
+  std::vector<at::Tensor> results = run(*plan->kernel, asTensors(args));
   std::vector<at::Tensor> ordered;
   ordered.reserve(plan->order.size());
   for (int64_t i : plan->order)
@@ -660,7 +680,7 @@ runPlan(int64_t id, const c10::List<std::optional<at::Tensor>> &args,
 } // namespace
 
 TORCH_LIBRARY(flexsn_native, m) {
-  m.def("init(int launch, int free) -> ()", &init);
+  m.def("init(int launch, int free, int stream) -> ()", &init);
   m.def("bind(int kernel, int num_pointers, bool cuda, int[] reads, "
         "int[] result_slots, str[] result_dtypes, int[] result_shapes) -> int",
         &bindKernel);
@@ -671,10 +691,10 @@ TORCH_LIBRARY(flexsn_native, m) {
         &bindTraining);
   m.def("release(int id) -> ()", &release);
   m.def("trace(bool on) -> int[]", &trace);
-  m.def("launch(int id, Tensor?[] args, int stream) -> Tensor[]", &launchOp);
-  m.def("train(int id, Tensor?[] leaves, int stream) -> Tensor[]", &trainOp);
+  m.def("launch(int id, Tensor?[] args) -> Tensor[]", &launchOp);
+  m.def("train(int id, Tensor?[] leaves) -> Tensor[]", &trainOp);
   m.def("bind_plan(int target, bool train, int[] order, Tensor?[] example, "
         "bool grad, bool last_steps) -> int",
         &bindPlan);
-  m.def("run_plan(int id, Tensor?[] args, int stream) -> Tensor[]", &runPlan);
+  m.def("run_plan(int id, Tensor?[] args) -> Tensor[]", &runPlan);
 }
