@@ -1,6 +1,6 @@
 """Per-call overhead of a FlexSN call from Python: wall time of one call at
 T=1, NCL=1024 (LIF), minus the kernels' own time, for the eager path
-(FlexSNKernel.run: the native operators, or ctypes) and the custom-op path
+(FlexSNKernel.run, through the package's operators) and the custom-op path
 that torch.compile uses (the same call through torch.ops.flexsn.*),
 inference and a training step (forward + backward), next to the Python
 loop's training step and to PyTorch's own floors (one op; one op, a sum,
@@ -73,8 +73,7 @@ def layers(dev, sync):
     rows = []
     if plan.native is not None:
         native = plan.native
-        stream = plan.stream_of()
-        rows.append(("operator run_plan", lambda: _native.run_plan(native, args, stream)))
+        rows.append(("operator run_plan", lambda: _native.run_plan(native, args)))
     # From _fast on, each call starts from no states again (a call leaves
     # its final states, whose plan is another slot's).
     reset = m.reset

@@ -20,6 +20,11 @@ fi
   --out="$BUILD_DIR/fuzz-failures"
 # The manylinux wheel, for the install check (tests/test_wheel.py).
 export FLEXSN_TEST_WHEEL=${FLEXSN_TEST_WHEEL:-$(scripts/wheel.sh "$BUILD_DIR/dist" | tail -1)}
+# The wheel a plain `pip wheel .` builds (pip's build isolation: no torch
+# there, so no operators inside; they are built on first use).
+rm -rf "$BUILD_DIR/dist/plain"
+${PYTHON:-python3} -m pip wheel -q --no-deps . -w "$BUILD_DIR/dist/plain" >&2
+export FLEXSN_TEST_PLAIN_WHEEL=$(realpath "$BUILD_DIR"/dist/plain/flexsn-*.whl)
 export FLEXSN_LIBRARY=${FLEXSN_LIBRARY:-$PWD/$BUILD_DIR/lib/libFlexSN.so}
 cd python-bindings
 ${PYTHON:-python3} -c 'import flexsn; print("== pytest, call path", flexsn.call_path())'

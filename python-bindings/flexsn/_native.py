@@ -38,6 +38,7 @@ from typing import Optional
 import torch
 
 from . import _capi
+from ._errors import FlexSNError
 
 SOURCE = Path(__file__).resolve().parent / "csrc" / "FlexSNTorch.cpp"
 
@@ -45,6 +46,8 @@ _lock = threading.Lock()
 _loaded = False
 _ops = None  # torch.ops.flexsn_native once loaded
 _reason = "not loaded yet"
+_fix = ("install a C++ compiler (g++) or set $CXX, then restart Python: the package "
+        "builds its operators for this PyTorch on first use")
 # The operators' overloads, looked up once (attribute lookups cost a call).
 launch = None
 train = None
@@ -173,13 +176,17 @@ def _stream_getter() -> int:
 
 
 def _load() -> None:
-    global _loaded, _ops, _reason, launch, train, run_plan
+    global _loaded, _ops, _reason, _fix, launch, train, run_plan
     with _lock:
         if _loaded:
             return
         _loaded = True
         try:
             lib = _capi.lib()
+        except FlexSNError as e:
+            _reason, _fix = str(e).strip(), "set FLEXSN_LIBRARY to libFlexSN.so's path"
+            return
+        try:
             path, origin = _find()
             torch.ops.load_library(str(path))
             ops = torch.ops.flexsn_native
@@ -215,9 +222,7 @@ def status() -> str:
 def unavailable_message() -> str:
     """Why compiled cores cannot run, and what to do about it."""
     return (f"flexsn cannot load its PyTorch operators ({_reason}); cores run as "
-            "PyTorch loops (backend 'torch'), much slower. Install a C++ compiler "
-            "(g++) or set $CXX, then restart Python: the package builds its operators "
-            "for this PyTorch on first use")
+            f"PyTorch loops (backend 'torch'), much slower. To fix: {_fix}")
 
 
 def release(ident: Optional[int]) -> None:

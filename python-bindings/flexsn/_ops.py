@@ -29,7 +29,9 @@ Eager calls do not go through these ops: they take the direct path
 from __future__ import annotations
 
 import threading
-from typing import Optional
+# typing.List, not list[...]: PyTorch 2.6's schema inference reads only the
+# former.
+from typing import List, Optional
 
 import torch
 from torch import Tensor
@@ -60,8 +62,8 @@ def _core(handle: int):
 
 
 @torch.library.custom_op("flexsn::infer", mutates_args=())
-def infer(core: int, inputs: list[Tensor], states: list[Tensor], params: list[Tensor],
-          want_seqs: bool) -> list[Tensor]:
+def infer(core: int, inputs: List[Tensor], states: List[Tensor], params: List[Tensor],
+          want_seqs: bool) -> List[Tensor]:
     cc = _core(core)
     x = inputs[0]
     geom = _runner.geometry(x)
@@ -130,8 +132,8 @@ def _forward_fake(cc, pair, x):
 
 
 @torch.library.custom_op("flexsn::train_forward", mutates_args=())
-def train_forward(core: int, inputs: list[Tensor], states: list[Tensor],
-                  params: list[Tensor], mask: list[bool], want_seqs: bool) -> list[Tensor]:
+def train_forward(core: int, inputs: List[Tensor], states: List[Tensor],
+                  params: List[Tensor], mask: List[bool], want_seqs: bool) -> List[Tensor]:
     cc = _core(core)
     x = inputs[0]
     geom = _runner.geometry(x)
@@ -156,10 +158,10 @@ def _train_forward_fake(core, inputs, states, params, mask, want_seqs):
 
 
 @torch.library.custom_op("flexsn::train_backward", mutates_args=())
-def train_backward(core: int, like: Tensor, inputs: list[Optional[Tensor]],
-                   states: list[Optional[Tensor]], params: list[Tensor], kept: list[Tensor],
-                   grads: list[Optional[Tensor]], mask: list[bool],
-                   want_seqs: bool) -> list[Tensor]:
+def train_backward(core: int, like: Tensor, inputs: List[Optional[Tensor]],
+                   states: List[Optional[Tensor]], params: List[Tensor], kept: List[Tensor],
+                   grads: List[Optional[Tensor]], mask: List[bool],
+                   want_seqs: bool) -> List[Tensor]:
     cc = _core(core)
     # Shapes and dtypes from `like` ([T, *S], the inputs' dtype and device):
     # inputs and states the backward does not read arrive as None.

@@ -77,6 +77,8 @@ def cache_dir() -> Optional[Path]:
 
 def _compile(ir: str, target: str, options: str) -> Program:
     code = _capi.TARGET_CUDA if target == "cuda" else _capi.TARGET_CPU
+    if target == "cuda":
+        options = f"{options} {cuda_home_option()}".strip()
     directory = cache_dir()
     if target != "cuda":
         # The library keys each kernel's object file itself (its lowered
@@ -158,7 +160,7 @@ def get_program(ir: str, target: str, chip: Optional[str] = None,
     if differentiate and save_ops:
         options += f" save-ops={save_ops}"
     if target == "cuda":
-        options += f" chip={chip} {cuda_home_option()}"
+        options += f" chip={chip}"
     options = options.strip()
     key = (ir, target, options)
     program = _programs.get(key)

@@ -26,6 +26,19 @@ def device(request):
     return torch.device(request.param)
 
 
+def child_python(env=None):
+    """(argv prefix, environment) of a child Python that imports the flexsn
+    this process tests (the checkout's, or the installed one under
+    FLEXSN_TEST_INSTALLED): its folder first on PYTHONPATH, and -P, which
+    keeps the working directory (a checkout may hold a package there) off
+    sys.path."""
+    import flexsn
+    env = dict(os.environ if env is None else env)
+    parent = os.path.dirname(os.path.dirname(os.path.abspath(flexsn.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (parent, env.get("PYTHONPATH")) if p)
+    return [sys.executable, "-P"], env
+
+
 def assert_close(a, b, dtype=torch.float32, what=""):
     tol = {torch.float32: 1e-6, torch.float64: 1e-10}.get(dtype, 1e-2)
     # relative to the magnitude of the reference, as the tutorial's asserts

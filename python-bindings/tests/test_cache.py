@@ -4,13 +4,13 @@ written by the library). PTX compiles without a GPU, so this runs
 everywhere."""
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 import flexsn
+from conftest import child_python
 from flexsn import _capi, _program, _runner
 from cores import lif
 
@@ -201,10 +201,8 @@ def test_cpu_cache_dir_only_for_cpu_programs():
 
 
 def test_concurrent_processes_share_the_cache(tmp_path):
-    source = "" if __import__("os").environ.get("FLEXSN_TEST_INSTALLED") else \
-        str(Path(__file__).parent.parent)
     code = (
-        "import sys; sys.path.insert(0, %r); sys.path[:0] = [%r] if %r else []\n"
+        "import sys; sys.path.insert(0, %r)\n"
         "import torch\n"
         "from flexsn import _program, _runner\n"
         "from cores import lif\n"
@@ -212,9 +210,10 @@ def test_concurrent_processes_share_the_cache(tmp_path):
         "ir = cc.ir([torch.float32] * 2, [], [], [False, False])\n"
         "p = _program._compile(ir, 'cuda', 'chip=sm_90')\n"
         "print(sorted(p.kernels))\n"
-    ) % (str(Path(__file__).parent), source, source)
-    env = {**__import__("os").environ, "FLEXSN_CACHE_DIR": str(tmp_path)}
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=env,
+    ) % str(Path(__file__).parent)
+    argv, env = child_python()
+    env["FLEXSN_CACHE_DIR"] = str(tmp_path)
+    procs = [subprocess.Popen(argv + ["-c", code], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(3)]
     outs = [p.communicate(timeout=120) for p in procs]

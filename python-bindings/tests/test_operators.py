@@ -6,14 +6,13 @@ where they cannot load (PyTorch loops, one warning)."""
 import os
 import shutil
 import subprocess
-import sys
 import warnings
 
 import pytest
 import torch
 
 import flexsn
-from conftest import assert_close
+from conftest import assert_close, child_python
 from cores import lif, tutorial
 from flexsn import _native
 
@@ -247,9 +246,6 @@ def test_large_cpu_results_are_advised_huge_pages(setting):
     """A CPU result of 4 MiB or more is advised onto transparent huge pages
     before the kernel writes it (madvise MADV_HUGEPAGE: VmFlags "hg" on its
     mapping), unless FLEXSN_HUGE_PAGES=0; the results are the same."""
-    import os
-    import subprocess
-    import sys
     try:
         with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
             thp = f.read()
@@ -262,7 +258,8 @@ def test_large_cpu_results_are_advised_huge_pages(setting):
     if setting is not None:
         env["FLEXSN_HUGE_PAGES"] = setting
     tests = os.path.dirname(os.path.abspath(__file__))
-    out = subprocess.run([sys.executable, "-c", HUGE_PAGES_CHECK.format(tests=tests)],
+    argv, env = child_python(env)
+    out = subprocess.run(argv + ["-c", HUGE_PAGES_CHECK.format(tests=tests)],
                          env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     same, advised, readable, ran = out.stdout.split()
@@ -293,9 +290,15 @@ print(torch.equal(m(x), ref), m.compiled,
 
 
 def _lone_library(tmp_path):
+    """A copy of libFlexSN.so in a folder of its own (with the libraries a
+    wheel grafts beside it, which it finds at $ORIGIN/../flexsn.libs)."""
     lib = tmp_path / "lib" / "libFlexSN.so"
     lib.parent.mkdir()
-    shutil.copy2(flexsn._capi.library_path(), lib)
+    source = os.path.realpath(flexsn._capi.library_path())
+    shutil.copy2(source, lib)
+    grafted = os.path.join(os.path.dirname(os.path.dirname(source)), "flexsn.libs")
+    if os.path.isdir(grafted):
+        shutil.copytree(grafted, tmp_path / "flexsn.libs")
     return lib
 
 
@@ -303,7 +306,8 @@ def _first_use(tmp_path, lib, **env_extra):
     env = dict(os.environ, FLEXSN_LIBRARY=str(lib), FLEXSN_CACHE_DIR=str(tmp_path / "cache"))
     env.update(env_extra)
     tests = os.path.dirname(os.path.abspath(__file__))
-    return subprocess.run([sys.executable, "-c", FIRST_USE.format(tests=tests)], env=env,
+    argv, env = child_python(env)
+    return subprocess.run(argv + ["-c", FIRST_USE.format(tests=tests)], env=env,
                           capture_output=True, text=True, timeout=600)
 
 
