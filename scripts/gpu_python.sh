@@ -24,9 +24,6 @@ echo "== pytest (cpu + cuda), installed wheel"
 # installed package, not the checkout's python-bindings/flexsn.
 (cd python-bindings && python3 -P -c 'import flexsn; print("tests import", flexsn.__file__)' &&
  python3 -P -m pytest -q -p no:cacheprovider tests 2>&1) | tee "$OUT/pytest.log" | tail -4
-echo "== pytest -m cuda, ctypes call path (FLEXSN_NATIVE=0): test_flexsn, test_native, test_fast_path"
-(cd python-bindings && FLEXSN_NATIVE=0 python3 -P -m pytest -q -p no:cacheprovider -m cuda \
-   tests/test_flexsn.py tests/test_native.py tests/test_fast_path.py 2>&1) | tee "$OUT/pytest-ctypes.log" | tail -2
 echo "== first call"
 python3 bench/first_call.py cuda 2>&1 | tee "$OUT/first_call.log"
 echo "== main job"
