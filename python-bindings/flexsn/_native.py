@@ -197,6 +197,7 @@ def _load() -> None:
             _reason = str(e).strip()
             return
         _ops = ops
+        _register_fakes()
         # Each overload's own C++ callable where it has one: the overload
         # object's __call__ is a Python frame around it.
         launch, train, run_plan = (getattr(o, "_op", o) for o in (
@@ -229,7 +230,59 @@ def release(ident: Optional[int]) -> None:
     """Drops a binding (bind / bind_train / bind_plan) that nothing will call
     again."""
     if ident is not None and _ops is not None:
+        _kernels.pop(ident, None)
+        _trainings.pop(ident, None)
         try:
             _ops.release(ident)
         except Exception:  # noqa: BLE001 (interpreter shutdown)
             pass
+
+
+# What the fake implementations need of each binding: per kernel binding its
+# results' (dtype, shape kind: 0 [T, *S], 1 [*S], 2 a [1] scalar); per
+# training binding its forward and backward kernel bindings and which of
+# the forward's results the autograd node returns.
+_kernels: dict = {}
+_trainings: dict = {}
+
+
+def note_kernel(ident: int, results: list) -> None:
+    _kernels[ident] = list(results)
+
+
+def note_training(ident: int, forward: int, backward: int, returned: list) -> None:
+    _trainings[ident] = (forward, backward, list(returned))
+
+
+def _results_like(ident: int, seq_shape, like: torch.Tensor) -> list:
+    step = seq_shape[1:]
+    out = []
+    for dtype, kind in _kernels[ident]:
+        shape = seq_shape if kind == 0 else step if kind == 1 else (1,)
+        out.append(like.new_empty(shape, dtype=dtype))
+    return out
+
+
+def _register_fakes() -> None:
+    """Shapes and dtypes of each operator's results without running it
+    (torch.compile's tracing), from the bindings the package recorded."""
+    lib = "flexsn_native::"
+
+    @torch.library.register_fake(lib + "launch")
+    def _launch_fake(ident, args):
+        return _results_like(ident, args[0].shape, args[0])
+
+    @torch.library.register_fake(lib + "forward")
+    def _forward_fake(ident, leaves):
+        return _results_like(_trainings[ident][0], leaves[0].shape, leaves[0])
+
+    @torch.library.register_fake(lib + "backward")
+    def _backward_fake(ident, args, seq_shape):
+        like = next(t for t in args if t is not None)
+        return _results_like(_trainings[ident][1], list(seq_shape), like)
+
+    @torch.library.register_fake(lib + "train")
+    def _train_fake(ident, leaves):
+        forward, _, returned = _trainings[ident]
+        res = _results_like(forward, leaves[0].shape, leaves[0])
+        return [res[i] for i in returned]

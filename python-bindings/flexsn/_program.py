@@ -246,6 +246,7 @@ class Bound:
             [slot for slot, _, _ in self.allocs],
             [str(dtype).rsplit(".", 1)[-1] for _, dtype, _ in self.allocs],
             [kind for _, _, kind in self.allocs])
+        _native.note_kernel(self.native, [(dtype, kind) for _, dtype, kind in self.allocs])
 
     def __del__(self):
         _native.release(getattr(self, "native", None))

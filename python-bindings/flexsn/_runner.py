@@ -199,6 +199,8 @@ class TrainPair:
             self.kept_ix, [int(r) for r in self.leaf_read],
             [-1 if ix is None else ix for ix in self.grad_ix],
             list(non_differentiable))
+        _native.note_training(self.native, self.forward.native, self.backward.native,
+                              self.out_ix + self.state_ix)
 
     def __del__(self):
         _native.release(getattr(self, "native", None))

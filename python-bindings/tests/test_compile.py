@@ -1,6 +1,8 @@
-"""torch.compile: FlexSN runs as opaque custom ops (flexsn::infer,
-flexsn::train_forward, flexsn::train_backward), with no graph break, and
-matches eager forward and backward."""
+"""torch.compile: a FlexSN call is traced (no graph break) into the
+package's operators, the ones eager calls use (flexsn_native::launch, and
+flexsn_native::train, whose C++ autograd node AOTAutograd traces into
+flexsn_native::forward and flexsn_native::backward), and matches eager
+forward and backward."""
 
 import pytest
 import torch
@@ -12,32 +14,38 @@ from conftest import assert_close
 from cores import lif, tutorial
 
 
-def _cc(core, ni, ns, static_inputs=()):
-    k = flexsn.FlexSNKernel(core, ni, ns, backend="cpu", static_inputs=static_inputs)
+def _cc(core, ni, ns, static_inputs=(), device="cpu"):
+    k = flexsn.FlexSNKernel(core, ni, ns, backend=device, static_inputs=static_inputs)
     return k.compiled, _ops.handle_of(k.compiled)
 
 
-@pytest.mark.parametrize("T", [0, 3])
-def test_opcheck_infer(device, T):
-    cc, h = _cc(tutorial(), 2, 2)
+@pytest.mark.parametrize("T", [1, 3])
+def test_opcheck_launch(device, T):
+    """The inference operator: schema, fake implementation (static and
+    dynamic shapes) against the kernel, from given states and from none."""
+    cc, h = _cc(tutorial(), 2, 2, device=device.type)
     x = torch.randn(T, 4, 5, device=device)
     y = torch.randn(T, 4, 5, device=device)
     z = torch.randn(4, 5, device=device)
     for want in (True, False):
-        torch.library.opcheck(torch.ops.flexsn.infer.default, (h, [x, y], [z, z], [], want))
-    torch.library.opcheck(torch.ops.flexsn.infer.default, (h, [x, y], [], [], False))
+        ident, training, order, _ = _ops._binding_ids(h, x.dtype, x.device, (), (), None,
+                                                      want)
+        assert not training and sorted(order) == list(range(4))
+        torch.library.opcheck(torch.ops.flexsn_native.launch.default, (ident, [x, y, z, z]))
+        torch.library.opcheck(torch.ops.flexsn_native.launch.default,
+                              (ident, [x, y, None, None]))
 
 
 @pytest.mark.parametrize("want_seqs", [True, False], ids=["seqs", "finals"])
 @pytest.mark.parametrize("given", [True, False], ids=["states", "no-states"])
-@pytest.mark.parametrize("T", [0, 3])
-def test_opcheck_training(device, T, given, want_seqs):
-    """From given initial states, and from none: an empty list (zeros read
-    through null pointers, nothing allocated), the mask still covering the
-    states, and no state gradients from the backward. Two cores: one with
-    a parameter (the saving policy rematerializes), and lif, whose
-    final-state pair runs without state sequences (its backward reads
-    neither the input nor the initial state: they reach it as None)."""
+def test_opcheck_training(device, given, want_seqs):
+    """The training operator: schema, autograd registration, fake
+    implementation, and AOTAutograd's tracing of its node (forward and
+    backward, static and dynamic shapes), from given initial states and
+    from none. Two cores: one with a parameter (the saving policy
+    rematerializes), and lif, whose final-state pair runs without state
+    sequences (its backward reads neither the input nor the initial
+    state)."""
     w = torch.randn(5, device=device, requires_grad=True)
 
     def core(x, v, w):
@@ -45,46 +53,34 @@ def test_opcheck_training(device, T, given, want_seqs):
         s = flexsn.surrogate.ATan()(h - 1.)
         return s, h * (1. - s)
 
-    for name, cc, h, params in [("param core", *_cc(core, 1, 1, static_inputs=(w,)), [w]),
-                                ("lif", *_cc(lif(), 1, 1), [])]:
-        x = torch.randn(T, 4, 5, device=device, requires_grad=True)
+    for name, (cc, h), params in [
+            ("param core", _cc(core, 1, 1, static_inputs=(w,), device=device.type), [w]),
+            ("lif", _cc(lif(), 1, 1, device=device.type), [])]:
+        x = torch.randn(3, 4, 5, device=device, requires_grad=True)
         v = torch.randn(4, 5, device=device, requires_grad=True)
-        states = [v] if given else []
-        mask = [True, given] + [True] * len(params)
-        torch.library.opcheck(torch.ops.flexsn.train_forward.default,
-                              (h, [x], states, params, mask, want_seqs))
-        pd = [p.detach() for p in params]
-        res = torch.ops.flexsn.train_forward(h, [x.detach()], [t.detach() for t in states],
-                                             pd, mask, want_seqs)
-        pair = _ops._pair_of(cc, x, params, mask, want_seqs)
+        mask = (True, given) + (True,) * len(params)
+        flat = [p.expand(4, 5).contiguous() for p in params]
+        ident, training, _, last_steps = _ops._binding_ids(
+            h, x.dtype, x.device, tuple(p.dtype for p in params), (False,) * len(params),
+            mask, want_seqs)
+        assert training
+        pair = next(p for prep in cc.prepared.values() if hasattr(prep, "pair")
+                    for p in prep._pairs.values() if p.native == ident)
         assert pair.final is (name == "lif" and not want_seqs), name
-        read = pair.leaf_read
-        kept = res[1:] if not pair.final else res[2:]
-        like = x.new_empty(()).expand(x.shape)
-        args = (h, like, [x.detach() if read[0] else None],
-                [v.detach() if read[1] else None] if given else [], pd, kept,
-                [torch.randn(T, 4, 5, device=device), None], mask, want_seqs)
-        got = torch.ops.flexsn.train_backward(*args)
-        assert [tuple(g.shape) for g in got] == \
-            [tuple(x.shape)] + [tuple(v.shape)] * given + [tuple(p.shape) for p in params]
-        torch.library.opcheck(torch.ops.flexsn.train_backward.default, args,
-                              test_utils=("test_schema", "test_faketensor"))
-        if not given:  # from none: the same as from explicit zero states
-            z = torch.zeros(4, 5, device=device)
-            a = torch.ops.flexsn.train_forward(h, [x.detach()], [], pd, mask, want_seqs)
-            b = torch.ops.flexsn.train_forward(h, [x.detach()], [z], pd, mask, want_seqs)
-            for p, q in zip(a, b):
-                assert torch.equal(p, q), name
+        assert last_steps is (not pair.final and not want_seqs)
+        leaves = [x, v if given else None] + flat
+        torch.library.opcheck(torch.ops.flexsn_native.train.default, (ident, leaves))
 
 
+@pytest.mark.parametrize("T", [0, 1, 6])
 @pytest.mark.parametrize("given", [True, False], ids=["states", "no-states"])
-def test_ops_match_eager(device, given):
-    """The custom-op path (as under torch.compile) equals the direct path,
-    from given initial states and from none (a reset module), gradients
-    included."""
+def test_ops_match_eager(device, given, T):
+    """The traced path (_ops.run, as under torch.compile) equals the eager
+    path, from given initial states and from none (a reset module), T = 0
+    included, gradients included."""
     k = flexsn.FlexSNKernel(tutorial(), 2, 2, backend=device.type)
-    x = torch.randn(6, 3, 4, device=device)
-    y = torch.randn(6, 3, 4, device=device)
+    x = torch.randn(T, 3, 4, device=device)
+    y = torch.randn(T, 3, 4, device=device)
     s0 = [torch.randn(3, 4, device=device, requires_grad=True) for _ in range(2)] \
         if given else None
     xs = [x.clone().requires_grad_(), x.clone().requires_grad_()]
@@ -92,6 +88,8 @@ def test_ops_match_eager(device, given):
     b = k.run([xs[1], y], s0, want_seqs=True)
     for p, q in zip(a[0] + a[1] + a[2], b[0] + b[1] + b[2]):
         assert_close(p, q)
+    if T == 0:
+        return
     g = torch.randn_like(a[0][0])
     states = s0 or []
     (a[0][0] * g + a[1][0]).sum().backward()

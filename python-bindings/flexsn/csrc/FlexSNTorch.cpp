@@ -396,42 +396,100 @@ c10::intrusive_ptr<BoundTraining> boundOf(const at::Tensor &keeper) {
   return it->second;
 }
 
-/// The training forward as an autograd node; its backward runs the backward
-/// kernel on the current stream, which PyTorch sets to the stream the
-/// forward used while it runs a node's backward. Saved: the leaves the
-/// backward reads (undefined where it reads none or the call passed none:
-/// an initial state of zeros), the kept forward results (state sequences,
-/// saved values) and the binding's keeper; in saved_data the indices, shapes
-/// and dtypes of the passed leaves it does not keep (integers, which
-/// compiled autograd lifts into its graph as inputs). The node marks
-/// nothing non-differentiable (compiled autograd refuses such nodes):
-/// trainOp detaches those results instead.
+/// A Tensor?[] argument from tensors (undefined: None).
+c10::List<std::optional<at::Tensor>>
+asList(const std::vector<at::Tensor> &tensors) {
+  c10::List<std::optional<at::Tensor>> list;
+  list.reserve(tensors.size());
+  for (const at::Tensor &t : tensors)
+    list.push_back(t.defined() ? std::optional<at::Tensor>(t) : std::nullopt);
+  return list;
+}
+
+/// The training forward kernel of training binding `id` on its leaves: all
+/// its results (outputs, state results, then what it keeps for the
+/// backward: state sequences, saved values), in the kernel's order.
+std::vector<at::Tensor>
+forwardOp(int64_t id, const c10::List<std::optional<at::Tensor>> &leaves) {
+  c10::intrusive_ptr<BoundTraining> bound = lookup(trainings, id, "training");
+  return run(*bound->forward, asTensors(leaves));
+}
+
+/// The backward kernel of training binding `id` on `args` (the leaves it
+/// reads, the kept forward results, the gradients of the outputs and state
+/// results; undefined where there are none) for a call of shape
+/// `seq_shape` ([T, *S]): all its results, in the kernel's order.
+std::vector<at::Tensor>
+backwardOp(int64_t id, const c10::List<std::optional<at::Tensor>> &args,
+           c10::SymIntArrayRef seqShape) {
+  c10::intrusive_ptr<BoundTraining> bound = lookup(trainings, id, "training");
+  std::vector<at::Tensor> tensors = asTensors(args);
+  const at::Tensor *device = nullptr;
+  for (const at::Tensor &t : tensors)
+    if (t.defined() && !device)
+      device = &t;
+  TORCH_CHECK(device, "flexsn_native.backward: no tensor to take the device from");
+  return run(*bound->backward, tensors, C10_AS_INTARRAYREF_SLOW(seqShape),
+             device->options());
+}
+
+/// The two operators above, through the dispatcher: under torch.compile
+/// (fake tensors, functionalization, tracing) their registered fake
+/// implementations run and they become the graph's nodes; on real tensors
+/// their CPU or CUDA kernel runs.
+std::vector<at::Tensor>
+callForward(int64_t id, const std::vector<at::Tensor> &leaves) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("flexsn_native::forward", "")
+                       .typed<decltype(forwardOp)>();
+  return op.call(id, asList(leaves));
+}
+
+std::vector<at::Tensor> callBackward(int64_t id,
+                                     const std::vector<at::Tensor> &args,
+                                     c10::SymIntArrayRef seqShape) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("flexsn_native::backward", "")
+                       .typed<decltype(backwardOp)>();
+  return op.call(id, asList(args), seqShape);
+}
+
+/// The training forward as an autograd node, over the operators `forward`
+/// and `backward`; its backward runs on the current stream, which PyTorch
+/// sets to the stream the forward used while it runs a node's backward.
+/// Saved: the leaves the backward reads (undefined where it reads none or
+/// the call passed none: an initial state of zeros), the kept forward
+/// results (state sequences, saved values) and the binding's keeper; in
+/// saved_data the call's [T, *S] shape and, per passed leaf it does not
+/// keep, its index, dtype and shape (which compiled autograd lifts into its
+/// graph as inputs; symbolic under torch.compile's dynamic shapes). The
+/// node marks nothing non-differentiable (compiled autograd refuses such
+/// nodes): trainOp detaches those results instead.
 struct ScanNode : public torch::autograd::Function<ScanNode> {
   static variable_list forward(AutogradContext *ctx,
                                const c10::intrusive_ptr<BoundTraining> &bound,
                                const std::vector<at::Tensor> *leaves,
                                at::TensorList definedLeaves) {
     (void)definedLeaves; // the same tensors: what autograd tracks
-    std::vector<at::Tensor> results = run(*bound->forward, *leaves);
+    TORCH_CHECK(!leaves->empty() && (*leaves)[0].defined(),
+                "flexsn_native.train: the call's input #0 is missing");
+    std::vector<at::Tensor> results = callForward(bound->id, *leaves);
     variable_list outputs;
     outputs.reserve(bound->outputIndex.size() + bound->stateIndex.size());
     for (int64_t i : bound->outputIndex)
       outputs.push_back(results[i]);
     for (int64_t i : bound->stateIndex)
       outputs.push_back(results[i]);
-    // A passed leaf the backward does not read is not kept: "meta" records
-    // its index, dtype, rank and sizes instead.
-    std::vector<int64_t> meta;
+    std::vector<int64_t> unkept; // per passed leaf not kept: index, dtype
     variable_list toSave;
     toSave.reserve(leaves->size() + bound->keptIndex.size() + 1);
     for (size_t j = 0; j < leaves->size(); ++j) {
       const at::Tensor &leaf = (*leaves)[j];
       bool keep = bound->leafRead[j];
       if (leaf.defined() && !keep) {
-        meta.push_back(j);
-        meta.push_back(static_cast<int64_t>(leaf.scalar_type()));
-        meta.push_back(leaf.dim());
-        meta.insert(meta.end(), leaf.sizes().begin(), leaf.sizes().end());
+        unkept.push_back(j);
+        unkept.push_back(static_cast<int64_t>(leaf.scalar_type()));
+        ctx->saved_data["shape" + std::to_string(j)] = leaf.sym_sizes();
       }
       toSave.push_back(keep ? leaf : at::Tensor());
     }
@@ -440,7 +498,8 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
     toSave.push_back(keeperOf(bound));
     ctx->set_materialize_grads(false);
     ctx->save_for_backward(std::move(toSave));
-    ctx->saved_data["meta"] = std::move(meta);
+    ctx->saved_data["seq"] = (*leaves)[0].sym_sizes();
+    ctx->saved_data["unkept"] = std::move(unkept);
     return outputs;
   }
 
@@ -463,49 +522,28 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
     for (at::Tensor &g : grads)
       args.push_back(g.defined() && !g.is_contiguous() ? g.contiguous()
                                                        : std::move(g));
-    // A passed leaf the node did not keep gives its shape and dtype from
-    // "meta": per such leaf its index, dtype, rank and sizes.
-    std::vector<int64_t> meta = ctx->saved_data["meta"].toIntVector();
-    std::vector<at::Tensor> results;
-    if (saved[0].defined()) {
-      results = run(*bound->backward, args);
-    } else {
-      // Input #0 was not kept: its shape is the first entry of "meta", its
-      // device that of a gradient (the node runs with at least one).
-      TORCH_CHECK(meta.size() >= 3 && meta[0] == 0,
-                  "flexsn: a FlexSN training node lost its input's shape");
-      std::vector<int64_t> seqShape(meta.begin() + 3,
-                                    meta.begin() + 3 + meta[2]);
-      const at::Tensor *device = nullptr;
-      for (const at::Tensor &t : args)
-        if (t.defined() && !device)
-          device = &t;
-      TORCH_CHECK(device, "flexsn: a FlexSN backward without a gradient");
-      results = run(*bound->backward, args, seqShape, device->options());
-    }
+    std::vector<c10::SymInt> seq = ctx->saved_data["seq"].toSymIntVector();
+    std::vector<at::Tensor> results = callBackward(bound->id, args, seq);
+    std::vector<int64_t> unkept = ctx->saved_data["unkept"].toIntVector();
     // Two untracked arguments (bound, the leaves' pointer), then one
     // gradient per tracked (defined) leaf.
     size_t pos = 0;
     variable_list out(2);
     for (int64_t j = 0; j < n; ++j) {
       const at::Tensor &leaf = saved[j];
-      // Not kept and not in "meta": the call passed none.
-      bool inMeta = pos < meta.size() && meta[pos] == j;
-      if (!leaf.defined() && !inMeta)
+      // Not kept and not in "unkept": the call passed none.
+      bool isUnkept = pos < unkept.size() && unkept[pos] == j;
+      if (!leaf.defined() && !isUnkept)
         continue;
-      c10::ScalarType dtype = at::kFloat; // set below, from the leaf or "meta"
-      std::vector<int64_t> sizes;
+      c10::ScalarType dtype = at::kFloat; // set below, from the leaf or "unkept"
+      std::vector<c10::SymInt> sizes;
       if (leaf.defined()) {
         dtype = leaf.scalar_type();
-        sizes = leaf.sizes().vec();
+        sizes = leaf.sym_sizes().vec();
       } else {
-        TORCH_CHECK(pos + 3 <= meta.size(),
-                    "flexsn: a FlexSN training node lost leaf #", j,
-                    "'s shape");
-        dtype = static_cast<c10::ScalarType>(meta[pos + 1]);
-        int64_t rank = meta[pos + 2];
-        sizes.assign(meta.begin() + pos + 3, meta.begin() + pos + 3 + rank);
-        pos += 3 + rank;
+        dtype = static_cast<c10::ScalarType>(unkept[pos + 1]);
+        sizes = ctx->saved_data["shape" + std::to_string(j)].toSymIntVector();
+        pos += 2;
       }
       int64_t ix = bound->gradIndex[j];
       if (ix < 0) {
@@ -515,8 +553,8 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
       at::Tensor g = results[ix];
       if (g.scalar_type() != dtype)
         g = g.to(dtype);
-      if (g.sizes() != at::IntArrayRef(sizes)) // a state or scalar shaped otherwise
-        g = g.view(sizes);
+      if (g.sym_sizes() != c10::SymIntArrayRef(sizes)) // a state or scalar shaped otherwise
+        g = g.view_symint(sizes);
       out.push_back(std::move(g));
     }
     return out;
@@ -691,10 +729,35 @@ TORCH_LIBRARY(flexsn_native, m) {
         &bindTraining);
   m.def("release(int id) -> ()", &release);
   m.def("trace(bool on) -> int[]", &trace);
-  m.def("launch(int id, Tensor?[] args) -> Tensor[]", &launchOp);
-  m.def("train(int id, Tensor?[] leaves) -> Tensor[]", &trainOp);
   m.def("bind_plan(int target, bool train, int[] order, Tensor?[] example, "
         "bool grad, bool last_steps) -> int",
         &bindPlan);
   m.def("run_plan(int id, Tensor?[] args) -> Tensor[]", &runPlan);
+  // The operators that take tensors have kernels per backend (CPU, CUDA)
+  // and, `train`, per autograd key, so that the package's fake
+  // implementations (flexsn/_native.py) serve torch.compile's tracing.
+  m.def("launch(int id, Tensor?[] args) -> Tensor[]");
+  m.def("forward(int id, Tensor?[] leaves) -> Tensor[]");
+  m.def("backward(int id, Tensor?[] args, SymInt[] seq_shape) -> Tensor[]");
+  m.def("train(int id, Tensor?[] leaves) -> Tensor[]");
+}
+
+TORCH_LIBRARY_IMPL(flexsn_native, CPU, m) {
+  m.impl("launch", &launchOp);
+  m.impl("forward", &forwardOp);
+  m.impl("backward", &backwardOp);
+}
+
+TORCH_LIBRARY_IMPL(flexsn_native, CUDA, m) {
+  m.impl("launch", &launchOp);
+  m.impl("forward", &forwardOp);
+  m.impl("backward", &backwardOp);
+}
+
+TORCH_LIBRARY_IMPL(flexsn_native, Autograd, m) { m.impl("train", &trainOp); }
+
+// Below the autograd keys (inference mode): the same node, which records
+// nothing there.
+TORCH_LIBRARY_IMPL(flexsn_native, CompositeExplicitAutograd, m) {
+  m.impl("train", &trainOp);
 }
