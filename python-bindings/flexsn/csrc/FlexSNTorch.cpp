@@ -31,6 +31,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
@@ -433,25 +434,49 @@ backwardOp(int64_t id, const c10::List<std::optional<at::Tensor>> &args,
              device->options());
 }
 
-/// The two operators above, through the dispatcher: under torch.compile
-/// (fake tensors, functionalization, tracing) their registered fake
-/// implementations run and they become the graph's nodes; on real tensors
-/// their CPU or CUDA kernel runs.
+/// Whether a call on `tensors` is being traced (torch.compile: fake or
+/// functional tensors, a dispatch mode) rather than run.
+bool traced(const std::vector<at::Tensor> &tensors) {
+  if (c10::impl::TorchDispatchModeTLS::any_modes_set())
+    return true;
+  constexpr c10::DispatchKeySet tracing({c10::DispatchKey::Python,
+                                         c10::DispatchKey::Functionalize});
+  for (const at::Tensor &t : tensors)
+    if (t.defined() && t.key_set().has_any(tracing))
+      return true;
+  return false;
+}
+
+/// The two operators above as the training node calls them: through the
+/// dispatcher while traced, so that their fake implementations run and they
+/// become the graph's nodes; on real tensors their kernel directly (what
+/// the dispatcher would pick, without its cost on every training step).
 std::vector<at::Tensor>
-callForward(int64_t id, const std::vector<at::Tensor> &leaves) {
+callForward(const BoundTraining &bound, const std::vector<at::Tensor> &leaves) {
+  if (!traced(leaves))
+    return run(*bound.forward, leaves);
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("flexsn_native::forward", "")
                        .typed<decltype(forwardOp)>();
-  return op.call(id, asList(leaves));
+  return op.call(bound.id, asList(leaves));
 }
 
-std::vector<at::Tensor> callBackward(int64_t id,
+std::vector<at::Tensor> callBackward(const BoundTraining &bound,
                                      const std::vector<at::Tensor> &args,
                                      c10::SymIntArrayRef seqShape) {
+  if (!traced(args)) {
+    const at::Tensor *device = nullptr;
+    for (const at::Tensor &t : args)
+      if (t.defined() && !device)
+        device = &t;
+    TORCH_CHECK(device, "flexsn: a FlexSN backward without a tensor");
+    return run(*bound.backward, args, C10_AS_INTARRAYREF_SLOW(seqShape),
+               device->options());
+  }
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("flexsn_native::backward", "")
                        .typed<decltype(backwardOp)>();
-  return op.call(id, asList(args), seqShape);
+  return op.call(bound.id, asList(args), seqShape);
 }
 
 /// The training forward as an autograd node, over the operators `forward`
@@ -473,23 +498,30 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
     (void)definedLeaves; // the same tensors: what autograd tracks
     TORCH_CHECK(!leaves->empty() && (*leaves)[0].defined(),
                 "flexsn_native.train: the call's input #0 is missing");
-    std::vector<at::Tensor> results = callForward(bound->id, *leaves);
+    std::vector<at::Tensor> results = callForward(*bound, *leaves);
     variable_list outputs;
     outputs.reserve(bound->outputIndex.size() + bound->stateIndex.size());
     for (int64_t i : bound->outputIndex)
       outputs.push_back(results[i]);
     for (int64_t i : bound->stateIndex)
       outputs.push_back(results[i]);
-    std::vector<int64_t> unkept; // per passed leaf not kept: index, dtype
+    // Per passed leaf not kept: its index, dtype and shape: 0 the call's
+    // [T, *S], 1 its [*S], 2 another (in saved_data "shape<index>").
+    std::vector<int64_t> unkept;
+    c10::SymIntArrayRef seq = (*leaves)[0].sym_sizes();
     variable_list toSave;
     toSave.reserve(leaves->size() + bound->keptIndex.size() + 1);
     for (size_t j = 0; j < leaves->size(); ++j) {
       const at::Tensor &leaf = (*leaves)[j];
       bool keep = bound->leafRead[j];
       if (leaf.defined() && !keep) {
-        unkept.push_back(j);
-        unkept.push_back(static_cast<int64_t>(leaf.scalar_type()));
-        ctx->saved_data["shape" + std::to_string(j)] = leaf.sym_sizes();
+        c10::SymIntArrayRef sizes = leaf.sym_sizes();
+        int64_t shape = sizes == seq ? 0 : sizes == seq.slice(1) ? 1 : 2;
+        unkept.insert(unkept.end(),
+                      {static_cast<int64_t>(j),
+                       static_cast<int64_t>(leaf.scalar_type()), shape});
+        if (shape == 2)
+          ctx->saved_data["shape" + std::to_string(j)] = sizes;
       }
       toSave.push_back(keep ? leaf : at::Tensor());
     }
@@ -498,7 +530,7 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
     toSave.push_back(keeperOf(bound));
     ctx->set_materialize_grads(false);
     ctx->save_for_backward(std::move(toSave));
-    ctx->saved_data["seq"] = (*leaves)[0].sym_sizes();
+    ctx->saved_data["seq"] = seq;
     ctx->saved_data["unkept"] = std::move(unkept);
     return outputs;
   }
@@ -523,7 +555,7 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
       args.push_back(g.defined() && !g.is_contiguous() ? g.contiguous()
                                                        : std::move(g));
     std::vector<c10::SymInt> seq = ctx->saved_data["seq"].toSymIntVector();
-    std::vector<at::Tensor> results = callBackward(bound->id, args, seq);
+    std::vector<at::Tensor> results = callBackward(*bound, args, seq);
     std::vector<int64_t> unkept = ctx->saved_data["unkept"].toIntVector();
     // Two untracked arguments (bound, the leaves' pointer), then one
     // gradient per tracked (defined) leaf.
@@ -542,8 +574,12 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
         sizes = leaf.sym_sizes().vec();
       } else {
         dtype = static_cast<c10::ScalarType>(unkept[pos + 1]);
-        sizes = ctx->saved_data["shape" + std::to_string(j)].toSymIntVector();
-        pos += 2;
+        int64_t shape = unkept[pos + 2];
+        if (shape == 2)
+          sizes = ctx->saved_data["shape" + std::to_string(j)].toSymIntVector();
+        else
+          sizes.assign(seq.begin() + shape, seq.end());
+        pos += 3;
       }
       int64_t ix = bound->gradIndex[j];
       if (ix < 0) {
