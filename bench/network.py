@@ -23,7 +23,7 @@ time steps folded into the batch). Systems, the neuron (tau 2, threshold
   torch-compile  the whole network, torch-eager's neurons, under
                  torch.compile
   flexsn-compile the whole network, our neurons, under torch.compile
-                 (each FlexSN an opaque custom op in the compiled graph)
+                 (each FlexSN the package's operators in the compiled graph)
 
 Per system: the training step (forward, cross-entropy, backward; no
 optimizer step) and inference (evaluation mode, no_grad), CUDA events around the call,
