@@ -1,6 +1,6 @@
 """Modules survive the ways PyTorch users move them: torch.save / torch.load
-of the whole module, copy.deepcopy, pickling (torch.multiprocessing spawn
-pickles its arguments), state_dict round trips; a closure core that pickle
+of the whole module, copy.deepcopy, pickling and torch.multiprocessing spawn
+(which pickles its arguments), state_dict round trips; a closure core that pickle
 cannot store is an error that names it."""
 
 import copy
@@ -68,3 +68,25 @@ def test_closure_core_is_named():
         pickle.dumps(m)
     with pytest.raises(TypeError, match="closure"):
         pickle.dumps(flexsn.FlexSNKernel(make(2.0), 1, 1))
+
+
+def _spawned(rank, models, x, path):
+    """Runs in a process torch.multiprocessing spawned: each model, pickled
+    as spawn's argument, called on `x`."""
+    torch.save([m(x) for m in models], path)
+
+
+def test_spawn_takes_modules_as_arguments(tmp_path):
+    """torch.multiprocessing.spawn with the modules as an argument (pickled
+    to a fresh interpreter, their programs rebuilt there)."""
+    import torch.multiprocessing as mp
+    torch.manual_seed(0)
+    models = _modules()
+    x = torch.randn(6, 2, 5) * 2
+    want = [m(x) for m in models]
+    for m in models:
+        m.reset()
+    path = str(tmp_path / "out.pt")
+    mp.spawn(_spawned, args=(models, x, path), nprocs=1, join=True)
+    for got, ref in zip(torch.load(path), want):
+        torch.testing.assert_close(got, ref)
