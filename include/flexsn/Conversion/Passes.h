@@ -65,12 +65,11 @@ constexpr unsigned kCPUBlockNeurons = 256;
 constexpr unsigned kDeepReadBytes = 64;
 
 /// The fewest steps of reads the deep entry keeps in flight, as long as
-/// they are at most kDeepMaxReadBytes. bench/NOTES.md run 171 (H200):
-/// two_in_two_state's bf16 backward (8 sequences, 16 bytes a step) at 8
-/// steps instead of its scalar entry's 5: 65 -> 69% of copy at T=256
-/// NCL=64K, 28 -> 30% at T=1024 NCL=16K; in f32 (32 bytes a step) 8 steps
-/// lost 2-4% at T=64-256 (95 -> 93% at T=256), where that kernel already
-/// reads at DRAM's pace.
+/// they are at most kDeepMaxReadBytes: a kernel reading few bytes a step
+/// needs more steps in flight (H200, two_in_two_state's bf16 backward, 16
+/// bytes a step, at 8 steps instead of 5: 65 -> 69% of copy at T=256
+/// NCL=64K), while one that already reads at DRAM's pace loses a little
+/// (the same kernel in f32: 95 -> 93%).
 constexpr unsigned kDeepMinSteps = 8;
 /// The most bytes of reads per thread that kDeepMinSteps may ask for.
 constexpr unsigned kDeepMaxReadBytes = 128;
@@ -82,11 +81,10 @@ constexpr unsigned kDeepMaxReadBytes = 128;
 constexpr unsigned kL2PrefetchMaxThreadsPerSM = 128;
 
 /// The default of the `l2-prefetch` option (steps ahead of the slots) and
-/// its largest value. bench/NOTES.md run 135 (H100, bench/l2_ab.sh): at
-/// T=1024 NCL=16K (124 threads per SM) 32 steps took lif f32 final_state
-/// from 54 to 76% of copy, lif bf16 inference 55 -> 69, and no case lost;
-/// above the gate nothing changes. Without the gate, at 248 threads per SM,
-/// lif f32 backward fell from 86 to 69%.
+/// its largest value: on an H100 at T=1024 NCL=16K (124 threads per SM)
+/// 32 steps took lif f32 final_state from 54 to 76% of copy and no case
+/// lost; without the threads-per-SM gate, at 248 threads per SM, lif f32
+/// backward fell from 86 to 69%.
 constexpr unsigned kDefaultL2Prefetch = 32;
 constexpr unsigned kMaxL2Prefetch = 256;
 

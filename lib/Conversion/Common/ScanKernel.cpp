@@ -397,8 +397,8 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   // elements, -NCL in a reverse scan, 0 for an optional pointer that is
   // null, whose cursor stays on the block of zeros). A step costs one
   // address addition per sequence: no row index, product, clamp or null
-  // test (bench/NOTES.md run 57: that index arithmetic was 55 of about 90
-  // instructions a step of lif's bf16 backward). Cursors may point outside
+  // test (that index arithmetic was 55 of about 90 instructions a step of
+  // lif's bf16 backward). Cursors may point outside
   // their tensor before t = 0 or past T - 1; such an address is never read
   // or written.
   //
@@ -407,7 +407,7 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   // and a cursor is a register pair per sequence where a kernel argument
   // sits in a uniform register: with cursors two_in_two_state's bf16
   // backward entry went from 86 to 94 registers, 23 to 21 resident warps,
-  // and 88% to 83% of copy at T=4 NCL=4M (H100, bench/NOTES.md runs 64-65).
+  // and 88% to 83% of copy at T=4 NCL=4M on an H100.
   auto timeOf = [&](Value s) -> Value {
     return reverse ? arith::SubIOp::create(b, loc, tLast, s).getResult() : s;
   };
@@ -1036,8 +1036,8 @@ unsigned mlir::flexsn::choosePrefetchDepth(ScanOp scan, unsigned width) {
   unsigned reads = (scan.getNumInputs() + scan.getNumLagged()) * width;
   // With 32 or more registers of reads a step (two_in_two_state's backward
   // at 4 lanes: 8 sequences), a second slot took that kernel past 128
-  // registers on sm_90 and halved its occupancy: 103% of copy -> 76% at
-  // T=4 NCL=4M, f32 (H100, bench/NOTES.md run 38).
+  // registers on sm_90 and halved its occupancy (103% of copy -> 76% at
+  // T=4 NCL=4M, f32, on an H100).
   if (reads == 0 || reads >= 32)
     return 1;
   unsigned byReads = std::clamp(1 + 32 / reads, 1u, 8u);

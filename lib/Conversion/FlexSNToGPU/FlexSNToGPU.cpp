@@ -202,9 +202,10 @@ struct ConvertFlexSNToGPUPass
     Type computeType = scan.getComputeType();
     // One neuron per thread at few threads per SM: L2 prefetch ahead of
     // the slots (emitNeuronScan), when NCL <= kL2PrefetchMaxThreadsPerSM x
-    // %nsmid. bench/NOTES.md run 132: at T=1024 NCL=16K (124 threads per
-    // SM) lif bf16 inference 54 -> 67% of copy, f32 final_state 54 -> 76%;
-    // at T=256 NCL=64K (496) it cost up to 28 points (f32 backward).
+    // %nsmid: there it hides latency the few warps cannot (lif at T=1024
+    // NCL=16K, 124 threads per SM: bf16 inference 54 -> 67% of copy), while
+    // at more threads per SM it costs bandwidth (up to 28 points of f32
+    // backward at 496).
     unsigned l2Ahead = lanes == 1 && depth > 1 ? unsigned(l2Prefetch) : 0;
     Value l2Gate;
     if (l2Ahead) {

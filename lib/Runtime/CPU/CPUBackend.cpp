@@ -108,7 +108,7 @@ namespace {
 /// the program removes when it is destroyed. One JIT, not an MLIR
 /// ExecutionEngine per kernel: the same compile times, and less memory
 /// kept (40 lif configurations held 7.1 MiB of RSS each with an engine per
-/// kernel, 4.7 MiB with this; bench/NOTES.md, session 18). It links the
+/// kernel, 4.7 MiB with this). It links the
 /// object files CPUKernels::lookup generates (or reads from its cache) on
 /// the calling thread (no JIT threads), under `mutex`, which a fork waits
 /// for: a forked child finds the JIT between links and keeps using it.
@@ -405,8 +405,7 @@ llvm::Expected<CPUKernels::KernelFn> CPUKernels::lookup(StringRef name) {
     // O2, not O3: the same kernel speed (flexsn-run --bench, lif, plif and
     // two_in_two_state, every variant measured; a generated 300-op core's
     // training and inference steps) for half the JIT time of a large core
-    // (0.23 -> 0.12 s for the 300-op core's forward; bench/NOTES.md,
-    // session 18).
+    // (0.23 -> 0.12 s for the 300-op core's forward).
     passes.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2)
         .run(*module, mam);
   }

@@ -81,11 +81,10 @@ public:
   /// The kernel writes every byte of its results, so the advice costs no
   /// memory beyond them; it is advice only (THP off, or a mapping that
   /// cannot take it: no effect), the same that PyTorch's allocator gives
-  /// every tensor of 2 MiB or more under THP_MEM_ALLOC_ENABLE=1
-  /// (bench/compare.py --device cpu, lif f32 inference at T=4 NCL=4M: 40.4
-  /// ms in run 133, 13.5 ms in run 148). The first calls of a process pay
-  /// for it while the kernel assembles free huge pages (bench/NOTES.md run
-  /// 148).
+  /// every tensor of 2 MiB or more under THP_MEM_ALLOC_ENABLE=1 (lif f32
+  /// inference at T=4 NCL=4M: 40.4 ms without, 13.5 ms with). The first
+  /// calls of a process pay for it while the kernel assembles free huge
+  /// pages.
   /// FLEXSN_HUGE_PAGES=0 in the environment turns it off.
   static constexpr size_t kHugePageAdviceBytes = size_t(4) << 20;
   static void adviseHugePages(void *ptr, size_t bytes);

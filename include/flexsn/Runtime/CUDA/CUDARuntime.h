@@ -168,9 +168,9 @@ public:
   };
   /// At most this many threads per SM (one neuron each) take the deep
   /// entry: there the scalar entry's reads in flight do not cover DRAM
-  /// latency (H100, T=256, bf16 lif: NCL 64K, 496 threads per SM, 67% ->
-  /// 76% of copy at 32 steps; NCL 128K, 993 threads per SM, 81% -> 78%;
-  /// bench/NOTES.md runs 82-83).
+  /// latency, while above it the deep entry's registers cost more than its
+  /// reads gain (H100, T=256, bf16 lif: 496 threads per SM 67% -> 76% of
+  /// copy, 993 threads per SM 81% -> 78%).
   static constexpr unsigned kDeepMaxThreadsPerSM = 512;
   /// `ptx` must outlive the kernel. `scalarName` is empty when W is 1;
   /// `deepName` is empty (and `deepPrefetch` 0) when there is no deep
