@@ -219,14 +219,14 @@ def make_system(name, core, dev):
     if name in ("torch-compile", "torch-compile-step"):
         # Each case compiles afresh: Dynamo keys its cache on the code
         # object, which every case shares, and past 8 recompiles it runs the
-        # function eagerly (run 107).
+        # function eagerly.
         torch._dynamo.reset()
     if name == "torch-compile":
         return torch.compile(torch_loops()[core]), (lambda: None)
     if name == "torch-compile-step":
         # The single step compiled, the loop over T in Python: how a long T
         # is run under torch.compile (the whole loop unrolls T steps into
-        # one graph, whose compile at T=256 outlasts a device call, run 86).
+        # one graph, whose compile at T=256 takes minutes).
         return step_loop(torch.compile(torch_steps()[core]), core), (lambda: None)
     raise ValueError(f"unknown system {name}")
 
@@ -313,7 +313,7 @@ def time_graphed(body, reset, reps, calls=1):
     a CUDA graph, over `calls`: the device's time for the call with no host
     in between. With calls > 1 the graph holds that many calls and the
     replay's time is divided among them, so that a graph's launch (10-20
-    us, varying by 10 us; NOTES run 114) does not swamp a small kernel.
+    us, varying by 10 us) does not swamp a small kernel.
     Warm-up on a side stream, as capture requires."""
     import torch
     side = torch.cuda.Stream()
@@ -348,7 +348,7 @@ def run_case(system, core, T, N, dtype_name, reps, dev, graph=False, graph_calls
     n_in = CORE_SHAPES[core][0]
     # Data drawn on the CPU: after a failed CUDA graph capture (--graph),
     # every later draw from the CUDA generator in the process failed
-    # ("Offset increment outside graph capture", run 100), so one case's
+    # ("Offset increment outside graph capture"), so one case's
     # failure failed all the cases after it.
     g = torch.Generator().manual_seed(0)
     xs = [(torch.randn(T, N, generator=g) * 1.5).to(dev, dtype) for _ in range(n_in)]
@@ -400,8 +400,8 @@ def run_case(system, core, T, N, dtype_name, reps, dev, graph=False, graph_calls
                 fn(*xs)
         # Fresh leaves: with the eager timings' xg, the first captured step
         # of a process failed (cudaErrorStreamCaptureInvalidated, ours and
-        # torch.compile alike, runs 100-104); with these it captures (run
-        # 105). Likely cause: a leaf's gradient accumulator made on the
+        # torch.compile alike); with these it captures. Likely cause: a
+        # leaf's gradient accumulator made on the
         # default stream, which the backward's end then synchronizes with.
         leaves = [x.detach().clone().requires_grad_() for x in xs]
 

@@ -5,7 +5,7 @@ parameters and gradients after the steps must agree within 1e-5 (fp32).
 
     python3 bench/ddp_check.py            # runs both and compares
 
-Needs two GPUs. Not a CI test; results go to bench/NOTES.md.
+Needs two GPUs. Not a CI test.
 """
 
 import os

@@ -1,4 +1,4 @@
-"""PTX emission time against body size (issue 13, finding 6).
+"""PTX emission time against body size.
 
 Writes a core whose body is a chain of N ops (add/mul/sub of recent values,
 tanh every 7th op, a spike at the end, a tanh state update), then times

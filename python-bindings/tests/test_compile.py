@@ -131,7 +131,7 @@ class ConvBNLIF(nn.Module):
 # Conv2d -> BatchNorm runs with the "eager" compile backend (Dynamo's graph,
 # our custom ops, no AOT decomposition): AOT's rewrite of BatchNorm's
 # backward alone changes its gradients by about 2e-5 on an H200 (measured
-# with tanh in place of FlexSN, bench/NOTES.md run 15), more than the 1e-6
+# with tanh in place of FlexSN), more than the 1e-6
 # compared here.
 @pytest.mark.parametrize("make, shape, backend", [(LinearLIF, (5, 3, 16), "aot_eager"),
                                                   (ConvBNLIF, (4, 2, 2, 6, 6), "eager")])
