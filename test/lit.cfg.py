@@ -11,7 +11,7 @@ from lit.llvm.subst import ToolSubst
 
 config.name = "FLEXSN"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
-config.suffixes = [".mlir"]
+config.suffixes = [".mlir", ".test"]
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.flexsn_obj_root, "test")
@@ -35,7 +35,7 @@ llvm_config.with_environment("PATH", config.flexsn_tools_dir, append_path=True)
 
 tool_dirs = [config.flexsn_tools_dir, config.llvm_tools_dir]
 tools = ["flexsn-opt", "flexsn-translate", "flexsn-run", "flexsn-capi-test",
-         "flexsn-runtime-test"]
+         "flexsn-runtime-test", "flexsn-mincut-test"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # ptxas (CUDA toolkit) assembles the PTX we emit.

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "flexsn/Dialect/FlexSN/Utils/KernelABI.h"
+#include "flexsn/Dialect/FlexSN/Utils/MinCut.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNInterfaces.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
 #include "flexsn/Dialect/FlexSN/Transforms/Passes.h"
@@ -306,7 +307,7 @@ LogicalResult Differentiator::chooseSaves() {
   for (Operation &op : primal.without_terminator())
     for (Value r : op.getResults())
       number(r);
-  constexpr int64_t inf = int64_t(1) << 40;
+  constexpr int64_t inf = MinCut::kInfinite;
   auto bytes = [](Type t) -> int64_t {
     return getElementTypeOrSelf(t).getIntOrFloatBitWidth() / 8;
   };
@@ -316,29 +317,21 @@ LogicalResult Differentiator::chooseSaves() {
     bool hasState = false;
   };
   auto minCut = [&](int64_t stateReads) -> FailureOr<Cut> {
-    struct Edge {
-      unsigned to;
-      int64_t cap;
-      unsigned rev;
-    };
     unsigned source = 2 * values.size(), sink = source + 1;
-    SmallVector<SmallVector<Edge>> graph(sink + 1);
-    auto edge = [&](unsigned from, unsigned to, int64_t cap) {
-      graph[from].push_back({to, cap, (unsigned)graph[to].size()});
-      graph[to].push_back({from, 0, (unsigned)graph[from].size() - 1});
-    };
+    MinCut graph(sink + 1);
     for (auto [i, a] : llvm::enumerate(scan.getInputArgs())) {
-      edge(source, 2 * id[a], inf);
-      edge(2 * id[a], 2 * id[a] + 1, bytes(scan.getInputs()[i].getType()));
+      graph.addEdge(source, 2 * id[a], inf);
+      graph.addEdge(2 * id[a], 2 * id[a] + 1,
+                    bytes(scan.getInputs()[i].getType()));
     }
     for (auto [i, a] : llvm::enumerate(scan.getStateArgs())) {
-      edge(source, 2 * id[a], inf);
-      edge(2 * id[a], 2 * id[a] + 1,
-           stateReads * bytes(scan.getInitStates()[i].getType()));
+      graph.addEdge(source, 2 * id[a], inf);
+      graph.addEdge(2 * id[a], 2 * id[a] + 1,
+                    stateReads * bytes(scan.getInitStates()[i].getType()));
     }
     // Params are read by both scans anyway: free, never cut.
     for (Value a : scan.getParamArgs())
-      edge(2 * id[a], 2 * id[a] + 1, inf);
+      graph.addEdge(2 * id[a], 2 * id[a] + 1, inf);
     for (Operation &op : primal.without_terminator()) {
       bool saveable =
           op.getNumResults() == 1 && op.getResult(0).getType() == computeType;
@@ -346,53 +339,24 @@ LogicalResult Differentiator::chooseSaves() {
                      : saveable               ? 2 * bytes(computeType)
                                               : inf;
       for (Value r : op.getResults()) {
-        edge(2 * id[r], 2 * id[r] + 1, cost);
+        graph.addEdge(2 * id[r], 2 * id[r] + 1, cost);
         for (Value operand : op.getOperands())
           if (id.count(operand))
-            edge(2 * id[operand] + 1, 2 * id[r], inf);
+            graph.addEdge(2 * id[operand] + 1, 2 * id[r], inf);
       }
     }
     for (Value v : needs)
-      edge(2 * id[v] + 1, sink, inf);
-
-    // Max flow by shortest augmenting paths (Edmonds-Karp); the graph has a
-    // few hundred nodes.
-    SmallVector<std::pair<unsigned, unsigned>> parent(graph.size());
-    auto reachable = [&](SmallVectorImpl<bool> &reach) {
-      reach.assign(graph.size(), false);
-      SmallVector<unsigned> queue{source};
-      reach[source] = true;
-      for (unsigned head = 0; head < queue.size(); ++head)
-        for (auto [k, e] : llvm::enumerate(graph[queue[head]]))
-          if (e.cap > 0 && !reach[e.to]) {
-            reach[e.to] = true;
-            parent[e.to] = {queue[head], (unsigned)k};
-            queue.push_back(e.to);
-          }
-      return reach[sink];
-    };
-    SmallVector<bool> reach;
-    while (reachable(reach)) {
-      int64_t push = inf;
-      for (unsigned v = sink; v != source; v = parent[v].first)
-        push = std::min(push, graph[parent[v].first][parent[v].second].cap);
-      if (push >= inf) // cannot happen: every path crosses a leaf's finite edge
-        return (LogicalResult)scan.emitOpError(
-            "auto saving policy: a need with no finite cut");
-      for (unsigned v = sink; v != source; v = parent[v].first) {
-        Edge &e = graph[parent[v].first][parent[v].second];
-        e.cap -= push;
-        graph[e.to][e.rev].cap += push;
-      }
-    }
+      graph.addEdge(2 * id[v] + 1, sink, inf);
+    // Every path crosses a leaf's finite edge, so a cut always exists.
+    if (!graph.solve(source, sink))
+      return (LogicalResult)scan.emitOpError(
+          "auto saving policy: a need with no finite cut");
     Cut cut;
     for (auto [k, v] : llvm::enumerate(values)) {
-      if (!reach[2 * k] || reach[2 * k + 1])
+      if (!graph.onSourceSide(2 * k) || graph.onSourceSide(2 * k + 1))
         continue;
       cut.values.push_back(v);
-      for (const Edge &e : graph[2 * k])
-        if (e.to == 2 * k + 1)
-          cut.cost += e.cap + graph[e.to][e.rev].cap; // the original capacity
+      cut.cost += graph.getCapacity(2 * k, 2 * k + 1);
       cut.hasState |= llvm::is_contained(scan.getStateArgs(), v);
     }
     return cut;
