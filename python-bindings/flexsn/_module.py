@@ -8,7 +8,7 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import nn
 
-from . import _ops, _runner, _tracer
+from . import _ops, _recorder, _runner
 
 BACKENDS = ("torch", "cpu", "cuda", "triton", "inductor", "hop")
 COMPILED_ALIASES = ("triton", "inductor", "hop")
@@ -182,7 +182,7 @@ class FlexSNKernel:
 
     def _count_outputs(self, example_inputs) -> int:
         n = self.num_inputs + self.num_states
-        device = _tracer.example_device(self.core, self.static_inputs, example_inputs)
+        device = _recorder.example_device(self.core, self.static_inputs, example_inputs)
         args = list(example_inputs)[:n] if example_inputs else \
             [torch.zeros(1, device=device)] * n
         with torch.no_grad():

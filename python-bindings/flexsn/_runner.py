@@ -16,7 +16,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from . import _native, _program, _tracer
+from . import _emit, _graph, _native, _program, _recorder
 from ._errors import FallbackWarning, FlexSNError, UnsupportedOpError
 
 FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
@@ -28,13 +28,13 @@ class CompiledCore:
     def __init__(self, core: Callable, num_inputs: int, num_states: int,
                  static_inputs: Sequence[torch.Tensor] = (),
                  example_inputs: Optional[Sequence[torch.Tensor]] = None):
-        self.traced = _tracer.trace(core, num_inputs, num_states, static_inputs,
+        self.traced = _recorder.trace(core, num_inputs, num_states, static_inputs,
                                     example_inputs)
         self.num_inputs, self.num_states = num_inputs, num_states
         self.num_outputs = self.traced.num_outputs
         # outputs, then new states: those PyTorch gives no gradient path
         self.non_differentiable = [k for k, d in enumerate(
-            _tracer.differentiable_results(self.traced)) if not d]
+            _graph.differentiable_results(self.traced)) if not d]
         self._ir: dict[tuple, str] = {}
         # InferPrep / TrainPrep by configuration (see prepare_infer)
         self.prepared: dict[tuple, object] = {}
@@ -49,7 +49,7 @@ class CompiledCore:
         key = (tuple(in_dtypes), tuple(param_dtypes), tuple(param_scalar), tuple(mask))
         text = self._ir.get(key)
         if text is None:
-            text = _tracer.emit(self.traced, in_dtypes, param_dtypes, param_scalar, mask)
+            text = _emit.emit(self.traced, in_dtypes, param_dtypes, param_scalar, mask)
             self._ir[key] = text
         return text
 

@@ -374,8 +374,8 @@ def global_core(x, v):
 
 
 def test_core_reading_a_global_tensor():
-    from flexsn import _tracer
-    assert any(t is GLOBAL_DECAY for t in _tracer._captured_tensors(global_core))
+    from flexsn import _recorder
+    assert any(t is GLOBAL_DECAY for t in _recorder._captured_tensors(global_core))
     k = flexsn.FlexSNKernel(global_core, 1, 1, backend="cpu")
     r = flexsn.FlexSNKernel(global_core, 1, 1, backend="torch")
     x = torch.randn(4, 9) * 2
