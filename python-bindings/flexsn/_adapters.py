@@ -126,7 +126,7 @@ class Scan:
             params: Sequence[torch.Tensor], want_seqs: bool = True):
         """(every output sequence, state sequences or None, final states)."""
         from ._module import _keep_plan, _run_planned
-        from ._runner import validate_sequences
+        from ._checks import validate_sequences
         kernel = self.seqs if want_seqs else self.finals
         kernel.static_inputs = params = tuple(params)
         inputs = [x]

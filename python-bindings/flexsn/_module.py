@@ -8,7 +8,7 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import nn
 
-from . import _ops, _recorder, _runner
+from . import _checks, _compiled, _ops, _recorder, _runner
 
 BACKENDS = ("torch", "cpu", "cuda", "triton", "inductor", "hop")
 COMPILED_ALIASES = ("triton", "inductor", "hop")
@@ -150,7 +150,7 @@ class FlexSNKernel:
         self._strict = strict
         self.compiled = None
         if self.backend != "torch":
-            self.compiled = _runner.try_compile(core, num_inputs, num_states,
+            self.compiled = _compiled.try_compile(core, num_inputs, num_states,
                                                 self.static_inputs, example_inputs, strict)
         if self.compiled is not None:
             _ops.handle_of(self.compiled)  # now, not while torch.compile traces
@@ -176,7 +176,7 @@ class FlexSNKernel:
 
     def _rebuild(self, static_inputs):
         examples = [torch.zeros(1, dtype=d) for d in self._example_dtypes] or None
-        self.compiled = _runner.CompiledCore(self.core, self.num_inputs, self.num_states,
+        self.compiled = _compiled.CompiledCore(self.core, self.num_inputs, self.num_states,
                                              static_inputs, examples)
         _ops.handle_of(self.compiled)
 
@@ -232,7 +232,7 @@ class FlexSNKernel:
         r = None if compiling else \
             _run_planned(self, self.compiled, inputs, states)
         if r is None:
-            _runner.validate_sequences(inputs, states, self.num_inputs, self.num_states)
+            _checks.validate_sequences(inputs, states, self.num_inputs, self.num_states)
             record: Optional[list] = None if compiling else []
             r = self.run(inputs, states, want_seqs=not self.final_state, plan=record)
             if record is not None:
@@ -424,7 +424,7 @@ class FlexSN(nn.Module):
         if states is None and custom_init:
             states = list(self.init_states(self.num_states, self.step_mode, *inputs))
         # states None: zeros, made inside the kernel where it can.
-        _runner.validate_sequences(inputs, states, self.num_inputs, self.num_states,
+        _checks.validate_sequences(inputs, states, self.num_inputs, self.num_states,
                                    self.step_mode)
         single = self.step_mode == "s"
         if single:

@@ -24,7 +24,7 @@ import threading
 
 import torch
 
-from . import _runner
+from . import _checks, _compiled, _runner
 
 _lock = threading.Lock()
 _CORES: list = []
@@ -59,10 +59,10 @@ def _binding_ids(handle: int, dtype, device, p_dtypes: tuple, p_scalar: tuple,
     states."""
     cc = _core(handle)
     if mask is None:
-        prep = _runner.prepare_infer(cc, dtype, device, want_seqs, list(p_dtypes),
+        prep = _compiled.prepare_infer(cc, dtype, device, want_seqs, list(p_dtypes),
                                      list(p_scalar))
         return prep.kernel.native, False, tuple(prep.out_ix + prep.rest_ix), False
-    prep = _runner.prepare_train(cc, dtype, device, list(p_dtypes), list(p_scalar),
+    prep = _compiled.prepare_train(cc, dtype, device, list(p_dtypes), list(p_scalar),
                                  list(mask))
     pair = prep.pair(want_seqs)
     return pair.native, True, (), not pair.final and not want_seqs
@@ -90,14 +90,14 @@ def run(cc, inputs, init_states, params, *, want_seqs: bool, grad_mask=None):
     step = tuple(x.shape[1:])
     mask = None
     if torch.is_grad_enabled():
-        mask = _runner.requires_grad_mask(inputs, init_states, ns, params, grad_mask)
+        mask = _checks.requires_grad_mask(inputs, init_states, ns, params, grad_mask)
         if not any(mask):
             mask = None
     if x.shape[0] == 0:
         return _runner.run_empty(cc, inputs, init_states, mask is not None, want_seqs)
-    ps, p_dtypes, p_scalar = _runner.flat_params(params, step, x.device)
-    s0 = [None] * ns if init_states is None else _runner.as_contiguous(init_states)
-    args = _runner.as_contiguous(inputs) + s0 + ps
+    ps, p_dtypes, p_scalar = _checks.flat_params(params, step, x.device)
+    s0 = [None] * ns if init_states is None else _checks.as_contiguous(init_states)
+    args = _checks.as_contiguous(inputs) + s0 + ps
     ident, training, order, last_steps = _bindings_fn()(
         cc._op_handle, x.dtype, x.device, tuple(p_dtypes), tuple(p_scalar),
         None if mask is None else tuple(mask), want_seqs)
@@ -110,4 +110,4 @@ def run(cc, inputs, init_states, params, *, want_seqs: bool, grad_mask=None):
     if last_steps:
         rest = [q[-1] for q in rest]
     # The state results are final states exactly when no sequences are wanted.
-    return _runner.call_result(outs, rest, not want_seqs, want_seqs)
+    return _compiled.call_result(outs, rest, not want_seqs, want_seqs)

@@ -11,12 +11,12 @@ import torch
 
 import flexsn
 from conftest import child_python
-from flexsn import _capi, _program, _runner
+from flexsn import _capi, _compiled, _program
 from cores import lif
 
 
 def _ir():
-    cc = _runner.CompiledCore(lif(), 1, 1)
+    cc = _compiled.CompiledCore(lif(), 1, 1)
     return cc.ir([torch.float32] * 2, [], [], [False, False])
 
 
@@ -88,7 +88,7 @@ def test_deep_entries(monkeypatch, dtype, depth):
     # steps by that depth; the backward reads 16 bytes or more a step and
     # has none. An explicit prefetch gives no kernel one.
     monkeypatch.setenv("FLEXSN_CACHE_DIR", "off")
-    ir = _runner.CompiledCore(lif(), 1, 1).ir([dtype] * 2, [], [], [True] * 2)
+    ir = _compiled.CompiledCore(lif(), 1, 1).ir([dtype] * 2, [], [], [True] * 2)
     program = _program._compile(ir, "cuda", "chip=sm_90 differentiate=1")
     ptx = _capi.program_ptx(program.handle)
     kinds = {}
@@ -204,9 +204,9 @@ def test_concurrent_processes_share_the_cache(tmp_path):
     code = (
         "import sys; sys.path.insert(0, %r)\n"
         "import torch\n"
-        "from flexsn import _program, _runner\n"
+        "from flexsn import _compiled, _program\n"
         "from cores import lif\n"
-        "cc = _runner.CompiledCore(lif(), 1, 1)\n"
+        "cc = _compiled.CompiledCore(lif(), 1, 1)\n"
         "ir = cc.ir([torch.float32] * 2, [], [], [False, False])\n"
         "p = _program._compile(ir, 'cuda', 'chip=sm_90')\n"
         "print(sorted(p.kernels))\n"

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import flexsn
-from flexsn import _runner
+from flexsn import _compiled, _runner
 from cores import lif, tutorial
 from conftest import LaunchSpy
 
@@ -154,7 +154,7 @@ def test_final_states_of_a_sequence_pair_through_the_plan(device, monkeypatch):
             loss.backward()
             got.append((outs, states, [t.grad for call in leaves for t in call]))
         prep = next(p for p in fast.kernel.compiled.prepared.values()
-                    if isinstance(p, _runner.TrainPrep))
+                    if isinstance(p, _compiled.TrainPrep))
         assert not prep._has_final  # the case under test
         assert counted.general == 2 + 3  # fast: calls 1 and 2 (two slots)
         for k in range(3):

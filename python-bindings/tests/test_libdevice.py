@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import flexsn
-from flexsn import _program, _runner
+from flexsn import _compiled, _program
 
 TOOLKIT_LIBDEVICE = Path("/usr/local/cuda") / _program.LIBDEVICE
 
@@ -20,7 +20,7 @@ def _math_ir():
         h = v + torch.exp(-x.abs()) * torch.tanh(x)
         s = flexsn.surrogate.ATan()(h - 1.0)
         return s, h * (1.0 - s)
-    cc = _runner.CompiledCore(core, 1, 1)
+    cc = _compiled.CompiledCore(core, 1, 1)
     return cc.ir([torch.float32] * 2, [], [], [False, False])
 
 
@@ -44,7 +44,7 @@ def test_packaged_libdevice_compiles_math_cores(no_toolkit, monkeypatch):
     monkeypatch.setattr(_program, "packaged_cuda_home", lambda: home)
     assert _program.cuda_home_option() == f"cuda-home={home}"
     program = _program.get_program(_math_ir(), "cuda", chip="sm_90")
-    from flexsn import _capi
+    from flexsn import _capi, _compiled
     ptx = _capi.program_ptx(program.handle)
     assert ".extern .func" not in ptx and ".entry" in ptx
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import flexsn
-from flexsn import _capi, _program, _runner
+from flexsn import _capi, _compiled, _program
 from conftest import assert_close
 
 # name -> f(x, y) with x, y one step of two inputs; y is kept away from 0
@@ -122,7 +122,7 @@ def test_op(name, device):
 
 
 def test_table_covers_spikingjelly_ops():
-    from flexsn import _optable
+    from flexsn import _compiled, _optable
     names = set(_optable.supported_ops())
     required = """add.Tensor add.Scalar sub.Tensor sub.Scalar rsub.Scalar mul.Tensor
     mul.Scalar div.Tensor div.Scalar bitwise_and.Tensor bitwise_or.Tensor
@@ -172,7 +172,7 @@ def test_sigmoid_divides_once_a_step(monkeypatch):
     entry, fast reciprocals and exponentials come one for one and no
     rcp.rn/div.rn is left. Emitting PTX needs no GPU."""
     monkeypatch.setenv("FLEXSN_CACHE_DIR", "off")
-    cc = _runner.CompiledCore(lambda x, v: (torch.sigmoid(x * v), v + torch.sigmoid(x * v)),
+    cc = _compiled.CompiledCore(lambda x, v: (torch.sigmoid(x * v), v + torch.sigmoid(x * v)),
                               1, 1)
     ir = cc.ir([torch.float32] * 2, [], [], [True, True])
     program = _program._compile(ir, "cuda", "chip=sm_90 differentiate=1")

@@ -18,7 +18,7 @@ from cores import lif, tutorial
 
 def _prep(m):
     """The module's one TrainPrep."""
-    from flexsn._runner import TrainPrep
+    from flexsn._compiled import TrainPrep
     preps = [p for p in m.kernel.compiled.prepared.values() if isinstance(p, TrainPrep)]
     assert len(preps) == 1, preps
     return preps[0]

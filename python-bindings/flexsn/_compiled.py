@@ -1,0 +1,319 @@
+"""A core compiled for our kernels: the traced core and its IR per
+configuration (CompiledCore), and per configuration its bound kernels:
+inference (InferPrep) and the training pairs (TrainPrep, TrainPair), whose
+forward and backward run as one autograd node of the package's operators.
+
+Shapes: input sequences ``[T, *S]``, initial states ``[*S]`` (``S`` the
+per-step shape, ``NCL = prod(S)`` neurons); the kernels see ``[T, NCL]`` and
+``[NCL]``. Parameters are scalars when they hold one element, otherwise
+per-step tensors.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable, Optional, Sequence
+
+import torch
+
+from . import _emit, _graph, _native, _program, _recorder
+from ._checks import as_contiguous
+from ._errors import FallbackWarning, FlexSNError, UnsupportedOpError
+
+class CompiledCore:
+    """A traced core and the IR of each configuration it ran with."""
+
+    def __init__(self, core: Callable, num_inputs: int, num_states: int,
+                 static_inputs: Sequence[torch.Tensor] = (),
+                 example_inputs: Optional[Sequence[torch.Tensor]] = None):
+        self.traced = _recorder.trace(core, num_inputs, num_states, static_inputs,
+                                    example_inputs)
+        self.num_inputs, self.num_states = num_inputs, num_states
+        self.num_outputs = self.traced.num_outputs
+        # outputs, then new states: those PyTorch gives no gradient path
+        self.non_differentiable = [k for k, d in enumerate(
+            _graph.differentiable_results(self.traced)) if not d]
+        self._ir: dict[tuple, str] = {}
+        # InferPrep / TrainPrep by configuration (see prepare_infer)
+        self.prepared: dict[tuple, object] = {}
+        # Emit once now: an op outside the table, or a bool output, is found
+        # when the module is built, not at its first call.
+        n = num_inputs + num_states + len(self.traced.params)
+        self.ir([torch.float32] * (num_inputs + num_states),
+                [torch.float32] * len(self.traced.params),
+                [False] * len(self.traced.params), [False] * n)
+
+    def ir(self, in_dtypes, param_dtypes, param_scalar, mask) -> str:
+        key = (tuple(in_dtypes), tuple(param_dtypes), tuple(param_scalar), tuple(mask))
+        text = self._ir.get(key)
+        if text is None:
+            text = _emit.emit(self.traced, in_dtypes, param_dtypes, param_scalar, mask)
+            self._ir[key] = text
+        return text
+
+    def param_tensors(self, static_inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        out = []
+        for src in self.traced.params:
+            out.append(static_inputs[src.index] if src.kind == "static" else src.tensor)
+        return out
+
+
+_warned_unavailable = False
+
+
+def try_compile(core, num_inputs, num_states, static_inputs, example_inputs,
+                strict: bool) -> Optional[CompiledCore]:
+    """The compiled core, or None (with a FallbackWarning) when it uses an op
+    the compiler lacks or the package's operators cannot load (one warning
+    per process for that); `strict` raises instead."""
+    global _warned_unavailable
+    if _native.ops() is None:
+        message = _native.unavailable_message()
+        if strict:
+            raise FlexSNError(message)
+        if not _warned_unavailable:
+            _warned_unavailable = True
+            warnings.warn(message, FallbackWarning, stacklevel=4)
+        return None
+    try:
+        return CompiledCore(core, num_inputs, num_states, static_inputs, example_inputs)
+    except UnsupportedOpError as e:
+        if strict:
+            raise
+        warnings.warn(f"{e}; running the core as a Python loop (backend "
+                      "'torch') instead", FallbackWarning, stacklevel=4)
+        return None
+
+
+def _where(device: torch.device):
+    """(target, chip, device index) of kernels running on `device`."""
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return "cuda", _program.chip_of(device), index
+    return "cpu", None, 0
+
+
+def _leaf_positions(ni: int, ns: int, npar: int) -> dict:
+    """Where each input, initial state and parameter is in a call's tensor
+    list (inputs, then initial states, then parameters)."""
+    positions = {("input", i): i for i in range(ni)}
+    positions.update({("init_state", s): ni + s for s in range(ns)})
+    positions.update({("param", p): ni + ns + p for p in range(npar)})
+    return positions
+
+
+def call_result(outs, rest, final: bool, want_seqs: bool):
+    """A call's (outputs, state sequences or None, final states), as
+    run_compiled returns it, from a kernel's outputs and its state results
+    `rest` (final states when `final`, else state sequences, whose last
+    steps are the final states)."""
+    if final:
+        return outs, None, rest
+    return outs, (rest if want_seqs else None), [q[-1] for q in rest]
+
+
+class InferPrep:
+    """The inference kernel of one configuration (dtype, device, parameter
+    kinds, state sequences or final states), its arguments bound: ``xs + s0
+    + ps`` (inputs, initial states, parameters). An initial state may be
+    None: the kernel reads a null pointer as zeros (nothing allocated)."""
+
+    def __init__(self, cc: "CompiledCore", dtype, device: torch.device, want_seqs: bool,
+                 p_dtypes, p_scalar):
+        ni, ns, npar = cc.num_inputs, cc.num_states, len(p_dtypes)
+        target, chip, index = _where(device)
+        ir = cc.ir([dtype] * (ni + ns), p_dtypes, p_scalar, [False] * (ni + ns + npar))
+        program = _program.get_program(ir, target, chip)
+        launcher = program.launcher("core_inference" if want_seqs else "core_final_state",
+                                    index)
+        self.kernel = _program.Bound(launcher, _leaf_positions(ni, ns, npar))
+        self.out_ix = [self.kernel.index(("output", k)) for k in range(cc.num_outputs)]
+        rest = "state_seq" if want_seqs else "final_state"
+        self.rest_ix = [self.kernel.index((rest, s)) for s in range(ns)]
+
+    def __call__(self, args):
+        """(outputs [T, *S], state sequences [T, *S] or final states [*S])."""
+        res = self.kernel(args)
+        return [res[i] for i in self.out_ix], [res[i] for i in self.rest_ix]
+
+    def run(self, args, want_seqs: bool):
+        """A call as run_compiled returns it: (outputs, state sequences or
+        None, final states); `want_seqs` as this kernel was prepared."""
+        outs, rest = self(args)
+        return call_result(outs, rest, not want_seqs, want_seqs)
+
+
+class TrainPair:
+    """One training forward and its backward, bound. The forward takes the
+    leaves (inputs, initial states, parameters; an initial state None:
+    zeros) and gives outputs, then per state its sequence (``final`` False)
+    or its final state (``final`` True), then what it saves for the
+    backward. The backward takes ``leaves + kept + grads``: the leaves (None
+    where it reads none), the kept forward results (state sequences and
+    saved values), then the gradient or None of each output and state
+    result; it gives each leaf's gradient (None where none is wanted) in the
+    leaf's shape and dtype."""
+
+    def __init__(self, program, fwd_name: str, bwd_name: str, final: bool, index: int,
+                 ni: int, ns: int, no: int, npar: int, non_differentiable):
+        n = ni + ns + npar
+        leaves = _leaf_positions(ni, ns, npar)
+        self.final = final
+        self.forward = _program.Bound(program.launcher(fwd_name, index), leaves)
+        self.out_ix = [self.forward.index(("output", k)) for k in range(no)]
+        state_key = "final_state" if final else "state_seq"
+        self.state_ix = [self.forward.index((state_key, s)) for s in range(ns)]
+        # Kept for the backward: every state sequence (the caller may hold
+        # them anyway), then the saved values.
+        kept = [] if final else [("state_seq", s) for s in range(ns)]
+        kept += [k for k in self.forward.result_keys if k[0] == "saved"]
+        self.kept_ix = [self.forward.index(k) for k in kept]
+        back = dict(leaves)
+        back.update({k: n + j for j, k in enumerate(kept)})
+        m = n + len(kept)
+        grad_key = "grad_final_state" if final else "grad_state_seq"
+        back.update({("grad_output", k): m + k for k in range(no)})
+        back.update({(grad_key, s): m + no + s for s in range(ns)})
+        self._backward_launcher = program.launcher(bwd_name, index)
+        self.backward = _program.Bound(self._backward_launcher, back)
+        # Leaves the backward reads; the others are not kept alive for it.
+        read = {pos for _, pos in self.backward.reads}
+        self.leaf_read = [j in read for j in range(n)]
+        keys = self.backward.result_keys
+        wanted = [("grad_input", i) for i in range(ni)] + \
+            [("grad_init_state", s) for s in range(ns)] + \
+            [("grad_param", p) for p in range(npar)]
+        self.grad_ix = [keys.index(k) if k in keys else None for k in wanted]
+        # the dtype of each saved value the forward returns (after its states)
+        self.saved_dtypes = [dtype for (_, dtype, _), key in
+                             zip(self.forward.allocs, self.forward.result_keys)
+                             if key[0] == "saved"]
+        self.num_leaves = n
+        self.non_differentiable = non_differentiable
+        self._preloaded = None
+        # Forward and backward as one C++ autograd node.
+        self.native = _native.ops().bind_train(
+            self.forward.native, self.backward.native, self.out_ix, self.state_ix,
+            self.kept_ix, [int(r) for r in self.leaf_read],
+            [-1 if ix is None else ix for ix in self.grad_ix],
+            list(non_differentiable))
+        _native.note_training(self.native, self.forward.native, self.backward.native,
+                              self.out_ix + self.state_ix)
+
+    def __del__(self):
+        _native.release(getattr(self, "native", None))
+
+    def preload(self, NCL: int) -> None:
+        """The backward's entry for NCL starts compiling in the background on
+        its first use (the driver's compile then overlaps the forward's)."""
+        if self._preloaded != NCL:
+            self._backward_launcher.preload(NCL)
+            self._preloaded = NCL
+
+    def run(self, leaves):
+        """(outputs, state results), through the operators' autograd node."""
+        res = _native.train(self.native, leaves)
+        no = len(self.out_ix)
+        return list(res[:no]), list(res[no:])
+
+    def run_forward(self, leaves):
+        """(outputs, state results, kept)."""
+        res = self.forward(leaves)
+        return [res[i] for i in self.out_ix], [res[i] for i in self.state_ix], \
+            [res[i] for i in self.kept_ix]
+
+    def run_backward(self, leaves, kept, grads, defined=None) -> list:
+        """Each leaf's gradient. `defined`: per leaf its (shape, dtype), or
+        None where the call passed none (by default taken from `leaves`,
+        which then must all be given where passed)."""
+        if defined is None:
+            defined = [None if t is None else (t.shape, t.dtype) for t in leaves]
+        args = list(leaves) + list(kept)
+        args += as_contiguous(grads)
+        res = self.backward(args)
+        out = []
+        for passed, ix in zip(defined, self.grad_ix):
+            if ix is None or passed is None:
+                out.append(None)
+                continue
+            shape, dtype = passed
+            g = res[ix]
+            if g.dtype != dtype:
+                g = g.to(dtype)
+            if g.shape != shape:  # a state or scalar shaped otherwise
+                g = g.view(shape)
+            out.append(g)
+        return out
+
+
+class TrainPrep:
+    """The training kernels of one configuration, compiled with the
+    automatic saving policy (the compiler's minimum cut, save-ops=auto): a
+    core whose backward reads no state sequence also has a final-state
+    pair, which a call that wants no state sequences runs: its forward
+    writes final states, not sequences, and nothing but the saved values
+    stays alive for its backward. Each pair is bound on first use: on the
+    CPU binding a kernel JIT-compiles it, so a configuration that only
+    ever runs one pair compiles two kernels, not four."""
+
+    def __init__(self, cc: "CompiledCore", dtype, device: torch.device, p_dtypes, p_scalar,
+                 mask):
+        ni, ns, no, npar = cc.num_inputs, cc.num_states, cc.num_outputs, len(p_dtypes)
+        target, chip, index = _where(device)
+        ir = cc.ir([dtype] * (ni + ns), p_dtypes, p_scalar, mask)
+        self._program = _program.get_program(ir, target, chip, differentiate=True,
+                                             save_ops="auto")
+        self._index = index
+        self._counts = (ni, ns, no, npar, cc.non_differentiable)
+        self._has_final = "core_forward_final" in self._program.kernels
+        self._pairs = {}
+
+    def _bound(self, final: bool) -> TrainPair:
+        pair = self._pairs.get(final)
+        if pair is None:
+            names = ("core_forward_final", "core_backward_final") if final else \
+                ("core_forward", "core_backward")
+            pair = self._pairs[final] = TrainPair(self._program, *names, final,
+                                                  self._index, *self._counts)
+        return pair
+
+    @property
+    def seqs(self) -> TrainPair:
+        """The pair whose forward writes state sequences."""
+        return self._bound(False)
+
+    @property
+    def final(self) -> Optional[TrainPair]:
+        """The final-state pair, or None where the compiler built none."""
+        return self._bound(True) if self._has_final else None
+
+    def pair(self, want_seqs: bool) -> TrainPair:
+        return self._bound(not want_seqs and self._has_final)
+
+    def preload(self, NCL: int, want_seqs: bool = True) -> None:
+        self.pair(want_seqs).preload(NCL)
+
+    def run(self, leaves, want_seqs: bool):
+        """A training call as run_compiled returns it: (outputs, state
+        sequences or None, final states)."""
+        pair = self.pair(want_seqs)
+        outs, states = pair.run(leaves)
+        return call_result(outs, states, pair.final, want_seqs)
+
+
+def prepare_infer(cc: CompiledCore, dtype, device, want_seqs: bool, p_dtypes,
+                  p_scalar) -> InferPrep:
+    key = ("infer", dtype, device, want_seqs, tuple(p_dtypes), tuple(p_scalar))
+    prep = cc.prepared.get(key)
+    if prep is None:
+        prep = cc.prepared[key] = InferPrep(cc, dtype, device, want_seqs, p_dtypes,
+                                            p_scalar)
+    return prep
+
+
+def prepare_train(cc: CompiledCore, dtype, device, p_dtypes, p_scalar, mask) -> TrainPrep:
+    key = ("train", dtype, device, tuple(p_dtypes), tuple(p_scalar), tuple(mask))
+    prep = cc.prepared.get(key)
+    if prep is None:
+        prep = cc.prepared[key] = TrainPrep(cc, dtype, device, p_dtypes, p_scalar, mask)
+    return prep
