@@ -1,0 +1,129 @@
+//===- HarnessDetail.h - What the harness's files share -------*- C++ -*-===//
+//
+// Private to lib/Execution: the helpers the harness's files (buffers,
+// runners, preparation, checks, the case runner) share.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FLEXSN_LIB_EXECUTION_HARNESSDETAIL_H
+#define FLEXSN_LIB_EXECUTION_HARNESSDETAIL_H
+
+#include "flexsn/Execution/Harness.h"
+#include "flexsn/Interpreter/Interpreter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <vector>
+
+namespace mlir {
+namespace flexsn {
+namespace harness {
+
+llvm::Error makeError(const llvm::Twine &message);
+
+// Buffers
+std::vector<HostBuffer> makeBuffers(ArrayRef<KernelArg> abi, int64_t T,
+                                    int64_t NCL);
+void fillOperand(HostBuffer &buf, ArgMeaning meaning, std::mt19937_64 &rng);
+void zeroSums(std::vector<HostBuffer> &buffers);
+int64_t totalBytes(const std::vector<HostBuffer> &buffers);
+double median(std::vector<double> times);
+
+// Preparation
+void setStorageType(func::FuncOp func, ScanOp scan, Type storage);
+ScanOp scanOf(ModuleOp module, StringRef funcName);
+
+// Checks
+double defaultTolerance(Type storage, Type compute);
+
+/// Compares buffers with references, leaving out near-tie neurons.
+struct Comparer {
+  const HarnessOptions &options;
+  llvm::raw_ostream &os;
+  int64_t NCL;
+  /// One flag per neuron; empty: none left out.
+  std::vector<uint8_t> mask;
+  CheckResult result;
+
+  bool anyMasked() const {
+    return llvm::any_of(mask, [](uint8_t m) { return m != 0; });
+  }
+
+  /// Max abs error over max(max |ref|, 1) (NaN if any value is NaN).
+  void compare(StringRef what, const HostBuffer &got,
+               const std::vector<double> &ref, Type compute) {
+    double tol = options.tolerance >= 0
+                     ? options.tolerance
+                     : defaultTolerance(got.arg.type, compute);
+    bool perNeuron = (int64_t)ref.size() >= NCL && NCL > 0;
+    if (!perNeuron && anyMasked()) {
+      ++result.skipped;
+      if (options.verbose)
+        os << "  " << what << ": skipped (it sums neurons next to a switch "
+                              "point)\n";
+      return;
+    }
+    double maxErr = 0.0, maxRef = 0.0;
+    int64_t bad = 0, used = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      if (perNeuron && !mask.empty() && mask[i % NCL])
+        continue;
+      ++used;
+      double value = got.at(i);
+      // The same NaN or infinity on both sides agrees.
+      if ((std::isnan(value) && std::isnan(ref[i])) ||
+          (std::isinf(value) && value == ref[i]))
+        continue;
+      double err = std::fabs(value - ref[i]);
+      if (!(err <= maxErr)) // NaN-propagating max
+        maxErr = err;
+      maxRef = std::max(maxRef, std::fabs(ref[i]));
+      if (!(err <= tol * std::max(1.0, std::fabs(ref[i]))))
+        ++bad;
+    }
+    double rel = maxErr / std::max(maxRef, 1.0);
+    if (options.verbose) {
+      os << "  " << what << " (" << got.arg.type << ", " << used
+         << " values): max relative error " << rel
+         << (rel <= tol ? " ok" : " FAIL") << " (tolerance " << tol;
+      if (bad)
+        os << ", " << bad << " value(s) off";
+      os << ")\n";
+    }
+    result.add(what, rel, tol);
+  }
+};
+
+using MeaningMap = std::map<std::pair<ArgMeaning, unsigned>,
+                            const HostBuffer *>;
+
+/// The scan operands in operand order (for the interpreter), from the
+/// buffers and the constants of constant initial states.
+std::vector<std::vector<double>>
+scanOperands(ScanOp scan, const std::vector<HostBuffer> &buffers, int64_t NCL);
+/// Compares every result buffer of a run of `scan`'s kernel of `variant`
+/// with the interpreter's run on the same operands.
+llvm::Error checkWithInterpreter(ScanOp scan, KernelVariant variant, int64_t T,
+                                 int64_t NCL,
+                                 const std::vector<HostBuffer> &buffers,
+                                 Comparer &cmp, StringRef suffix = "");
+/// The backward kernel's gradients (`got`) against central finite
+/// differences of the primal's loss, computed with the interpreter in f64.
+llvm::Error finiteDifferenceCheck(ScanOp primal, int64_t T, int64_t NCL,
+                                  const AdjointCase &c, const MeaningMap &got,
+                                  Comparer &cmp);
+/// Neurons whose reference run of `primal` passes a switch point within
+/// `margin`.
+llvm::Error nearTieMask(ScanOp primal, int64_t T, int64_t NCL,
+                        const std::vector<std::vector<double>> &operands,
+                        double margin, std::vector<uint8_t> &mask);
+
+} // namespace harness
+} // namespace flexsn
+} // namespace mlir
+
+#endif // FLEXSN_LIB_EXECUTION_HARNESSDETAIL_H
