@@ -93,12 +93,12 @@ def _where(device: torch.device):
     return "cpu", None, 0
 
 
-def _leaf_positions(ni: int, ns: int, npar: int) -> dict:
+def _leaf_positions(num_inputs: int, num_states: int, num_params: int) -> dict:
     """Where each input, initial state and parameter is in a call's tensor
     list (inputs, then initial states, then parameters)."""
-    positions = {("input", i): i for i in range(ni)}
-    positions.update({("init_state", s): ni + s for s in range(ns)})
-    positions.update({("param", p): ni + ns + p for p in range(npar)})
+    positions = {("input", i): i for i in range(num_inputs)}
+    positions.update({("init_state", s): num_inputs + s for s in range(num_states)})
+    positions.update({("param", p): num_inputs + num_states + p for p in range(num_params)})
     return positions
 
 
@@ -118,18 +118,20 @@ class InferPrep:
     + ps`` (inputs, initial states, parameters). An initial state may be
     None: the kernel reads a null pointer as zeros (nothing allocated)."""
 
-    def __init__(self, cc: "CompiledCore", dtype, device: torch.device, want_seqs: bool,
+    def __init__(self, compiled: "CompiledCore", dtype, device: torch.device, want_seqs: bool,
                  p_dtypes, p_scalar):
-        ni, ns, npar = cc.num_inputs, cc.num_states, len(p_dtypes)
+        num_inputs, num_states = compiled.num_inputs, compiled.num_states
+        num_params = len(p_dtypes)
         target, chip, index = _where(device)
-        ir = cc.ir([dtype] * (ni + ns), p_dtypes, p_scalar, [False] * (ni + ns + npar))
+        ir = compiled.ir([dtype] * (num_inputs + num_states), p_dtypes, p_scalar,
+                         [False] * (num_inputs + num_states + num_params))
         program = _program.get_program(ir, target, chip)
         launcher = program.launcher("core_inference" if want_seqs else "core_final_state",
                                     index)
-        self.kernel = _program.Bound(launcher, _leaf_positions(ni, ns, npar))
-        self.out_ix = [self.kernel.index(("output", k)) for k in range(cc.num_outputs)]
+        self.kernel = _program.Bound(launcher, _leaf_positions(num_inputs, num_states, num_params))
+        self.out_ix = [self.kernel.index(("output", k)) for k in range(compiled.num_outputs)]
         rest = "state_seq" if want_seqs else "final_state"
-        self.rest_ix = [self.kernel.index((rest, s)) for s in range(ns)]
+        self.rest_ix = [self.kernel.index((rest, s)) for s in range(num_states)]
 
     def __call__(self, args):
         """(outputs [T, *S], state sequences [T, *S] or final states [*S])."""
@@ -155,34 +157,35 @@ class TrainPair:
     leaf's shape and dtype."""
 
     def __init__(self, program, fwd_name: str, bwd_name: str, final: bool, index: int,
-                 ni: int, ns: int, no: int, npar: int, non_differentiable):
-        n = ni + ns + npar
-        leaves = _leaf_positions(ni, ns, npar)
+                 num_inputs: int, num_states: int, num_outputs: int, num_params: int,
+                 non_differentiable):
+        n = num_inputs + num_states + num_params
+        leaves = _leaf_positions(num_inputs, num_states, num_params)
         self.final = final
         self.forward = _program.Bound(program.launcher(fwd_name, index), leaves)
-        self.out_ix = [self.forward.index(("output", k)) for k in range(no)]
+        self.out_ix = [self.forward.index(("output", k)) for k in range(num_outputs)]
         state_key = "final_state" if final else "state_seq"
-        self.state_ix = [self.forward.index((state_key, s)) for s in range(ns)]
+        self.state_ix = [self.forward.index((state_key, s)) for s in range(num_states)]
         # Kept for the backward: every state sequence (the caller may hold
         # them anyway), then the saved values.
-        kept = [] if final else [("state_seq", s) for s in range(ns)]
+        kept = [] if final else [("state_seq", s) for s in range(num_states)]
         kept += [k for k in self.forward.result_keys if k[0] == "saved"]
         self.kept_ix = [self.forward.index(k) for k in kept]
         back = dict(leaves)
         back.update({k: n + j for j, k in enumerate(kept)})
         m = n + len(kept)
         grad_key = "grad_final_state" if final else "grad_state_seq"
-        back.update({("grad_output", k): m + k for k in range(no)})
-        back.update({(grad_key, s): m + no + s for s in range(ns)})
+        back.update({("grad_output", k): m + k for k in range(num_outputs)})
+        back.update({(grad_key, s): m + num_outputs + s for s in range(num_states)})
         self._backward_launcher = program.launcher(bwd_name, index)
         self.backward = _program.Bound(self._backward_launcher, back)
         # Leaves the backward reads; the others are not kept alive for it.
         read = {pos for _, pos in self.backward.reads}
         self.leaf_read = [j in read for j in range(n)]
         keys = self.backward.result_keys
-        wanted = [("grad_input", i) for i in range(ni)] + \
-            [("grad_init_state", s) for s in range(ns)] + \
-            [("grad_param", p) for p in range(npar)]
+        wanted = [("grad_input", i) for i in range(num_inputs)] + \
+            [("grad_init_state", s) for s in range(num_states)] + \
+            [("grad_param", p) for p in range(num_params)]
         self.grad_ix = [keys.index(k) if k in keys else None for k in wanted]
         # the dtype of each saved value the forward returns (after its states)
         self.saved_dtypes = [dtype for (_, dtype, _), key in
@@ -213,8 +216,8 @@ class TrainPair:
     def run(self, leaves):
         """(outputs, state results), through the operators' autograd node."""
         res = _native.train(self.native, leaves)
-        no = len(self.out_ix)
-        return list(res[:no]), list(res[no:])
+        num_outputs = len(self.out_ix)
+        return list(res[:num_outputs]), list(res[num_outputs:])
 
     def run_forward(self, leaves):
         """(outputs, state results, kept)."""
@@ -256,15 +259,17 @@ class TrainPrep:
     CPU binding a kernel JIT-compiles it, so a configuration that only
     ever runs one pair compiles two kernels, not four."""
 
-    def __init__(self, cc: "CompiledCore", dtype, device: torch.device, p_dtypes, p_scalar,
+    def __init__(self, compiled: "CompiledCore", dtype, device: torch.device, p_dtypes, p_scalar,
                  mask):
-        ni, ns, no, npar = cc.num_inputs, cc.num_states, cc.num_outputs, len(p_dtypes)
+        num_inputs, num_states = compiled.num_inputs, compiled.num_states
+        num_outputs, num_params = compiled.num_outputs, len(p_dtypes)
         target, chip, index = _where(device)
-        ir = cc.ir([dtype] * (ni + ns), p_dtypes, p_scalar, mask)
+        ir = compiled.ir([dtype] * (num_inputs + num_states), p_dtypes, p_scalar, mask)
         self._program = _program.get_program(ir, target, chip, differentiate=True,
                                              save_ops="auto")
         self._index = index
-        self._counts = (ni, ns, no, npar, cc.non_differentiable)
+        self._counts = (num_inputs, num_states, num_outputs, num_params,
+                        compiled.non_differentiable)
         self._has_final = "core_forward_final" in self._program.kernels
         self._pairs = {}
 
@@ -301,19 +306,20 @@ class TrainPrep:
         return call_result(outs, states, pair.final, want_seqs)
 
 
-def prepare_infer(cc: CompiledCore, dtype, device, want_seqs: bool, p_dtypes,
+def prepare_infer(compiled: CompiledCore, dtype, device, want_seqs: bool, p_dtypes,
                   p_scalar) -> InferPrep:
     key = ("infer", dtype, device, want_seqs, tuple(p_dtypes), tuple(p_scalar))
-    prep = cc.prepared.get(key)
+    prep = compiled.prepared.get(key)
     if prep is None:
-        prep = cc.prepared[key] = InferPrep(cc, dtype, device, want_seqs, p_dtypes,
+        prep = compiled.prepared[key] = InferPrep(compiled, dtype, device, want_seqs, p_dtypes,
                                             p_scalar)
     return prep
 
 
-def prepare_train(cc: CompiledCore, dtype, device, p_dtypes, p_scalar, mask) -> TrainPrep:
+def prepare_train(compiled: CompiledCore, dtype, device, p_dtypes, p_scalar, mask) -> TrainPrep:
     key = ("train", dtype, device, tuple(p_dtypes), tuple(p_scalar), tuple(mask))
-    prep = cc.prepared.get(key)
+    prep = compiled.prepared.get(key)
     if prep is None:
-        prep = cc.prepared[key] = TrainPrep(cc, dtype, device, p_dtypes, p_scalar, mask)
+        prep = compiled.prepared[key] = TrainPrep(compiled, dtype, device, p_dtypes, p_scalar,
+                                                  mask)
     return prep

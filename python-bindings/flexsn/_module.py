@@ -42,17 +42,17 @@ def _slot(states) -> int:
     return 2 * torch.is_grad_enabled() + (states is None)
 
 
-def _run_planned(owner, cc, inputs, states):
+def _run_planned(owner, compiled, inputs, states):
     """A call ([T, *S] inputs) through the plan `owner` (a FlexSN or a
-    FlexSNKernel, whose compiled core is `cc`) keeps for it: (outputs, state
+    FlexSNKernel, whose compiled core is `compiled`) keeps for it: (outputs, state
     sequences or None, final states), or None when it has none or the call
     does not match it."""
     entry = owner.__dict__.get("_plans", _NO_PLANS)[_slot(states)]
     if entry is None or entry[1] != owner._plan_key():
-        return None  # (a matching key also means `cc` is the plan's core)
-    params = cc.param_tensors(owner.static_inputs) if cc.traced.params else ()
+        return None  # (a matching key also means `compiled` is the plan's core)
+    params = compiled.param_tensors(owner.static_inputs) if compiled.traced.params else ()
     args = list(inputs)
-    args += [None] * cc.num_states if states is None else states
+    args += [None] * compiled.num_states if states is None else states
     args += params
     return entry[0].call(args)
 

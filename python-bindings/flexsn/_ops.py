@@ -30,16 +30,16 @@ _lock = threading.Lock()
 _CORES: list = []
 
 
-def handle_of(cc) -> int:
-    """The integer the compiled path names `cc` by (registered once)."""
-    h = getattr(cc, "_op_handle", None)
+def handle_of(compiled) -> int:
+    """The integer the compiled path names `compiled` by (registered once)."""
+    h = getattr(compiled, "_op_handle", None)
     if h is None:
         with _lock:
-            h = getattr(cc, "_op_handle", None)
+            h = getattr(compiled, "_op_handle", None)
             if h is None:
                 h = len(_CORES)
-                _CORES.append(cc)
-                cc._op_handle = h
+                _CORES.append(compiled)
+                compiled._op_handle = h
     return h
 
 
@@ -57,12 +57,12 @@ def _binding_ids(handle: int, dtype, device, p_dtypes: tuple, p_scalar: tuple,
     pair (whose node returns outputs, then state results); `last_steps`:
     the state results are sequences of which the call wants only the final
     states."""
-    cc = _core(handle)
+    compiled = _core(handle)
     if mask is None:
-        prep = _compiled.prepare_infer(cc, dtype, device, want_seqs, list(p_dtypes),
+        prep = _compiled.prepare_infer(compiled, dtype, device, want_seqs, list(p_dtypes),
                                      list(p_scalar))
         return prep.kernel.native, False, tuple(prep.out_ix + prep.rest_ix), False
-    prep = _compiled.prepare_train(cc, dtype, device, list(p_dtypes), list(p_scalar),
+    prep = _compiled.prepare_train(compiled, dtype, device, list(p_dtypes), list(p_scalar),
                                  list(mask))
     pair = prep.pair(want_seqs)
     return pair.native, True, (), not pair.final and not want_seqs
@@ -81,32 +81,32 @@ def _bindings_fn():
     return _bindings
 
 
-def run(cc, inputs, init_states, params, *, want_seqs: bool, grad_mask=None):
+def run(compiled, inputs, init_states, params, *, want_seqs: bool, grad_mask=None):
     """What _runner.run_compiled does, traceable by Dynamo: (outputs, state
     sequences or None, final states)."""
-    ns, no = cc.num_states, cc.num_outputs
+    num_states, num_outputs = compiled.num_states, compiled.num_outputs
     inputs, params = list(inputs), list(params)
     x = inputs[0]
     step = tuple(x.shape[1:])
     mask = None
     if torch.is_grad_enabled():
-        mask = _checks.requires_grad_mask(inputs, init_states, ns, params, grad_mask)
+        mask = _checks.requires_grad_mask(inputs, init_states, num_states, params, grad_mask)
         if not any(mask):
             mask = None
     if x.shape[0] == 0:
-        return _runner.run_empty(cc, inputs, init_states, mask is not None, want_seqs)
+        return _runner.run_empty(compiled, inputs, init_states, mask is not None, want_seqs)
     ps, p_dtypes, p_scalar = _checks.flat_params(params, step, x.device)
-    s0 = [None] * ns if init_states is None else _checks.as_contiguous(init_states)
+    s0 = [None] * num_states if init_states is None else _checks.as_contiguous(init_states)
     args = _checks.as_contiguous(inputs) + s0 + ps
     ident, training, order, last_steps = _bindings_fn()(
-        cc._op_handle, x.dtype, x.device, tuple(p_dtypes), tuple(p_scalar),
+        compiled._op_handle, x.dtype, x.device, tuple(p_dtypes), tuple(p_scalar),
         None if mask is None else tuple(mask), want_seqs)
     if training:
         res = torch.ops.flexsn_native.train(ident, args)
     else:
         res = torch.ops.flexsn_native.launch(ident, args)
         res = [res[i] for i in order]
-    outs, rest = list(res[:no]), list(res[no:no + ns])
+    outs, rest = list(res[:num_outputs]), list(res[num_outputs:num_outputs + num_states])
     if last_steps:
         rest = [q[-1] for q in rest]
     # The state results are final states exactly when no sequences are wanted.

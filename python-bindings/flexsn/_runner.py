@@ -13,24 +13,16 @@ from ._checks import as_contiguous, flat_params, requires_grad_mask
 from ._compiled import CompiledCore, InferPrep, call_result, prepare_infer, prepare_train
 from ._errors import FlexSNError
 
-def geometry(first: torch.Tensor) -> tuple:
-    """(T, NCL, [T, *S], [*S], device) of a call whose input #0 is `first`:
-    what a bound kernel call takes besides its tensors."""
-    seq_shape = tuple(first.shape)
-    T = seq_shape[0]
-    return (T, first.numel() // T if T else 0, seq_shape, seq_shape[1:], first.device)
-
-
-def run_empty(cc: CompiledCore, inputs, init_states, training: bool, want_seqs: bool):
+def run_empty(compiled: CompiledCore, inputs, init_states, training: bool, want_seqs: bool):
     """T == 0: no launch. Outputs are empty (in training, tied to the inputs
     so that a backward through them works); the states pass through."""
     first = inputs[0]
     step = tuple(first.shape[1:])
-    no, ns = cc.num_outputs, cc.num_states
-    outs = [first * 0 if training else first.new_empty((0, *step)) for _ in range(no)]
-    seqs = [first.new_empty((0, *step)) for _ in range(ns)] if want_seqs else None
+    num_outputs, num_states = compiled.num_outputs, compiled.num_states
+    outs = [first * 0 if training else first.new_empty((0, *step)) for _ in range(num_outputs)]
+    seqs = [first.new_empty((0, *step)) for _ in range(num_states)] if want_seqs else None
     finals = list(init_states) if init_states is not None else \
-        [first.new_zeros(step) for _ in range(ns)]
+        [first.new_zeros(step) for _ in range(num_states)]
     return outs, seqs, finals
 
 
@@ -90,11 +82,11 @@ class Plan:
             raise
         if len(res) != self.num_results:
             return None
-        no = self.num_outputs
-        return call_result(res[:no], res[no:], self.final, self.want_seqs)
+        num_outputs = self.num_outputs
+        return call_result(res[:num_outputs], res[num_outputs:], self.final, self.want_seqs)
 
 
-def _plan_for(prep, geom, want_seqs: bool, tensors, taken) -> Optional[Plan]:
+def _plan_for(prep, step: tuple, want_seqs: bool, tensors, taken) -> Optional[Plan]:
     """The Plan of a call run_compiled ran with `prep`, or None when it took
     a tensor other than the one given (a contiguous copy, a move, a
     broadcast), which a plan does not repeat. `tensors`: (inputs, initial
@@ -104,44 +96,44 @@ def _plan_for(prep, geom, want_seqs: bool, tensors, taken) -> Optional[Plan]:
     for given, took in zip(tensors, taken):
         if given is not None and any(a is not b for a, b in zip(given, took)):
             return None
-    if init_states is not None and any(t.shape != geom[3] for t in init_states):
+    if init_states is not None and any(t.shape != step for t in init_states):
         return None
     xs, s0, ps = taken
     plan = Plan(prep, want_seqs, list(xs) + list(s0) + list(ps))
     return plan if plan.native is not None else None
 
 
-def run_compiled(cc: CompiledCore, inputs, init_states, params, *, want_seqs: bool,
+def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_seqs: bool,
                  grad_mask: Optional[Sequence[bool]] = None, plan: Optional[list] = None):
-    """Runs `cc` on `inputs` ([T, *S]) from `init_states` ([*S]; None: zeros)
+    """Runs `compiled` on `inputs` ([T, *S]) from `init_states` ([*S]; None: zeros)
     with `params`; returns (outputs [T, *S], state sequences [T, *S] or None,
     final states [*S]). The kernels and their bound arguments are looked up
     by the call's configuration, prepared on its first call. `plan`, a list:
     the call's Plan is appended to it (None appended when the call has
     none)."""
     first = inputs[0]
-    geom = geometry(first)
-    T, NCL, _, step, device = geom
+    T, step, device = first.shape[0], tuple(first.shape[1:]), first.device
+    NCL = first.numel() // T if T else 0
     mask = None
     if torch.is_grad_enabled():
-        mask = requires_grad_mask(inputs, init_states, cc.num_states, params, grad_mask)
+        mask = requires_grad_mask(inputs, init_states, compiled.num_states, params, grad_mask)
         if not any(mask):
             mask = None
     if T == 0:
         if plan is not None:
             plan.append(None)
-        return run_empty(cc, inputs, init_states, mask is not None, want_seqs)
+        return run_empty(compiled, inputs, init_states, mask is not None, want_seqs)
     ps, p_dtypes, p_scalar = flat_params(params, step, device)
     xs = as_contiguous(inputs)
     # No initial states: null pointers, read as zeros by the kernels.
-    s0 = [None] * cc.num_states if init_states is None else as_contiguous(init_states)
+    s0 = [None] * compiled.num_states if init_states is None else as_contiguous(init_states)
     if mask is None:
-        prep = prepare_infer(cc, first.dtype, device, want_seqs, p_dtypes, p_scalar)
+        prep = prepare_infer(compiled, first.dtype, device, want_seqs, p_dtypes, p_scalar)
     else:
-        prep = prepare_train(cc, first.dtype, device, p_dtypes, p_scalar, mask)
+        prep = prepare_train(compiled, first.dtype, device, p_dtypes, p_scalar, mask)
         prep.preload(NCL, want_seqs)
     if plan is not None:
-        plan.append(_plan_for(prep, geom, want_seqs, (inputs, init_states, params),
+        plan.append(_plan_for(prep, step, want_seqs, (inputs, init_states, params),
                               (xs, s0, ps)))
     return prep.run(xs + s0 + ps, want_seqs)
 
@@ -164,16 +156,16 @@ def as_tuple(r, num_outputs_and_states: int):
 def run_torch(core, num_outputs, inputs, init_states, statics, *, want_seqs: bool,
               out_dtypes=None):
     """The reference: `core` called once per step in Python."""
-    ns = len(init_states)
+    num_states = len(init_states)
     T, step = inputs[0].shape[0], tuple(inputs[0].shape[1:])
     states = list(init_states)
-    outs_t, seqs_t = [[] for _ in range(num_outputs)], [[] for _ in range(ns)]
+    outs_t, seqs_t = [[] for _ in range(num_outputs)], [[] for _ in range(num_states)]
     for t in range(T):
-        r = as_tuple(core(*[x[t] for x in inputs], *states, *statics), num_outputs + ns)
+        r = as_tuple(core(*[x[t] for x in inputs], *states, *statics), num_outputs + num_states)
         for k in range(num_outputs):
             outs_t[k].append(r[k])
         states = list(r[num_outputs:])
-        for s in range(ns):
+        for s in range(num_states):
             seqs_t[s].append(states[s])
     first = inputs[0]
     outs = [torch.stack(o) if o else first.new_empty(
