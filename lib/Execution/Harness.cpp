@@ -34,6 +34,181 @@ using llvm::Error;
 using llvm::Expected;
 using namespace mlir::flexsn::harness;
 
+/// The kernel spec of `wanted` kind among `scan`'s kernels.
+static Expected<KernelSpec> kernelOf(ScanOp scan, StringRef wanted) {
+  if (scan)
+    for (const KernelSpec &k : getKernelSpecs(scan))
+      if (k.kind == wanted)
+        return k;
+  return makeError("no " + wanted + " kernel");
+}
+
+/// The primal's operands (for the near-tie mask) from the buffers of the
+/// kernel that ran first: the primal's own, or a training forward, a
+/// function of its own whose arguments say by meaning what they hold.
+static std::vector<std::vector<double>>
+primalOperands(ScanOp primal, ScanOp first,
+               const std::vector<HostBuffer> &fwd, int64_t NCL) {
+  std::vector<std::vector<double>> ops = scanOperands(
+      primal, first == primal ? fwd : std::vector<HostBuffer>(), NCL);
+  if (first == primal)
+    return ops;
+  unsigned firstState = primal.getNumInputs() + 2 * primal.getNumLagged();
+  unsigned firstParam = firstState + primal.getNumStates();
+  for (const HostBuffer &b : fwd) {
+    ArgDescription m = describeKernelArg(first, b.arg);
+    if (m.meaning == ArgMeaning::Input)
+      ops[m.index] = b.decoded();
+    else if (m.meaning == ArgMeaning::InitState)
+      ops[firstState + m.index] = b.decoded();
+    else if (m.meaning == ArgMeaning::Param)
+      ops[firstParam + m.index] = b.decoded();
+  }
+  return ops;
+}
+
+/// The final pair's forward writes no state sequence; the reference adjoint
+/// reads one. Runs the sequence forward on the final forward's operands
+/// (`fromForward`) into `seqFwd` and adds its state sequences there.
+static Error runSequenceForward(ModuleOp module, StringRef funcName, int64_t T,
+                                int64_t NCL, KernelRunner &runner,
+                                MeaningMap &fromForward,
+                                std::vector<HostBuffer> &seqFwd) {
+  ScanOp sscan = scanOf(module, (funcName + "_forward").str());
+  auto sspec = kernelOf(sscan, "forward");
+  if (!sspec)
+    return sspec.takeError();
+  seqFwd =
+      makeBuffers(getKernelABI(sscan, sspec->variant, /*cpu=*/true), T, NCL);
+  for (HostBuffer &b : seqFwd) {
+    if (isResultRole(b.arg.role))
+      continue;
+    ArgDescription m = describeKernelArg(sscan, b.arg);
+    auto it = fromForward.find({m.meaning, m.index});
+    if (it == fromForward.end())
+      return makeError("the sequence forward reads " + m.str() +
+                       ", which the final forward does not");
+    b.bytes = it->second->bytes;
+  }
+  if (Error e = runner.run(sspec->name, seqFwd, T, NCL))
+    return e;
+  for (const HostBuffer &b : seqFwd) {
+    ArgDescription m = describeKernelArg(sscan, b.arg);
+    if (m.meaning == ArgMeaning::StateSeq)
+      fromForward[{m.meaning, m.index}] = &b;
+  }
+  return Error::success();
+}
+
+/// The backward's buffers, by meaning in `byMeaning`: what the forward wrote
+/// (`fromForward`), random result gradients, fresh results.
+static Expected<std::vector<HostBuffer>>
+backwardBuffers(ScanOp bscan, const KernelSpec &bspec, int64_t T, int64_t NCL,
+                const MeaningMap &fromForward, std::mt19937_64 &rng) {
+  std::vector<HostBuffer> bwd =
+      makeBuffers(getKernelABI(bscan, bspec.variant, /*cpu=*/true), T, NCL);
+  for (HostBuffer &b : bwd) {
+    if (isResultRole(b.arg.role))
+      continue;
+    ArgDescription m = describeKernelArg(bscan, b.arg);
+    auto it = fromForward.find({m.meaning, m.index});
+    if (it != fromForward.end() && it->second->bytes.size() == b.bytes.size())
+      b.bytes = it->second->bytes;
+    else if (stringifyArgMeaning(m.meaning).starts_with("grad_"))
+      fillOperand(b, m.meaning, rng);
+    else
+      return makeError("the backward reads " + m.str() +
+                       ", which the training forward does not provide");
+  }
+  return bwd;
+}
+
+/// The reference adjoint's case: the same stored forward values and
+/// gradients the backward kernel read.
+static AdjointCase adjointCase(ScanOp primal, bool finalPair,
+                               const MeaningMap &byMeaning,
+                               const MeaningMap &fromForward) {
+  AdjointCase c;
+  auto decodedOr = [&](ArgMeaning meaning, unsigned i) -> std::vector<double> {
+    auto it = byMeaning.find({meaning, i});
+    if (it != byMeaning.end())
+      return it->second->decoded();
+    auto f = fromForward.find({meaning, i});
+    return f != fromForward.end() ? f->second->decoded()
+                                  : std::vector<double>();
+  };
+  for (unsigned k = 0; k < primal.getNumInputs(); ++k)
+    c.inputs.push_back(decodedOr(ArgMeaning::Input, k));
+  for (unsigned s = 0; s < primal.getNumStates(); ++s) {
+    c.initStates.push_back(decodedOr(ArgMeaning::InitState, s));
+    c.stateSeqs.push_back(decodedOr(ArgMeaning::StateSeq, s));
+    c.gradStates.push_back(decodedOr(primal.getFinalStates() || finalPair
+                                         ? ArgMeaning::GradFinalState
+                                         : ArgMeaning::GradStateSeq,
+                                     s));
+  }
+  for (unsigned k = 0; k < primal.getNumParams(); ++k)
+    c.params.push_back(decodedOr(ArgMeaning::Param, k));
+  for (unsigned o = 0; o < primal.getNumOutputs(); ++o) {
+    auto it = byMeaning.find({ArgMeaning::GradOutput, o});
+    c.gradOutputs.push_back(it != byMeaning.end() ? it->second->decoded()
+                                                  : std::vector<double>());
+  }
+  c.finalStates = finalPair;
+  return c;
+}
+
+/// The backward's results against the reference adjoint and, for a smooth
+/// f64 body, finite differences of the interpreter's forward.
+static Error checkBackward(ScanOp primal, ScanOp bscan, int64_t T, int64_t NCL,
+                           const AdjointCase &c,
+                           const std::vector<HostBuffer> &bwd,
+                           const MeaningMap &byMeaning,
+                           const HarnessOptions &options, Comparer &cmp,
+                           llvm::raw_ostream &os) {
+  AdjointGrads ref;
+  if (failed(interpretAdjoint(primal, T, NCL, c, ref)))
+    return makeDiagnosedError();
+  for (const HostBuffer &b : bwd) {
+    if (!isResultRole(b.arg.role))
+      continue;
+    ArgDescription m = describeKernelArg(bscan, b.arg);
+    const std::vector<double> *expected =
+        m.meaning == ArgMeaning::GradInput       ? &ref.inputs[m.index]
+        : m.meaning == ArgMeaning::GradInitState ? &ref.initStates[m.index]
+        : m.meaning == ArgMeaning::GradParam     ? &ref.params[m.index]
+                                                 : nullptr;
+    if (!expected)
+      return makeError("unexpected backward result " + m.str());
+    cmp.compare(m.str() + " vs reference adjoint", b, *expected,
+                bscan.getComputeType());
+  }
+  // Finite differences see the true derivative: a spike's (zero) or
+  // through a detach, not the surrogate or the blocked gradient.
+  bool smooth = true;
+  primal.walk([&](Operation *op) {
+    if (isa<SpikeOp, DetachOp>(op))
+      smooth = false;
+  });
+  bool f64 = primal.getComputeType().isF64() &&
+             llvm::all_of(bwd, [](const HostBuffer &b) {
+               return b.arg.type.isF64();
+             });
+  if (smooth && f64 && T > 0 && NCL > 0 && options.finiteDifferences)
+    // byMeaning holds the results too (grad_input, grad_init_state,
+    // grad_param); gradients the backward does not read are empty in `c`
+    // and left out of the loss.
+    return finiteDifferenceCheck(primal, T, NCL, c, byMeaning, cmp);
+  if (options.verbose)
+    os << "  finite differences: skipped ("
+       << (!smooth ? "the body spikes or detaches: its gradient is not "
+                     "the derivative"
+           : !options.finiteDifferences ? "--finite-differences=false"
+                                        : "needs f64 storage and compute")
+       << ")\n";
+  return Error::success();
+}
+
 Expected<CheckResult> mlir::flexsn::runKernelCase(
     ModuleOp module, StringRef funcName, StringRef kind, int64_t T,
     int64_t NCL, uint64_t seed, KernelRunner &runner,
@@ -47,13 +222,6 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
   if (finalPair)
     kind = kind.drop_back(suffix.size());
   bool training = kind == "forward" || kind == "backward";
-  auto kernelOf = [&](ScanOp s, StringRef wanted) -> Expected<KernelSpec> {
-    if (s)
-      for (const KernelSpec &k : getKernelSpecs(s))
-        if (k.kind == wanted)
-          return k;
-    return makeError("no " + wanted + " kernel");
-  };
   std::mt19937_64 rng(seed);
   ScanOp primal = scanOf(module, funcName);
   if (!primal)
@@ -81,26 +249,9 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
 
   Comparer cmp{options, os, NCL, {}, {}};
   if (check && options.tieMargin > 0) {
-    // The primal's operands: the first kernel's, by meaning for a training
-    // forward (a function of its own, whose arguments say what they hold).
-    std::vector<std::vector<double>> ops =
-        scanOperands(primal, first == primal ? fwd : std::vector<HostBuffer>(),
-                     NCL);
-    if (first != primal) {
-      unsigned firstState = primal.getNumInputs() + 2 * primal.getNumLagged();
-      unsigned firstParam = firstState + primal.getNumStates();
-      for (const HostBuffer &b : fwd) {
-        ArgDescription m = describeKernelArg(first, b.arg);
-        if (m.meaning == ArgMeaning::Input)
-          ops[m.index] = b.decoded();
-        else if (m.meaning == ArgMeaning::InitState)
-          ops[firstState + m.index] = b.decoded();
-        else if (m.meaning == ArgMeaning::Param)
-          ops[firstParam + m.index] = b.decoded();
-      }
-    }
-    if (Error e = nearTieMask(primal, T, NCL, ops, options.tieMargin,
-                              cmp.mask))
+    if (Error e = nearTieMask(primal, T, NCL,
+                              primalOperands(primal, first, fwd, NCL),
+                              options.tieMargin, cmp.mask))
       return std::move(e);
     cmp.result.masked = llvm::count(cmp.mask, 1);
   }
@@ -135,53 +286,21 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
     ArgDescription m = describeKernelArg(first, b.arg);
     fromForward[{m.meaning, m.index}] = &b;
   }
-  // The final pair's forward writes no state sequence; the reference
-  // adjoint reads one. The sequence forward, run on the same operands,
-  // gives the states the final forward carried.
   std::vector<HostBuffer> seqFwd;
-  if (finalPair && check) {
-    ScanOp sscan = scanOf(module, (funcName + "_forward").str());
-    auto sspec = kernelOf(sscan, "forward");
-    if (!sspec)
-      return sspec.takeError();
-    seqFwd = makeBuffers(getKernelABI(sscan, sspec->variant, /*cpu=*/true), T,
-                         NCL);
-    for (HostBuffer &b : seqFwd) {
-      if (isResultRole(b.arg.role))
-        continue;
-      ArgDescription m = describeKernelArg(sscan, b.arg);
-      auto it = fromForward.find({m.meaning, m.index});
-      if (it == fromForward.end())
-        return makeError("the sequence forward reads " + m.str() +
-                         ", which the final forward does not");
-      b.bytes = it->second->bytes;
-    }
-    if (Error e = runner.run(sspec->name, seqFwd, T, NCL))
+  if (finalPair && check)
+    if (Error e = runSequenceForward(module, funcName, T, NCL, runner,
+                                     fromForward, seqFwd))
       return std::move(e);
-    for (const HostBuffer &b : seqFwd) {
-      ArgDescription m = describeKernelArg(sscan, b.arg);
-      if (m.meaning == ArgMeaning::StateSeq)
-        fromForward[{m.meaning, m.index}] = &b;
-    }
-  }
-  std::vector<HostBuffer> bwd =
-      makeBuffers(getKernelABI(bscan, bspec->variant, /*cpu=*/true), T, NCL);
+  Expected<std::vector<HostBuffer>> bwd =
+      backwardBuffers(bscan, *bspec, T, NCL, fromForward, rng);
+  if (!bwd)
+    return bwd.takeError();
   MeaningMap byMeaning;
-  for (HostBuffer &b : bwd) {
+  for (HostBuffer &b : *bwd) {
     ArgDescription m = describeKernelArg(bscan, b.arg);
     byMeaning[{m.meaning, m.index}] = &b;
-    if (isResultRole(b.arg.role))
-      continue;
-    auto it = fromForward.find({m.meaning, m.index});
-    if (it != fromForward.end() && it->second->bytes.size() == b.bytes.size())
-      b.bytes = it->second->bytes;
-    else if (stringifyArgMeaning(m.meaning).starts_with("grad_"))
-      fillOperand(b, m.meaning, rng);
-    else
-      return makeError("the backward reads " + m.str() +
-                       ", which the training forward does not provide");
   }
-  if (Error e = runner.run(bspec->name, bwd, T, NCL))
+  if (Error e = runner.run(bspec->name, *bwd, T, NCL))
     return std::move(e);
   printRun(bspec->name);
 
@@ -190,82 +309,13 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
     if (Error e = checkWithInterpreter(first, firstSpec->variant, T, NCL, fwd,
                                        cmp, " (training forward)"))
       return std::move(e);
-    // The reference reads the same stored forward values as the kernel.
-    AdjointCase c;
-    unsigned numIn = primal.getNumInputs(), numSt = primal.getNumStates(),
-             numPa = primal.getNumParams(), numOut = primal.getNumOutputs();
-    auto decodedOr = [&](ArgMeaning meaning,
-                         unsigned i) -> std::vector<double> {
-      auto it = byMeaning.find({meaning, i});
-      if (it != byMeaning.end())
-        return it->second->decoded();
-      auto f = fromForward.find({meaning, i});
-      return f != fromForward.end() ? f->second->decoded()
-                                    : std::vector<double>();
-    };
-    for (unsigned k = 0; k < numIn; ++k)
-      c.inputs.push_back(decodedOr(ArgMeaning::Input, k));
-    for (unsigned s = 0; s < numSt; ++s) {
-      c.initStates.push_back(decodedOr(ArgMeaning::InitState, s));
-      c.stateSeqs.push_back(decodedOr(ArgMeaning::StateSeq, s));
-      c.gradStates.push_back(decodedOr(
-          primal.getFinalStates() || finalPair ? ArgMeaning::GradFinalState
-                                               : ArgMeaning::GradStateSeq,
-          s));
-    }
-    for (unsigned k = 0; k < numPa; ++k)
-      c.params.push_back(decodedOr(ArgMeaning::Param, k));
-    for (unsigned o = 0; o < numOut; ++o) {
-      auto it = byMeaning.find({ArgMeaning::GradOutput, o});
-      c.gradOutputs.push_back(it != byMeaning.end() ? it->second->decoded()
-                                                    : std::vector<double>());
-    }
-    c.finalStates = finalPair;
-    AdjointGrads ref;
-    if (failed(interpretAdjoint(primal, T, NCL, c, ref)))
-      return makeDiagnosedError();
-    for (const HostBuffer &b : bwd) {
-      if (!isResultRole(b.arg.role))
-        continue;
-      ArgDescription m = describeKernelArg(bscan, b.arg);
-      const std::vector<double> *expected =
-          m.meaning == ArgMeaning::GradInput       ? &ref.inputs[m.index]
-          : m.meaning == ArgMeaning::GradInitState ? &ref.initStates[m.index]
-          : m.meaning == ArgMeaning::GradParam     ? &ref.params[m.index]
-                                                   : nullptr;
-      if (!expected)
-        return makeError("unexpected backward result " + m.str());
-      cmp.compare(m.str() + " vs reference adjoint",
-                  b, *expected, bscan.getComputeType());
-    }
-    // Finite differences see the true derivative: a spike's (zero) or
-    // through a detach, not the surrogate or the blocked gradient.
-    bool smooth = true;
-    primal.walk([&](Operation *op) {
-      if (isa<SpikeOp, DetachOp>(op))
-        smooth = false;
-    });
-    bool f64 = primal.getComputeType().isF64() &&
-               llvm::all_of(bwd, [](const HostBuffer &b) {
-                 return b.arg.type.isF64();
-               });
-    if (smooth && f64 && T > 0 && NCL > 0 && options.finiteDifferences) {
-      // byMeaning holds the results too (grad_input, grad_init_state,
-      // grad_param); gradients the backward does not read are empty in `c`
-      // and left out of the loss.
-      if (Error e = finiteDifferenceCheck(primal, T, NCL, c, byMeaning, cmp))
-        return std::move(e);
-    } else if (options.verbose) {
-      os << "  finite differences: skipped ("
-         << (!smooth ? "the body spikes or detaches: its gradient is not "
-                       "the derivative"
-             : !options.finiteDifferences ? "--finite-differences=false"
-                                          : "needs f64 storage and compute")
-         << ")\n";
-    }
+    AdjointCase c = adjointCase(primal, finalPair, byMeaning, fromForward);
+    if (Error e = checkBackward(primal, bscan, T, NCL, c, *bwd, byMeaning,
+                                options, cmp, os))
+      return std::move(e);
   }
   if (bench)
-    if (Error e = runner.bench(bspec->name, bwd, T, NCL, os))
+    if (Error e = runner.bench(bspec->name, *bwd, T, NCL, os))
       return std::move(e);
   return cmp.result;
 }
