@@ -98,6 +98,19 @@ private:
   func::FuncOp createFunc(StringRef suffix, StringRef kind, const Signature &args,
                           const Signature &results);
   void buildForward();
+  /// The backward's arguments and results, where each of the primal's
+  /// operands and gradients sits among them, and its scan's result types.
+  struct BackwardSignature {
+    Signature args, results;
+    SmallVector<unsigned> xArg, vseqArg, v0Arg, pArg, savedArg, gyArg, gstArg;
+    SmallVector<unsigned> gyIndex, gstIndex, accParams;
+    SmallVector<Type> scanResultTypes;
+    SmallVector<int64_t> sums;
+  };
+  BackwardSignature backwardSignature();
+  FailureOr<std::pair<Value, int64_t>>
+  nclSourceOf(ValueRange a, const BackwardSignature &sig);
+  LogicalResult simplifyBackward(func::FuncOp bwd);
   FailureOr<func::FuncOp> buildBackward();
   LogicalResult buildBackwardBody(Block &body, ArrayRef<Value> ins,
                                   ArrayRef<Value> saved, ArrayRef<Value> gy,
@@ -463,70 +476,126 @@ void Differentiator::buildForward() {
   func::ReturnOp::create(b, scan.getLoc(), ret);
 }
 
-FailureOr<func::FuncOp> Differentiator::buildBackward() {
-  unsigned numIn = scan.getNumInputs(), numSt = scan.getNumStates(),
-           numPa = scan.getNumParams(), numOut = scan.getNumOutputs();
+Differentiator::BackwardSignature Differentiator::backwardSignature() {
+  unsigned numSt = scan.getNumStates();
   bool primalFinal = scan.getFinalStates() || finalPair;
-  Signature args, results;
-  SmallVector<unsigned> xArg, vseqArg, v0Arg, pArg, savedArg, gyArg, gstArg;
+  BackwardSignature sig;
   for (auto [i, v] : llvm::enumerate(scan.getInputs()))
-    xArg.push_back(args.add(v.getType(), ArgMeaning::Input, i));
+    sig.xArg.push_back(sig.args.add(v.getType(), ArgMeaning::Input, i));
   for (auto [i, v] : llvm::enumerate(scan.getInitStates()))
-    vseqArg.push_back(args.add(
+    sig.vseqArg.push_back(sig.args.add(
         seqType(cast<RankedTensorType>(v.getType()).getElementType()),
         ArgMeaning::StateSeq, i));
   for (auto [i, v] : llvm::enumerate(scan.getInitStates()))
-    v0Arg.push_back(args.add(v.getType(), ArgMeaning::InitState, i));
+    sig.v0Arg.push_back(sig.args.add(v.getType(), ArgMeaning::InitState, i));
   for (auto [i, v] : llvm::enumerate(scan.getParams()))
-    pArg.push_back(args.add(v.getType(), ArgMeaning::Param, i));
+    sig.pArg.push_back(sig.args.add(v.getType(), ArgMeaning::Param, i));
   for (unsigned k = 0; k < savedOps.size(); ++k)
-    savedArg.push_back(args.add(seqType(computeType), ArgMeaning::Saved, k));
-  SmallVector<unsigned> gyIndex, gstIndex;
+    sig.savedArg.push_back(
+        sig.args.add(seqType(computeType), ArgMeaning::Saved, k));
   for (auto [i, r] : llvm::enumerate(scan.getOutputResults()))
     if (gradOutput[i]) {
-      gyArg.push_back(args.add(r.getType(), ArgMeaning::GradOutput, i));
-      gyIndex.push_back(i);
+      sig.gyArg.push_back(sig.args.add(r.getType(), ArgMeaning::GradOutput, i));
+      sig.gyIndex.push_back(i);
     }
   for (auto [i, r] : llvm::enumerate(scan.getStateResults()))
     if (gradStateResult[i]) {
       Type type = finalPair ? scan.getInitStates()[i].getType() : r.getType();
-      gstArg.push_back(args.add(type,
-                                primalFinal ? ArgMeaning::GradFinalState
-                                            : ArgMeaning::GradStateSeq,
-                                i));
-      gstIndex.push_back(i);
+      sig.gstArg.push_back(sig.args.add(
+          type,
+          primalFinal ? ArgMeaning::GradFinalState : ArgMeaning::GradStateSeq,
+          i));
+      sig.gstIndex.push_back(i);
     }
 
   // Results, and the backward scan's result types in scan order: grad
   // inputs (outputs of the scan), then carries (one per state), then param
   // accumulators.
-  SmallVector<Type> scanResultTypes;
-  SmallVector<int64_t> sums;
   for (auto [i, v] : llvm::enumerate(scan.getInputs()))
     if (gradInput[i]) {
-      results.add(v.getType(), ArgMeaning::GradInput, i);
-      scanResultTypes.push_back(v.getType());
+      sig.results.add(v.getType(), ArgMeaning::GradInput, i);
+      sig.scanResultTypes.push_back(v.getType());
     }
   for (auto [i, v] : llvm::enumerate(scan.getInitStates())) {
     if (gradState[i])
-      results.add(v.getType(), ArgMeaning::GradInitState, i);
-    scanResultTypes.push_back(v.getType());
+      sig.results.add(v.getType(), ArgMeaning::GradInitState, i);
+    sig.scanResultTypes.push_back(v.getType());
   }
-  SmallVector<unsigned> accParams;
   for (auto [i, v] : llvm::enumerate(scan.getParams())) {
     if (!gradParam[i])
       continue;
     Type t = scan.isPerNeuronParam(i) ? v.getType()
                                       : RankedTensorType::get({}, computeType);
     if (!scan.isPerNeuronParam(i))
-      sums.push_back(numSt + accParams.size());
-    results.add(t, ArgMeaning::GradParam, i);
-    scanResultTypes.push_back(t);
-    accParams.push_back(i);
+      sig.sums.push_back(numSt + sig.accParams.size());
+    sig.results.add(t, ArgMeaning::GradParam, i);
+    sig.scanResultTypes.push_back(t);
+    sig.accParams.push_back(i);
   }
 
+  return sig;
+}
+
+/// Where the backward reads NCL at run time (for its zero-initialized
+/// carries and accumulators): a tensor and the dimension that holds it.
+FailureOr<std::pair<Value, int64_t>>
+Differentiator::nclSourceOf(ValueRange a, const BackwardSignature &sig) {
+  Value nclSource;
+  int64_t nclDimIdx = 0;
+  unsigned numIn = scan.getNumInputs(), numSt = scan.getNumStates();
+  if (numSt) {
+    nclSource = a[sig.v0Arg[0]];
+  } else if (numIn) {
+    nclSource = a[sig.xArg[0]];
+    nclDimIdx = 1;
+  } else {
+    // A scan of params alone (outputs depend only on params): a
+    // per-neuron param gives NCL, else any [T, NCL] sequence the backward
+    // reads (an output's gradient, a saved value).
+    for (unsigned i : sig.pArg)
+      if (isa<RankedTensorType>(a[i].getType()) && !nclSource)
+        nclSource = a[i];
+    for (ArrayRef<unsigned> seqs : {ArrayRef<unsigned>(sig.gyArg),
+                                    ArrayRef<unsigned>(sig.gstArg),
+                                    ArrayRef<unsigned>(sig.savedArg)})
+      for (unsigned i : seqs)
+        if (!nclSource &&
+            cast<RankedTensorType>(a[i].getType()).getRank() == 2) {
+          nclSource = a[i];
+          nclDimIdx = 1;
+        }
+    if (!nclSource)
+      return scan.emitOpError("cannot be differentiated: it reads no input, "
+                              "no state and no per-neuron param, and no "
+                              "result takes a gradient, so nothing gives the "
+                              "number of neurons");
+  }
+  return std::make_pair(nclSource, nclDimIdx);
+}
+
+/// Drops what no gradient reaches from `bwd`, then its unused arguments.
+LogicalResult Differentiator::simplifyBackward(func::FuncOp bwd) {
+  RewritePatternSet patterns(ctx);
+  for (Dialect *dialect : ctx->getLoadedDialects())
+    dialect->getCanonicalizationPatterns(patterns);
+  for (RegisteredOperationName op : ctx->getRegisteredOperations())
+    op.getCanonicalizationPatterns(patterns, ctx);
+  if (failed(applyPatternsGreedily(bwd, std::move(patterns))))
+    return bwd.emitOpError(
+        "backward simplification did not converge");
+  llvm::BitVector unused(bwd.getNumArguments());
+  for (BlockArgument arg : bwd.getArguments())
+    unused[arg.getArgNumber()] = arg.use_empty();
+  return bwd.eraseArguments(unused);
+}
+
+FailureOr<func::FuncOp> Differentiator::buildBackward() {
+  unsigned numIn = scan.getNumInputs(), numSt = scan.getNumStates(),
+           numPa = scan.getNumParams(), numOut = scan.getNumOutputs();
+  bool primalFinal = scan.getFinalStates() || finalPair;
+  BackwardSignature sig = backwardSignature();
   func::FuncOp bwd = createFunc(finalPair ? "_backward_final" : "_backward",
-                                "backward", args, results);
+                                "backward", sig.args, sig.results);
   Block &entry = bwd.getBody().front();
   OpBuilder b = OpBuilder::atBlockBegin(&entry);
   Location loc = scan.getLoc();
@@ -535,36 +604,11 @@ FailureOr<func::FuncOp> Differentiator::buildBackward() {
     return llvm::map_to_vector(idx, [&](unsigned i) { return a[i]; });
   };
 
-  // NCL at run time, for the zero-initialized carries and accumulators.
-  Value nclSource;
-  int64_t nclDimIdx = 0;
-  if (numSt) {
-    nclSource = a[v0Arg[0]];
-  } else if (numIn) {
-    nclSource = a[xArg[0]];
-    nclDimIdx = 1;
-  } else {
-    // A scan of params alone (outputs depend only on params): a
-    // per-neuron param gives NCL, else any [T, NCL] sequence the backward
-    // reads (an output's gradient, a saved value).
-    for (unsigned i : pArg)
-      if (isa<RankedTensorType>(a[i].getType()) && !nclSource)
-        nclSource = a[i];
-    for (ArrayRef<unsigned> seqs : {ArrayRef<unsigned>(gyArg),
-                                    ArrayRef<unsigned>(gstArg),
-                                    ArrayRef<unsigned>(savedArg)})
-      for (unsigned i : seqs)
-        if (!nclSource &&
-            cast<RankedTensorType>(a[i].getType()).getRank() == 2) {
-          nclSource = a[i];
-          nclDimIdx = 1;
-        }
-    if (!nclSource)
-      return (LogicalResult)scan.emitOpError("cannot be differentiated: it reads no input, "
-                              "no state and no per-neuron param, and no "
-                              "result takes a gradient, so nothing gives the "
-                              "number of neurons");
-  }
+  FailureOr<std::pair<Value, int64_t>> nclAt = nclSourceOf(a, sig);
+  if (failed(nclAt))
+    return failure();
+  Value nclSource = nclAt->first;
+  int64_t nclDimIdx = nclAt->second;
   Value ncl;
   auto zeros = [&](Type tensorType) -> Value {
     auto t = cast<RankedTensorType>(tensorType);
@@ -582,21 +626,21 @@ FailureOr<func::FuncOp> Differentiator::buildBackward() {
     return tensor::SplatOp::create(b, loc, t, zero, dyn);
   };
 
-  SmallVector<Value> ins = pick(xArg);
-  SmallVector<Value> savedVals = pick(savedArg);
-  SmallVector<Value> gyVals = pick(gyArg);
+  SmallVector<Value> ins = pick(sig.xArg);
+  SmallVector<Value> savedVals = pick(sig.savedArg);
+  SmallVector<Value> gyVals = pick(sig.gyArg);
   SmallVector<Value> gseqVals, carryInit(numSt);
-  for (auto [k, s] : llvm::enumerate(gstIndex)) {
+  for (auto [k, s] : llvm::enumerate(sig.gstIndex)) {
     if (primalFinal)
-      carryInit[s] = a[gstArg[k]];
+      carryInit[s] = a[sig.gstArg[k]];
     else
-      gseqVals.push_back(a[gstArg[k]]);
+      gseqVals.push_back(a[sig.gstArg[k]]);
   }
   for (unsigned s = 0; s < numSt; ++s)
     if (!carryInit[s])
       carryInit[s] = zeros(scan.getInitStates()[s].getType());
   SmallVector<Value> accInit;
-  for (unsigned i : accParams)
+  for (unsigned i : sig.accParams)
     accInit.push_back(
         zeros(scan.isPerNeuronParam(i) ? scan.getParams()[i].getType()
                                        : perNeuronType(computeType)));
@@ -609,9 +653,11 @@ FailureOr<func::FuncOp> Differentiator::buildBackward() {
   SmallVector<Value> states(carryInit);
   llvm::append_range(states, accInit);
   auto bscan = ScanOp::create(
-      b, loc, scanResultTypes, scanIns, pick(vseqArg), pick(v0Arg), states,
-      pick(pArg), /*reverse=*/b.getUnitAttr(), /*final_states=*/b.getUnitAttr(),
-      sums.empty() ? DenseI64ArrayAttr() : b.getDenseI64ArrayAttr(sums));
+      b, loc, sig.scanResultTypes, scanIns, pick(sig.vseqArg),
+      pick(sig.v0Arg), states, pick(sig.pArg), /*reverse=*/b.getUnitAttr(),
+      /*final_states=*/b.getUnitAttr(),
+      sig.sums.empty() ? DenseI64ArrayAttr()
+                       : b.getDenseI64ArrayAttr(sig.sums));
   Block *body = b.createBlock(&bscan.getBody());
   unsigned numBodyArgs = scanIns.size() + numSt + states.size() + numPa;
   for (unsigned i = 0; i < numBodyArgs; ++i)
@@ -627,12 +673,12 @@ FailureOr<func::FuncOp> Differentiator::buildBackward() {
                      bgy = take(gyVals.size()), bgseq = take(gseqVals.size()),
                      blag = take(numSt), bcarry = take(numSt),
                      bacc = take(accInit.size()), bp = take(numPa);
-  // Map the grad-seq block args to their state index.
+  // Map the grad-seq block sig.args to their state index.
   SmallVector<Value> gseqByState(numSt), gyByOutput(numOut);
   if (!primalFinal)
-    for (auto [k, s] : llvm::enumerate(gstIndex))
+    for (auto [k, s] : llvm::enumerate(sig.gstIndex))
       gseqByState[s] = bgseq[k];
-  for (auto [k, o] : llvm::enumerate(gyIndex))
+  for (auto [k, o] : llvm::enumerate(sig.gyIndex))
     gyByOutput[o] = bgy[k];
   if (failed(buildBackwardBody(*body, bx, bsaved, gyByOutput, gseqByState,
                                blag, bcarry, bacc, bp)))
@@ -640,7 +686,7 @@ FailureOr<func::FuncOp> Differentiator::buildBackward() {
 
   // Return what requires a gradient.
   SmallVector<Value> ret;
-  // The scan's results: grad inputs, one carry per state, accumulators.
+  // The scan's sig.results: grad inputs, one carry per state, accumulators.
   unsigned numGx = gradInput.count();
   llvm::append_range(ret, bscan.getResults().take_front(numGx));
   for (unsigned s = 0; s < numSt; ++s)
@@ -650,19 +696,7 @@ FailureOr<func::FuncOp> Differentiator::buildBackward() {
   b.setInsertionPointToEnd(&entry);
   func::ReturnOp::create(b, loc, ret);
 
-  // Simplify: drop what no gradient reaches, then unused arguments.
-  RewritePatternSet patterns(ctx);
-  for (Dialect *dialect : ctx->getLoadedDialects())
-    dialect->getCanonicalizationPatterns(patterns);
-  for (RegisteredOperationName op : ctx->getRegisteredOperations())
-    op.getCanonicalizationPatterns(patterns, ctx);
-  if (failed(applyPatternsGreedily(bwd, std::move(patterns))))
-    return (LogicalResult)bwd.emitOpError(
-        "backward simplification did not converge");
-  llvm::BitVector unused(bwd.getNumArguments());
-  for (BlockArgument arg : bwd.getArguments())
-    unused[arg.getArgNumber()] = arg.use_empty();
-  if (failed(bwd.eraseArguments(unused)))
+  if (failed(simplifyBackward(bwd)))
     return failure();
   return bwd;
 }
