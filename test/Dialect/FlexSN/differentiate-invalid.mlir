@@ -83,3 +83,17 @@ func.func @not_kernel(%x: tensor<?x?xf32>) -> (tensor<?x?xf32>) {
   }
   return %v : tensor<?x?xf32>
 }
+
+// -----
+
+// A scalar param alone, and no result that takes a gradient: nothing the
+// backward reads gives NCL for its zero-initialized accumulators.
+func.func @no_neuron_count(%w: f32) -> (tensor<?x?xf32> {flexsn.no_grad}) {
+  // expected-error @+1 {{cannot be differentiated: it reads no input, no state and no per-neuron param, and no result takes a gradient, so nothing gives the number of neurons}}
+  %o = flexsn.scan params(%w : f32) -> (tensor<?x?xf32>) {
+  ^bb0(%wt: f32):
+    %y = arith.mulf %wt, %wt : f32
+    flexsn.yield %y : f32
+  }
+  return %o : tensor<?x?xf32>
+}
