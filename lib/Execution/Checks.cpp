@@ -55,126 +55,168 @@ double harness::defaultTolerance(Type storage, Type compute) {
   return std::max(tolOf(storage), tolOf(compute));
 }
 
+namespace {
 /// Central finite differences of the primal's loss
 ///   L = sum(grad_out * out) + sum(grad_state * state)
 /// computed with the interpreter in f64, compared with the backward
-/// kernel's gradients (`got`, by meaning). Neurons are independent, so one
-/// perturbation covers every neuron at once; the check uses the first
-/// `sub` neurons (all of them for scalar params, whose gradient sums them).
-Error harness::finiteDifferenceCheck(ScanOp primal, int64_t T, int64_t NCL,
-                                   const AdjointCase &c, const MeaningMap &got,
-                                   Comparer &cmp) {
-  KernelVariant variant = primal.getFinalStates() ? KernelVariant::FinalState
-                                                  : KernelVariant::Inference;
-  unsigned numIn = primal.getNumInputs(), numSt = primal.getNumStates(),
-           numPa = primal.getNumParams(), numOut = primal.getNumOutputs();
-  int64_t sub = std::min<int64_t>(NCL, 32);
-  // Per-neuron losses of a run on `m` neurons.
-  auto losses = [&](int64_t m, const std::vector<std::vector<double>> &ops,
-                    std::vector<double> &L) -> LogicalResult {
-    std::vector<std::vector<double>> res;
-    if (failed(interpretScan(primal, variant, T, m, ops, res)))
-      return failure();
-    L.assign(m, 0.0);
-    auto dot = [&](const std::vector<double> &g, const std::vector<double> &v,
-                   bool seq) {
-      if (g.empty())
-        return;
-      for (int64_t n = 0; n < m; ++n)
-        for (int64_t t = 0; t < (seq ? T : 1); ++t)
-          L[n] += g[t * NCL + n] * v[t * m + n];
-    };
-    for (unsigned o = 0; o < numOut; ++o)
-      dot(c.gradOutputs[o], res[o], true);
-    for (unsigned s = 0; s < numSt; ++s)
-      dot(c.gradStates[s], res[numOut + s],
-          variant == KernelVariant::Inference);
-    return success();
-  };
-  // Operands restricted to the first m neurons.
-  auto slice = [&](int64_t m) {
-    std::vector<std::vector<double>> ops;
-    for (const auto &x : c.inputs) {
-      ops.emplace_back(T * m);
-      for (int64_t t = 0; t < T; ++t)
-        std::copy_n(x.begin() + t * NCL, m, ops.back().begin() + t * m);
-    }
-    for (const auto &v : c.initStates)
-      ops.emplace_back(v.begin(), v.begin() + m);
-    for (unsigned k = 0; k < numPa; ++k)
-      ops.push_back(primal.isPerNeuronParam(k)
-                        ? std::vector<double>(c.params[k].begin(),
-                                              c.params[k].begin() + m)
-                        : c.params[k]);
-    return ops;
-  };
-  const double h = 1e-5;
-  // The largest difference between the quotients at h and h/2 since the
-  // last report: the quotients' own error, which widens the tolerance (a
-  // body iterated over many steps has large higher derivatives).
+/// kernel's gradients. Neurons are independent, so one perturbation covers
+/// every neuron at once; the check uses the first `sub` neurons (all of
+/// them for scalar params, whose gradient sums them).
+class FiniteDifferences {
+public:
+  FiniteDifferences(ScanOp primal, int64_t T, int64_t NCL,
+                    const AdjointCase &c, Comparer &cmp)
+      : primal(primal), T(T), NCL(NCL), c(c), cmp(cmp),
+        variant(primal.getFinalStates() ? KernelVariant::FinalState
+                                        : KernelVariant::Inference),
+        sub(std::min<int64_t>(NCL, 32)) {}
+
+  /// Checks every gradient `got` holds (by meaning).
+  Error check(const MeaningMap &got);
+
+private:
+  /// Per-neuron losses of a run on `m` neurons.
+  LogicalResult losses(int64_t m, const std::vector<std::vector<double>> &ops,
+                       std::vector<double> &L);
+  /// Operands restricted to the first m neurons.
+  std::vector<std::vector<double>> slice(int64_t m);
+  /// d(sum of losses of the neurons) / d(element) for one perturbed slot
+  /// (`stride` 0: one element for all neurons): Richardson's extrapolation
+  /// of central differences at h and h/2.
+  LogicalResult central(int64_t m, unsigned operand, int64_t offset,
+                        int64_t stride, std::vector<double> &d);
+  LogicalResult quotient(int64_t m, unsigned operand, int64_t offset,
+                         int64_t stride, double step, std::vector<double> &q);
+  /// Compares (index into `buf`, difference quotient) pairs, relative to the
+  /// largest quotient, or for a sum over neurons (`sum`) to `scale` (the
+  /// sum of the terms' magnitudes).
+  void report(const std::string &what, const HostBuffer *buf,
+              const std::vector<std::pair<int64_t, double>> &pairs,
+              bool sum = false, double scale = 0.0);
+
+  static constexpr double h = 1e-5;
+  ScanOp primal;
+  int64_t T, NCL;
+  const AdjointCase &c;
+  Comparer &cmp;
+  KernelVariant variant;
+  int64_t sub;
+  /// The largest difference between the quotients at h and h/2 since the
+  /// last report: the quotients' own error, which widens the tolerance (a
+  /// body iterated over many steps has large higher derivatives).
   double estimate = 0.0;
-  // d(sum of losses of the neurons) / d(element) for one perturbed slot:
-  // Richardson's extrapolation of central differences at h and h/2.
-  auto central = [&](int64_t m, unsigned operand, int64_t offset,
-                     int64_t stride, std::vector<double> &d) -> LogicalResult {
-    auto quotient = [&](double step, std::vector<double> &q) -> LogicalResult {
-      std::vector<std::vector<double>> plus = slice(m), minus = slice(m);
-      for (int64_t n = 0; n < (stride ? m : 1); ++n) {
-        plus[operand][offset + n * stride] += step;
-        minus[operand][offset + n * stride] -= step;
-      }
-      std::vector<double> lp, lm;
-      if (failed(losses(m, plus, lp)) || failed(losses(m, minus, lm)))
-        return failure();
-      q.assign(m, 0.0);
-      for (int64_t n = 0; n < m; ++n)
-        q[n] = (lp[n] - lm[n]) / (2 * step);
-      return success();
-    };
-    std::vector<double> coarse, fine;
-    if (failed(quotient(h, coarse)) || failed(quotient(h / 2, fine)))
-      return failure();
-    d.assign(m, 0.0);
-    for (int64_t n = 0; n < m; ++n) {
-      d[n] = (4 * fine[n] - coarse[n]) / 3;
-      double diff = std::fabs(fine[n] - coarse[n]);
-      if (!(diff <= estimate))
-        estimate = diff;
-    }
-    return success();
-  };
-  // Relative to the largest difference quotient, or for a sum over neurons
-  // (`sum`) to `scale` (the sum of the terms' magnitudes).
-  auto report = [&](const std::string &what, const HostBuffer *buf,
-                    const std::vector<std::pair<int64_t, double>> &pairs,
-                    bool sum = false, double scale = 0.0) {
-    double maxErr = 0.0, maxRef = scale;
-    if (sum && cmp.anyMasked()) {
-      ++cmp.result.skipped;
-      estimate = 0.0;
+};
+} // namespace
+
+LogicalResult
+FiniteDifferences::losses(int64_t m,
+                          const std::vector<std::vector<double>> &ops,
+                          std::vector<double> &L) {
+  std::vector<std::vector<double>> res;
+  if (failed(interpretScan(primal, variant, T, m, ops, res)))
+    return failure();
+  L.assign(m, 0.0);
+  auto dot = [&](const std::vector<double> &g, const std::vector<double> &v,
+                 bool seq) {
+    if (g.empty())
       return;
-    }
-    for (auto [i, fd] : pairs) {
-      if (!sum && !cmp.mask.empty() && cmp.mask[i % NCL])
-        continue;
-      double err = std::fabs(buf->at(i) - fd);
-      if (!(err <= maxErr))
-        maxErr = err;
-      maxRef = std::max(maxRef, std::fabs(fd));
-    }
-    double rel = maxRef > 0 ? maxErr / maxRef : maxErr;
-    double slack = maxRef > 0 ? 2 * estimate / maxRef : 2 * estimate;
-    estimate = 0.0;
-    const double tol = std::max(1e-6, slack);
-    if (cmp.options.verbose)
-      cmp.os << "  finite differences, " << what << " (" << pairs.size()
-             << " values): relative error " << rel
-             << (rel <= tol ? " ok" : " FAIL") << " (tolerance " << tol
-             << (tol > 1e-6 ? ", widened to the quotients' own error" : "")
-             << ")\n";
-    cmp.result.add("finite differences, " + what, rel, tol);
+    for (int64_t n = 0; n < m; ++n)
+      for (int64_t t = 0; t < (seq ? T : 1); ++t)
+        L[n] += g[t * NCL + n] * v[t * m + n];
   };
-  auto diagnosed = [] { return makeDiagnosedError(); };
+  unsigned numOut = primal.getNumOutputs();
+  for (unsigned o = 0; o < numOut; ++o)
+    dot(c.gradOutputs[o], res[o], true);
+  for (unsigned s = 0; s < primal.getNumStates(); ++s)
+    dot(c.gradStates[s], res[numOut + s], variant == KernelVariant::Inference);
+  return success();
+}
+
+std::vector<std::vector<double>> FiniteDifferences::slice(int64_t m) {
+  std::vector<std::vector<double>> ops;
+  for (const auto &x : c.inputs) {
+    ops.emplace_back(T * m);
+    for (int64_t t = 0; t < T; ++t)
+      std::copy_n(x.begin() + t * NCL, m, ops.back().begin() + t * m);
+  }
+  for (const auto &v : c.initStates)
+    ops.emplace_back(v.begin(), v.begin() + m);
+  for (unsigned k = 0; k < primal.getNumParams(); ++k)
+    ops.push_back(primal.isPerNeuronParam(k)
+                      ? std::vector<double>(c.params[k].begin(),
+                                            c.params[k].begin() + m)
+                      : c.params[k]);
+  return ops;
+}
+
+LogicalResult FiniteDifferences::quotient(int64_t m, unsigned operand,
+                                          int64_t offset, int64_t stride,
+                                          double step, std::vector<double> &q) {
+  std::vector<std::vector<double>> plus = slice(m), minus = slice(m);
+  for (int64_t n = 0; n < (stride ? m : 1); ++n) {
+    plus[operand][offset + n * stride] += step;
+    minus[operand][offset + n * stride] -= step;
+  }
+  std::vector<double> lp, lm;
+  if (failed(losses(m, plus, lp)) || failed(losses(m, minus, lm)))
+    return failure();
+  q.assign(m, 0.0);
+  for (int64_t n = 0; n < m; ++n)
+    q[n] = (lp[n] - lm[n]) / (2 * step);
+  return success();
+}
+
+LogicalResult FiniteDifferences::central(int64_t m, unsigned operand,
+                                         int64_t offset, int64_t stride,
+                                         std::vector<double> &d) {
+  std::vector<double> coarse, fine;
+  if (failed(quotient(m, operand, offset, stride, h, coarse)) ||
+      failed(quotient(m, operand, offset, stride, h / 2, fine)))
+    return failure();
+  d.assign(m, 0.0);
+  for (int64_t n = 0; n < m; ++n) {
+    d[n] = (4 * fine[n] - coarse[n]) / 3;
+    double diff = std::fabs(fine[n] - coarse[n]);
+    if (!(diff <= estimate))
+      estimate = diff;
+  }
+  return success();
+}
+
+void FiniteDifferences::report(
+    const std::string &what, const HostBuffer *buf,
+    const std::vector<std::pair<int64_t, double>> &pairs, bool sum,
+    double scale) {
+  double maxErr = 0.0, maxRef = scale;
+  if (sum && cmp.anyMasked()) {
+    ++cmp.result.skipped;
+    estimate = 0.0;
+    return;
+  }
+  for (auto [i, fd] : pairs) {
+    if (!sum && !cmp.mask.empty() && cmp.mask[i % NCL])
+      continue;
+    double err = std::fabs(buf->at(i) - fd);
+    if (!(err <= maxErr))
+      maxErr = err;
+    maxRef = std::max(maxRef, std::fabs(fd));
+  }
+  double rel = maxRef > 0 ? maxErr / maxRef : maxErr;
+  double slack = maxRef > 0 ? 2 * estimate / maxRef : 2 * estimate;
+  estimate = 0.0;
+  const double tol = std::max(1e-6, slack);
+  if (cmp.options.verbose)
+    cmp.os << "  finite differences, " << what << " (" << pairs.size()
+           << " values): relative error " << rel
+           << (rel <= tol ? " ok" : " FAIL") << " (tolerance " << tol
+           << (tol > 1e-6 ? ", widened to the quotients' own error" : "")
+           << ")\n";
+  cmp.result.add("finite differences, " + what, rel, tol);
+}
+
+Error FiniteDifferences::check(const MeaningMap &got) {
+  unsigned numIn = primal.getNumInputs(), numSt = primal.getNumStates(),
+           numPa = primal.getNumParams();
   std::vector<double> d;
   for (unsigned k = 0; k < numIn; ++k) {
     auto it = got.find({ArgMeaning::GradInput, k});
@@ -183,7 +225,7 @@ Error harness::finiteDifferenceCheck(ScanOp primal, int64_t T, int64_t NCL,
     std::vector<std::pair<int64_t, double>> pairs;
     for (int64_t t = 0; t < T; ++t) {
       if (failed(central(sub, k, t * sub, 1, d)))
-        return diagnosed();
+        return makeDiagnosedError();
       for (int64_t n = 0; n < sub; ++n)
         pairs.push_back({t * NCL + n, d[n]});
     }
@@ -194,7 +236,7 @@ Error harness::finiteDifferenceCheck(ScanOp primal, int64_t T, int64_t NCL,
     if (it == got.end())
       continue;
     if (failed(central(sub, numIn + s, 0, 1, d)))
-      return diagnosed();
+      return makeDiagnosedError();
     std::vector<std::pair<int64_t, double>> pairs;
     for (int64_t n = 0; n < sub; ++n)
       pairs.push_back({n, d[n]});
@@ -207,14 +249,14 @@ Error harness::finiteDifferenceCheck(ScanOp primal, int64_t T, int64_t NCL,
     std::vector<std::pair<int64_t, double>> pairs;
     if (primal.isPerNeuronParam(k)) {
       if (failed(central(sub, numIn + numSt + k, 0, 1, d)))
-        return diagnosed();
+        return makeDiagnosedError();
       for (int64_t n = 0; n < sub; ++n)
         pairs.push_back({n, d[n]});
       report("grad_param #" + std::to_string(k), it->second, pairs);
       continue;
     }
     if (failed(central(NCL, numIn + numSt + k, 0, 0, d)))
-      return diagnosed();
+      return makeDiagnosedError();
     double total = 0.0, magnitude = 0.0;
     for (double v : d) {
       total += v;
@@ -225,6 +267,12 @@ Error harness::finiteDifferenceCheck(ScanOp primal, int64_t T, int64_t NCL,
            it->second, pairs, /*sum=*/true, magnitude);
   }
   return Error::success();
+}
+
+Error harness::finiteDifferenceCheck(ScanOp primal, int64_t T, int64_t NCL,
+                                     const AdjointCase &c,
+                                     const MeaningMap &got, Comparer &cmp) {
+  return FiniteDifferences(primal, T, NCL, c, cmp).check(got);
 }
 
 /// The scan operands in operand order (for the interpreter), from the
