@@ -17,7 +17,6 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from . import _emit, _graph, _native, _program, _recorder
-from ._checks import as_contiguous
 from ._errors import FallbackWarning, FlexSNError, UnsupportedOpError
 
 class CompiledCore:
@@ -187,12 +186,6 @@ class TrainPair:
             [("grad_init_state", s) for s in range(num_states)] + \
             [("grad_param", p) for p in range(num_params)]
         self.grad_ix = [keys.index(k) if k in keys else None for k in wanted]
-        # the dtype of each saved value the forward returns (after its states)
-        self.saved_dtypes = [dtype for (_, dtype, _), key in
-                             zip(self.forward.allocs, self.forward.result_keys)
-                             if key[0] == "saved"]
-        self.num_leaves = n
-        self.non_differentiable = non_differentiable
         self._preloaded = None
         # Forward and backward as one C++ autograd node.
         self.native = _native.ops().bind_train(
@@ -218,35 +211,6 @@ class TrainPair:
         res = _native.train(self.native, leaves)
         num_outputs = len(self.out_ix)
         return list(res[:num_outputs]), list(res[num_outputs:])
-
-    def run_forward(self, leaves):
-        """(outputs, state results, kept)."""
-        res = self.forward(leaves)
-        return [res[i] for i in self.out_ix], [res[i] for i in self.state_ix], \
-            [res[i] for i in self.kept_ix]
-
-    def run_backward(self, leaves, kept, grads, defined=None) -> list:
-        """Each leaf's gradient. `defined`: per leaf its (shape, dtype), or
-        None where the call passed none (by default taken from `leaves`,
-        which then must all be given where passed)."""
-        if defined is None:
-            defined = [None if t is None else (t.shape, t.dtype) for t in leaves]
-        args = list(leaves) + list(kept)
-        args += as_contiguous(grads)
-        res = self.backward(args)
-        out = []
-        for passed, ix in zip(defined, self.grad_ix):
-            if ix is None or passed is None:
-                out.append(None)
-                continue
-            shape, dtype = passed
-            g = res[ix]
-            if g.dtype != dtype:
-                g = g.to(dtype)
-            if g.shape != shape:  # a state or scalar shaped otherwise
-                g = g.view(shape)
-            out.append(g)
-        return out
 
 
 class TrainPrep:

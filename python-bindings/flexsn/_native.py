@@ -154,12 +154,9 @@ def _find() -> tuple[Path, str]:
     root = _cache_root()
     if root is not None:
         return _build(root / "torch-ops" / build_key()), "built for this PyTorch"
-    with tempfile.TemporaryDirectory(prefix="flexsn-ops-") as tmp:
-        # No cache: a build for this process only (loaded before the folder goes).
-        built = _build(Path(tmp))
-        keep = Path(tempfile.mkdtemp(prefix="flexsn-ops-")) / built.name
-        shutil.copy2(built, keep)
-        return keep, "built for this process (FLEXSN_CACHE_DIR=off)"
+    # No cache: a build for this process only, in a folder of its own.
+    return (_build(Path(tempfile.mkdtemp(prefix="flexsn-ops-"))),
+            "built for this process (FLEXSN_CACHE_DIR=off)")
 
 
 def _stream_getter() -> int:

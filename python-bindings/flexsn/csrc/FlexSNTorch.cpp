@@ -416,22 +416,30 @@ forwardOp(int64_t id, const c10::List<std::optional<at::Tensor>> &leaves) {
   return run(*bound->forward, asTensors(leaves));
 }
 
-/// The backward kernel of training binding `id` on `args` (the leaves it
-/// reads, the kept forward results, the gradients of the outputs and state
-/// results; undefined where there are none) for a call of shape
-/// `seq_shape` ([T, *S]): all its results, in the kernel's order.
+/// The backward kernel of `bound` on `args` (the leaves it reads, the kept
+/// forward results, the gradients of the outputs and state results;
+/// undefined where there are none) for a call of shape `seqShape` ([T,
+/// *S]), its results on the device of the first tensor given: all its
+/// results, in the kernel's order.
+std::vector<at::Tensor> runBackward(const BoundTraining &bound,
+                                    const std::vector<at::Tensor> &args,
+                                    c10::SymIntArrayRef seqShape) {
+  const at::Tensor *device = nullptr;
+  for (const at::Tensor &t : args)
+    if (t.defined() && !device)
+      device = &t;
+  TORCH_CHECK(device, "flexsn: a FlexSN backward without a tensor to take "
+                      "the device from");
+  return run(*bound.backward, args, C10_AS_INTARRAYREF_SLOW(seqShape),
+             device->options());
+}
+
+/// runBackward of training binding `id`, as an operator.
 std::vector<at::Tensor>
 backwardOp(int64_t id, const c10::List<std::optional<at::Tensor>> &args,
            c10::SymIntArrayRef seqShape) {
   c10::intrusive_ptr<BoundTraining> bound = lookup(trainings, id, "training");
-  std::vector<at::Tensor> tensors = asTensors(args);
-  const at::Tensor *device = nullptr;
-  for (const at::Tensor &t : tensors)
-    if (t.defined() && !device)
-      device = &t;
-  TORCH_CHECK(device, "flexsn_native.backward: no tensor to take the device from");
-  return run(*bound->backward, tensors, C10_AS_INTARRAYREF_SLOW(seqShape),
-             device->options());
+  return runBackward(*bound, asTensors(args), seqShape);
 }
 
 /// Whether a call on `tensors` is being traced (torch.compile: fake or
@@ -464,15 +472,8 @@ callForward(const BoundTraining &bound, const std::vector<at::Tensor> &leaves) {
 std::vector<at::Tensor> callBackward(const BoundTraining &bound,
                                      const std::vector<at::Tensor> &args,
                                      c10::SymIntArrayRef seqShape) {
-  if (!traced(args)) {
-    const at::Tensor *device = nullptr;
-    for (const at::Tensor &t : args)
-      if (t.defined() && !device)
-        device = &t;
-    TORCH_CHECK(device, "flexsn: a FlexSN backward without a tensor");
-    return run(*bound.backward, args, C10_AS_INTARRAYREF_SLOW(seqShape),
-               device->options());
-  }
+  if (!traced(args))
+    return runBackward(bound, args, seqShape);
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("flexsn_native::backward", "")
                        .typed<decltype(backwardOp)>();
