@@ -323,352 +323,504 @@ struct ScanOperands {
 };
 } // namespace
 
-SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
-                                                ScanOp scan,
-                                                KernelVariant variant,
-                                                ValueRange args, Value neuron,
-                                                unsigned width,
-                                                LaneAccess access,
-                                                unsigned prefetch,
-                                                CursorStep cursorStep,
-                                                unsigned l2Ahead,
-                                                Value l2Gate) {
-  ScanOperands ops(scan, variant, args);
-  auto &inputs = ops.inputs, &lagged = ops.lagged, &laggedInit = ops.laggedInit,
-       &states = ops.states, &params = ops.params, &outputs = ops.outputs,
-       &stateOuts = ops.stateOuts;
-  auto &optional = ops.optional;
-  Value tSize = ops.tSize, ncl = ops.ncl;
-  unsigned numIn = scan.getNumInputs(), numLa = scan.getNumLagged(),
-           numSt = scan.getNumStates(), numPa = scan.getNumParams(),
-           numOut = scan.getNumOutputs();
+namespace {
+/// Emits the time loop of one neuron group (emitNeuronScan): per step, the
+/// reads of every sequence, one body copy per lane and the writes; with a
+/// prefetch depth P > 1, P steps of reads are kept in flight in registers
+/// (slots) and sequences are walked by cursors. Values of several lanes are
+/// lane-major: value[k * width + lane].
+class TimeLoopEmitter {
+public:
+  TimeLoopEmitter(OpBuilder &b, Location loc, ScanOp scan,
+                  KernelVariant variant, ValueRange args, Value neuron,
+                  unsigned width, LaneAccess access, unsigned prefetch,
+                  CursorStep cursorStep, unsigned l2Ahead, Value l2Gate)
+      : b(b), loc(loc), scan(scan), ops(scan, variant, args),
+        e(b, loc, scan, width, access, neuron, args.front(),
+          /*rawBits=*/cursorStep == CursorStep::Plain,
+          /*invariantReads=*/cursorStep == CursorStep::OpaqueGlobal),
+        width(width), prefetch(prefetch), l2Ahead(l2Ahead), l2Gate(l2Gate),
+        computeType(scan.getComputeType()),
+        globalPtr(LLVM::LLVMPointerType::get(b.getContext(), 1)),
+        numIn(scan.getNumInputs()), numLa(scan.getNumLagged()),
+        numSt(scan.getNumStates()), numPa(scan.getNumParams()),
+        numOut(scan.getNumOutputs()), reverse(scan.getReverse()),
+        finalOnly(variant == KernelVariant::FinalState),
+        opaque(cursorStep == CursorStep::OpaqueGlobal) {}
+
+  /// Emits the loop; returns the group's partial sums of `sum_states`.
+  SmallVector<Value> emit();
+
+private:
   using Slot = ScanOperands::Slot;
-
-  NeuronScanEmitter e(b, loc, scan, width, access, neuron, args.front(),
-                      /*rawBits=*/cursorStep == CursorStep::Plain,
-                      /*invariantReads=*/cursorStep == CursorStep::OpaqueGlobal);
-  Type computeType = scan.getComputeType();
-  auto splat = [&](SmallVectorImpl<Value> &into, Value v) {
-    into.append(width, v);
+  using Build = llvm::function_ref<SmallVector<Value>()>;
+  /// A sequence walked by a cursor: its storage type and its stride a step
+  /// (elements for a GEP, bytes for the opaque add).
+  struct Seq {
+    Type elt;
+    Value stride;
   };
 
-  // Whether an optional pointer is non-null (loop-invariant), else null.
-  auto givenFlag = [&](Value ptr) -> Value {
-    return optional.contains(ptr) ? e.isGiven(ptr) : Value();
-  };
+  /// Whether the optional pointer `ptr` is non-null (loop-invariant); null
+  /// for a pointer that is never null.
+  Value givenFlag(Value ptr) {
+    return ops.optional.contains(ptr) ? e.isGiven(ptr) : Value();
+  }
+  SmallVector<Value> loadInitialStates();
+  void loadParams();
+  void collectAddresses();
+  void setUpCursors();
 
-  // Lane-major values: value[k * width + lane].
+  /// The time index of the s-th step (backwards in a reverse scan).
+  Value timeOf(Value s) {
+    return reverse ? arith::SubIOp::create(b, loc, tLast, s).getResult() : s;
+  }
+  /// The first element of step s's row.
+  Value rowOf(Value s) {
+    return arith::MulIOp::create(b, loc, timeOf(s), ops.ncl);
+  }
+  /// A cursor (or address) from a generic address.
+  Value toCursor(Value addr) {
+    return opaque ? LLVM::AddrSpaceCastOp::create(b, loc, globalPtr, addr)
+                        .getResult()
+                  : addr;
+  }
+  std::pair<SmallVector<Value>, SmallVector<Value>> rowAddresses(Value row);
+  Seq strideOf(Type elt, Value given, Value stride);
+  LLVM::InlineAsmOp asmOp(TypeRange results, ValueRange operands,
+                          StringRef text, StringRef constraints, bool effects);
+  Value addBytes(Value ptr, Value bytes);
+  SmallVector<Value> advance(ArrayRef<Value> cursors, ArrayRef<Seq> seqs);
+
+  SmallVector<Value> loadStep(Value s, ArrayRef<Value> at);
+  SmallVector<Value> emitStep(ArrayRef<Value> raw, ValueRange stateVals,
+                              ArrayRef<Value> writeAt);
+  SmallVector<Value> finishScan(ValueRange finals);
+
+  SmallVector<Value> emitPlainLoop(ArrayRef<Value> init);
+  SmallVector<Value> emitPipelinedLoop(ArrayRef<Value> init);
+  std::pair<SmallVector<Value>, SmallVector<Value>>
+  cursorsOf(ValueRange carried);
+  SmallVector<Value> ifElse(Value cond, Build thenVals, Build elseVals);
+  Value below(Value s, Value bound) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, s, bound);
+  }
+  SmallVector<Value> refill(Value a, ArrayRef<Value> cursors,
+                            ArrayRef<Value> old);
+  SmallVector<Value> emitIteration(Value iv, ValueRange carried,
+                                   bool checked);
+  void emitL2Prefetch(Value iv, ValueRange carried);
+
+  OpBuilder &b;
+  Location loc;
+  ScanOp scan;
+  ScanOperands ops;
+  NeuronScanEmitter e;
+  unsigned width, prefetch, l2Ahead;
+  Value l2Gate;
+  Type computeType, globalPtr;
+  unsigned numIn, numLa, numSt, numPa, numOut;
+  bool reverse, finalOnly, opaque;
+
+  // Set by emit(), in this order.
+  SmallVector<Value> paramVals;
+  Value zero, one, tLast;
+  /// Reads a step: inputs, then lagged operands; how many raw values each
+  /// gives (loadRawAt), and in all; the prefetch depth.
+  unsigned numOperandReads = 0, rawPerOperand = 0, numRaw = 0, depth = 1;
+  SmallVector<Value> inputGiven, laggedInitAddr;
+  /// The pointers written every step: outputs, then state sequences.
+  SmallVector<Slot> written;
+  SmallVector<Seq> readSeqs, writeSeqs;
+  SmallVector<Value> readStart, writeStart;
+  unsigned numCarriedStates = 0, numReadCursors = 0;
+  /// The L2 prefetch's cursor offsets (l2Ahead steps), when it is on.
+  bool l2 = false;
+  SmallVector<Value> aheadOffsets;
+};
+} // namespace
+
+SmallVector<Value> TimeLoopEmitter::emit() {
+  SmallVector<Value> init = loadInitialStates();
+  loadParams();
+  zero = e.cst(0);
+  one = e.cst(1);
+  tLast = arith::SubIOp::create(b, loc, ops.tSize, one);
+
+  // How many steps of reads are in flight: see choosePrefetchDepth.
+  numOperandReads = numIn + numLa;
+  rawPerOperand = e.rawValuesPerOperand();
+  numRaw = numOperandReads * rawPerOperand;
+  depth = numRaw ? std::max(prefetch, 1u) : 1;
+  collectAddresses();
+  if (depth > 1)
+    setUpCursors();
+  numCarriedStates = init.size();
+  numReadCursors = readStart.size();
+  if (depth == 1)
+    return emitPlainLoop(init);
+  return emitPipelinedLoop(init);
+}
+
+SmallVector<Value> TimeLoopEmitter::loadInitialStates() {
   SmallVector<Value> init;
-  for (auto [k, slot] : llvm::enumerate(states)) {
+  for (auto [k, slot] : llvm::enumerate(ops.states)) {
     if (slot.first) {
       llvm::append_range(init, e.load(slot.first, slot.second,
                                       givenFlag(slot.first)));
       continue;
     }
     double c = *getConstantInitState(scan, k);
-    splat(init, arith::ConstantOp::create(b, loc,
-                                          b.getFloatAttr(computeType, c)));
+    init.append(width, arith::ConstantOp::create(
+                           b, loc, b.getFloatAttr(computeType, c)));
   }
-  SmallVector<Value> paramVals;
-  for (auto [k, slot] : llvm::enumerate(params)) {
+  return init;
+}
+
+void TimeLoopEmitter::loadParams() {
+  for (auto [k, slot] : llvm::enumerate(ops.params)) {
     if (scan.isPerNeuronParam(k)) {
       llvm::append_range(paramVals, e.load(slot.first, slot.second));
       continue;
     }
     Value v = LLVM::LoadOp::create(b, loc, slot.second, slot.first,
                                    slot.second.getIntOrFloatBitWidth() / 8);
-    splat(paramVals, e.convert(v, computeType));
+    paramVals.append(width, e.convert(v, computeType));
   }
+}
 
-  Value zero = e.cst(0), one = e.cst(1);
-  Value tLast = arith::SubIOp::create(b, loc, tSize, one);
-  bool reverse = scan.getReverse();
-  bool finalOnly = variant == KernelVariant::FinalState;
-
-  // How many steps of reads are in flight: see choosePrefetchDepth.
-  unsigned numOperandReads = numIn + numLa;
-  unsigned rawPerOperand = e.rawValuesPerOperand();
-  unsigned numRaw = numOperandReads * rawPerOperand;
-  unsigned depth = numRaw ? std::max(prefetch, 1u) : 1;
-
-  // The pipelined loop (depth > 1) walks sequences by cursors: per [T, NCL]
-  // pointer, the address of the group's element in the row of the step
-  // being read or written, advanced a step by a loop-invariant stride (+NCL
-  // elements, -NCL in a reverse scan, 0 for an optional pointer that is
-  // null, whose cursor stays on the block of zeros). A step costs one
-  // address addition per sequence: no row index, product, clamp or null
-  // test (that index arithmetic was 55 of about 90 instructions a step of
-  // lif's bf16 backward). Cursors may point outside
-  // their tensor before t = 0 or past T - 1; such an address is never read
-  // or written.
-  //
-  // The loop of depth 1 addresses row t * NCL of each pointer instead: its
-  // kernels read many sequences a step (that is why they have depth 1),
-  // and a cursor is a register pair per sequence where a kernel argument
-  // sits in a uniform register: with cursors two_in_two_state's bf16
-  // backward entry went from 86 to 94 registers, 23 to 21 resident warps,
-  // and 88% to 83% of copy at T=4 NCL=4M on an H100.
-  auto timeOf = [&](Value s) -> Value {
-    return reverse ? arith::SubIOp::create(b, loc, tLast, s).getResult() : s;
-  };
-  struct Seq {
-    Type elt;
-    Value stride;
-  };
-  bool opaque = cursorStep == CursorStep::OpaqueGlobal;
-  auto globalPtr = LLVM::LLVMPointerType::get(b.getContext(), 1);
-  // A cursor (or address) from a generic address.
-  auto toCursor = [&](Value addr) -> Value {
-    return opaque ? LLVM::AddrSpaceCastOp::create(b, loc, globalPtr, addr)
-                        .getResult()
-                  : addr;
-  };
-  SmallVector<Value> inputGiven;
-  for (auto &[ptr, elt] : inputs)
+/// The loop-invariant parts of the addresses: which inputs are given, where
+/// each lagged operand's init is (zeros when that optional pointer is
+/// null), and which pointers are written each step.
+void TimeLoopEmitter::collectAddresses() {
+  for (auto &[ptr, elt] : ops.inputs)
     inputGiven.push_back(givenFlag(ptr));
-  // A lagged operand reads its init at t = 0 (zeros when that optional
-  // pointer is null): a select per step between the row t - 1 and this.
-  SmallVector<Value> laggedInitAddr;
-  for (auto [seq, first] : llvm::zip_equal(lagged, laggedInit))
+  // A lagged operand reads its init at t = 0: a select per step between
+  // the row t - 1 and this.
+  for (auto [seq, first] : llvm::zip_equal(ops.lagged, ops.laggedInit))
     laggedInitAddr.push_back(
         toCursor(e.orZeros(e.addressOf(first.first, seq.second, Value()),
                            givenFlag(first.first))));
-  SmallVector<Slot> written;
-  for (Slot out : outputs)
+  for (Slot out : ops.outputs)
     if (out.first)
       written.push_back(out);
   if (!finalOnly)
-    for (Slot st : stateOuts)
+    for (Slot st : ops.stateOuts)
       if (st.first)
         written.push_back(st);
-  // The addresses of the reads (inputs, then lagged operands at row t - 1)
-  // and of the writes (outputs, then state sequences) in row `row`.
-  auto rowAddresses = [&](Value row) {
-    SmallVector<Value> reads, writes;
-    for (auto [k, input] : llvm::enumerate(inputs))
-      reads.push_back(toCursor(e.orZeros(
-          e.addressOf(input.first, input.second, row), inputGiven[k])));
-    if (numLa) {
-      Value before = arith::SubIOp::create(b, loc, row, ncl);
-      for (auto &[ptr, elt] : lagged)
-        reads.push_back(toCursor(e.addressOf(ptr, elt, before)));
-    }
-    for (auto &[ptr, elt] : written)
-      writes.push_back(toCursor(e.addressOf(ptr, elt, row)));
-    return std::make_pair(reads, writes);
-  };
-  auto rowOf = [&](Value s) -> Value {
-    return arith::MulIOp::create(b, loc, timeOf(s), ncl);
-  };
+}
 
-  // Cursor strides: in elements for a GEP, in bytes for the opaque add.
-  SmallVector<Seq> readSeqs, writeSeqs;
-  SmallVector<Value> readStart, writeStart;
-  if (depth > 1) {
-    Value stride =
-        reverse ? arith::SubIOp::create(b, loc, zero, ncl).getResult() : ncl;
-    auto strideOf = [&](Type elt, Value given) -> Seq {
-      Value st = given ? arith::SelectOp::create(b, loc, given, stride, zero)
-                             .getResult()
-                       : stride;
-      if (opaque)
-        st = arith::MulIOp::create(b, loc, st,
-                                   e.cst(e.bytes(elt)));
-      return {elt, st};
-    };
-    for (auto [k, input] : llvm::enumerate(inputs))
-      readSeqs.push_back(strideOf(input.second, inputGiven[k]));
-    for (auto &[ptr, elt] : lagged)
-      readSeqs.push_back(strideOf(elt, Value()));
-    for (auto &[ptr, elt] : written)
-      writeSeqs.push_back(strideOf(elt, Value()));
-    std::tie(readStart, writeStart) = rowAddresses(rowOf(zero));
+/// The addresses of the reads (inputs, then lagged operands at row t - 1)
+/// and of the writes (in the order of `written`) in row `row`.
+std::pair<SmallVector<Value>, SmallVector<Value>>
+TimeLoopEmitter::rowAddresses(Value row) {
+  SmallVector<Value> reads, writes;
+  for (auto [k, input] : llvm::enumerate(ops.inputs))
+    reads.push_back(toCursor(e.orZeros(
+        e.addressOf(input.first, input.second, row), inputGiven[k])));
+  if (numLa) {
+    Value before = arith::SubIOp::create(b, loc, row, ops.ncl);
+    for (auto &[ptr, elt] : ops.lagged)
+      reads.push_back(toCursor(e.addressOf(ptr, elt, before)));
   }
-  // One PTX instruction as inline assembly, which LLVM does not see
-  // through.
-  auto asmOp = [&](TypeRange results, ValueRange operands, StringRef text,
-                   StringRef constraints, bool effects) {
-    return LLVM::InlineAsmOp::create(
-        b, loc, results, operands, text, constraints, effects,
-        /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-        LLVM::AsmDialectAttr(), ArrayAttr());
-  };
-  // A global address plus `bytes`, opaque to LLVM (CursorStep::OpaqueGlobal).
-  auto addBytes = [&](Value ptr, Value bytes) -> Value {
-    return asmOp(TypeRange{globalPtr}, ValueRange{ptr, bytes},
-                 "add.s64 $0, $1, $2;", "=l,l,l", /*effects=*/false)
-        .getResult(0);
-  };
-  auto advance = [&](ArrayRef<Value> cursors, ArrayRef<Seq> seqs) {
-    SmallVector<Value> next;
-    for (auto [cursor, seq] : llvm::zip_equal(cursors, seqs))
-      next.push_back(opaque ? addBytes(cursor, seq.stride)
-                            : e.gep(cursor, seq.elt, seq.stride));
-    return next;
-  };
+  for (auto &[ptr, elt] : written)
+    writes.push_back(toCursor(e.addressOf(ptr, elt, row)));
+  return std::make_pair(reads, writes);
+}
 
-  // Every sequence read of step `s` (s-th iteration; the time index runs
-  // backwards in a reverse scan), from its read addresses (`at`). None
-  // depends on the states, so they can be issued ahead of the step that
-  // uses them. They stay in the storage type (loadRawAt) until the step
-  // that uses them.
-  auto loadStep = [&](Value s, ArrayRef<Value> at) {
-    SmallVector<Value> vals;
-    for (unsigned k = 0; k < numIn; ++k)
-      llvm::append_range(vals, e.loadRawAt(at[k], inputs[k].second));
-    if (numLa) {
-      Value started = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt,
-                                            timeOf(s), zero);
-      for (unsigned k = 0; k < numLa; ++k) {
-        Value addr = LLVM::SelectOp::create(b, loc, started, at[numIn + k],
-                                            laggedInitAddr[k]);
-        llvm::append_range(vals, e.loadRawAt(addr, lagged[k].second));
-      }
+// The pipelined loop (depth > 1) walks sequences by cursors: per [T, NCL]
+// pointer, the address of the group's element in the row of the step being
+// read or written, advanced a step by a loop-invariant stride (+NCL
+// elements, -NCL in a reverse scan, 0 for an optional pointer that is null,
+// whose cursor stays on the block of zeros). A step costs one address
+// addition per sequence: no row index, product, clamp or null test (that
+// index arithmetic was 55 of about 90 instructions a step of lif's bf16
+// backward). Cursors may point outside their tensor before t = 0 or past
+// T - 1; such an address is never read or written.
+//
+// The loop of depth 1 addresses row t * NCL of each pointer instead: its
+// kernels read many sequences a step (that is why they have depth 1), and a
+// cursor is a register pair per sequence where a kernel argument sits in a
+// uniform register: with cursors two_in_two_state's bf16 backward entry went
+// from 86 to 94 registers, 23 to 21 resident warps, and 88% to 83% of copy
+// at T=4 NCL=4M on an H100.
+TimeLoopEmitter::Seq TimeLoopEmitter::strideOf(Type elt, Value given,
+                                               Value stride) {
+  Value st = given
+                 ? arith::SelectOp::create(b, loc, given, stride, zero)
+                       .getResult()
+                 : stride;
+  if (opaque)
+    st = arith::MulIOp::create(b, loc, st, e.cst(e.bytes(elt)));
+  return {elt, st};
+}
+
+void TimeLoopEmitter::setUpCursors() {
+  Value stride = reverse
+                     ? arith::SubIOp::create(b, loc, zero, ops.ncl).getResult()
+                     : ops.ncl;
+  for (auto [k, input] : llvm::enumerate(ops.inputs))
+    readSeqs.push_back(strideOf(input.second, inputGiven[k], stride));
+  for (auto &[ptr, elt] : ops.lagged)
+    readSeqs.push_back(strideOf(elt, Value(), stride));
+  for (auto &[ptr, elt] : written)
+    writeSeqs.push_back(strideOf(elt, Value(), stride));
+  std::tie(readStart, writeStart) = rowAddresses(rowOf(zero));
+}
+
+/// One PTX instruction as inline assembly, which LLVM does not see through.
+LLVM::InlineAsmOp TimeLoopEmitter::asmOp(TypeRange results,
+                                         ValueRange operands, StringRef text,
+                                         StringRef constraints, bool effects) {
+  return LLVM::InlineAsmOp::create(
+      b, loc, results, operands, text, constraints, effects,
+      /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr(), ArrayAttr());
+}
+
+/// A global address plus `bytes`, opaque to LLVM (CursorStep::OpaqueGlobal).
+Value TimeLoopEmitter::addBytes(Value ptr, Value bytes) {
+  return asmOp(TypeRange{globalPtr}, ValueRange{ptr, bytes},
+               "add.s64 $0, $1, $2;", "=l,l,l", /*effects=*/false)
+      .getResult(0);
+}
+
+/// Every cursor advanced one step.
+SmallVector<Value> TimeLoopEmitter::advance(ArrayRef<Value> cursors,
+                                            ArrayRef<Seq> seqs) {
+  SmallVector<Value> next;
+  for (auto [cursor, seq] : llvm::zip_equal(cursors, seqs))
+    next.push_back(opaque ? addBytes(cursor, seq.stride)
+                          : e.gep(cursor, seq.elt, seq.stride));
+  return next;
+}
+
+/// Every sequence read of step `s` from its read addresses (`at`). None
+/// depends on the states, so they can be issued ahead of the step that uses
+/// them; they stay in the storage type (loadRawAt) until that step.
+SmallVector<Value> TimeLoopEmitter::loadStep(Value s, ArrayRef<Value> at) {
+  SmallVector<Value> vals;
+  for (unsigned k = 0; k < numIn; ++k)
+    llvm::append_range(vals, e.loadRawAt(at[k], ops.inputs[k].second));
+  if (numLa) {
+    Value started = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt,
+                                          timeOf(s), zero);
+    for (unsigned k = 0; k < numLa; ++k) {
+      Value addr = LLVM::SelectOp::create(b, loc, started, at[numIn + k],
+                                          laggedInitAddr[k]);
+      llvm::append_range(vals, e.loadRawAt(addr, ops.lagged[k].second));
     }
-    return vals;
-  };
-  unsigned numCarriedStates = init.size();
+  }
+  return vals;
+}
+
+/// One step: the body for each lane on the step's reads (`raw`), the
+/// stores to the step's write addresses (`writeAt`, in the order of
+/// `written`); returns the new states.
+SmallVector<Value> TimeLoopEmitter::emitStep(ArrayRef<Value> raw,
+                                             ValueRange stateVals,
+                                             ArrayRef<Value> writeAt) {
+  SmallVector<Value> current;
+  for (unsigned k = 0; k < numOperandReads; ++k)
+    llvm::append_range(
+        current, e.widen(raw.slice(k * rawPerOperand, rawPerOperand),
+                         k < numIn ? ops.inputs[k].second
+                                   : ops.lagged[k - numIn].second));
+  ArrayRef<Value> inVals = ArrayRef<Value>(current).take_front(numIn * width);
+  ArrayRef<Value> lagVals = ArrayRef<Value>(current).drop_front(numIn * width);
   unsigned numYield = numOut + numSt;
-  // One step: the body for each lane on the step's reads (`raw`), the
-  // stores to the step's write addresses (`writeAt`, in the order of
-  // `written`); returns the new states (lane-major).
-  auto emitStep = [&](ArrayRef<Value> raw, ValueRange stateVals,
-                      ArrayRef<Value> writeAt) -> SmallVector<Value> {
-    // Lane-major values in the compute type: value[k * width + lane].
-    SmallVector<Value> current;
-    for (unsigned k = 0; k < numOperandReads; ++k)
-      llvm::append_range(
-          current, e.widen(raw.slice(k * rawPerOperand, rawPerOperand),
-                           k < numIn ? inputs[k].second
-                                     : lagged[k - numIn].second));
-    ArrayRef<Value> inVals = ArrayRef<Value>(current).take_front(numIn * width);
-    ArrayRef<Value> lagVals = ArrayRef<Value>(current).drop_front(numIn * width);
-    // One body copy per lane.
-    SmallVector<Value> yielded(numYield * width);
-    for (unsigned l = 0; l < width; ++l) {
-      SmallVector<Value> laneArgs;
-      for (unsigned k = 0; k < numIn; ++k)
-        laneArgs.push_back(inVals[k * width + l]);
-      for (unsigned k = 0; k < numLa; ++k)
-        laneArgs.push_back(lagVals[k * width + l]);
-      for (unsigned k = 0; k < numSt; ++k)
-        laneArgs.push_back(stateVals[k * width + l]);
-      for (unsigned k = 0; k < numPa; ++k)
-        laneArgs.push_back(paramVals[k * width + l]);
-      SmallVector<Value> res = e.emitBody(laneArgs);
-      for (unsigned k = 0; k < numYield; ++k)
-        yielded[k * width + l] = res[k];
-    }
-    SmallVector<Value> next(ArrayRef<Value>(yielded).drop_front(numOut * width));
-    unsigned w = 0;
-    for (auto [k, out] : llvm::enumerate(outputs))
-      if (out.first)
-        e.storeAt(writeAt[w++], out.second,
-                  ArrayRef<Value>(yielded).slice(k * width, width));
-    if (!finalOnly)
-      for (auto [k, st] : llvm::enumerate(stateOuts))
-        if (st.first)
-          e.storeAt(writeAt[w++], st.second,
-                    ArrayRef<Value>(next).slice(k * width, width));
-    return next;
-  };
-
-  // After the loop: the final states of a final_state kernel, stored or,
-  // for sums over neurons, this group's partial sums (returned).
-  auto finishScan = [&](ValueRange finals) {
-    SmallVector<Value> partials;
-    if (!finalOnly)
-      return partials;
-    for (auto [k, st] : llvm::enumerate(stateOuts)) {
-      SmallVector<Value> lanes(finals.slice(k * width, width));
-      if (scan.isSumState(k)) {
-        if (st.first)
-          partials.push_back(e.sumLanes(lanes));
-        continue;
-      }
-      if (st.first)
-        e.storeAt(e.addressOf(st.first, st.second, Value()), st.second, lanes);
-    }
-    return partials;
-  };
-
-  unsigned numReadCursors = readStart.size();
-  // The pipelined loop carries the states, the slots, then the read and
-  // the write cursors.
-  auto cursorsOf = [&](ValueRange carried, unsigned skip) {
-    SmallVector<Value> reads(carried.slice(skip, numReadCursors));
-    SmallVector<Value> writes(carried.drop_front(skip + numReadCursors));
-    return std::make_pair(reads, writes);
-  };
-
-  if (depth == 1) {
-    auto loop = scf::ForOp::create(
-        b, loc, zero, tSize, one, init,
-        [&](OpBuilder &nb, Location, Value iv, ValueRange carried) {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-          auto [reads, writes] = rowAddresses(rowOf(iv));
-          scf::YieldOp::create(b, loc,
-                               emitStep(loadStep(iv, reads), carried, writes));
-        });
-    return finishScan(loop.getResults());
+  SmallVector<Value> yielded(numYield * width);
+  for (unsigned l = 0; l < width; ++l) {
+    SmallVector<Value> laneArgs;
+    for (unsigned k = 0; k < numIn; ++k)
+      laneArgs.push_back(inVals[k * width + l]);
+    for (unsigned k = 0; k < numLa; ++k)
+      laneArgs.push_back(lagVals[k * width + l]);
+    for (unsigned k = 0; k < numSt; ++k)
+      laneArgs.push_back(stateVals[k * width + l]);
+    for (unsigned k = 0; k < numPa; ++k)
+      laneArgs.push_back(paramVals[k * width + l]);
+    SmallVector<Value> res = e.emitBody(laneArgs);
+    for (unsigned k = 0; k < numYield; ++k)
+      yielded[k * width + l] = res[k];
   }
+  SmallVector<Value> next(ArrayRef<Value>(yielded).drop_front(numOut * width));
+  unsigned w = 0;
+  for (auto [k, out] : llvm::enumerate(ops.outputs))
+    if (out.first)
+      e.storeAt(writeAt[w++], out.second,
+                ArrayRef<Value>(yielded).slice(k * width, width));
+  if (!finalOnly)
+    for (auto [k, st] : llvm::enumerate(ops.stateOuts))
+      if (st.first)
+        e.storeAt(writeAt[w++], st.second,
+                  ArrayRef<Value>(next).slice(k * width, width));
+  return next;
+}
 
-  // Software pipelining with depth P: P slots each hold one step's reads,
-  // in registers, as loaded. The loop advances P steps per iteration; its
-  // body is unrolled P times, and copy j computes step iv + j from slot
-  // j's current value, then issues the reads of step iv + j + P into the
-  // slot's next value. Every slot keeps its registers across the back
-  // edge: no copy between slots, so no instruction waits on a load until
-  // the step that uses it, and each thread keeps P steps of loads in
-  // flight. Copies past T (the last
-  // iteration, T not a multiple of P) are skipped, and so are refills past
-  // T, by branches that are uniform across the launch: nothing is read or
-  // written outside the tensors (T = 0 reads nothing: the buffers may then
-  // be empty or null).
-  //
-  // refill(a, cursors, old): the reads of step a when a < T, else `old`
-  // (zeros when there is none: the types are the then-branch's).
-  //
-  // ifElse(c, then, else): an scf.if on c yielding then() or else(), each
-  // built by `b` inside its region (then first).
-  using Build = llvm::function_ref<SmallVector<Value>()>;
-  auto ifElse = [&](Value cond, Build thenVals,
-                    Build elseVals) -> SmallVector<Value> {
-    auto region = [&](Build vals) {
-      return [&b, &loc, vals](OpBuilder &rb, Location) {
+/// After the loop: the final states of a final_state kernel, stored or, for
+/// sums over neurons, this group's partial sums (returned).
+SmallVector<Value> TimeLoopEmitter::finishScan(ValueRange finals) {
+  SmallVector<Value> partials;
+  if (!finalOnly)
+    return partials;
+  for (auto [k, st] : llvm::enumerate(ops.stateOuts)) {
+    SmallVector<Value> lanes(finals.slice(k * width, width));
+    if (scan.isSumState(k)) {
+      if (st.first)
+        partials.push_back(e.sumLanes(lanes));
+      continue;
+    }
+    if (st.first)
+      e.storeAt(e.addressOf(st.first, st.second, Value()), st.second, lanes);
+  }
+  return partials;
+}
+
+SmallVector<Value> TimeLoopEmitter::emitPlainLoop(ArrayRef<Value> init) {
+  auto loop = scf::ForOp::create(
+      b, loc, zero, ops.tSize, one, init,
+      [&](OpBuilder &nb, Location, Value iv, ValueRange carried) {
         OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(rb.getInsertionBlock(), rb.getInsertionPoint());
-        scf::YieldOp::create(b, loc, vals());
-      };
+        b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        auto [reads, writes] = rowAddresses(rowOf(iv));
+        scf::YieldOp::create(b, loc,
+                             emitStep(loadStep(iv, reads), carried, writes));
+      });
+  return finishScan(loop.getResults());
+}
+
+/// The read and write cursors among the pipelined loop's carried values
+/// (the states, the slots, then the read and the write cursors).
+std::pair<SmallVector<Value>, SmallVector<Value>>
+TimeLoopEmitter::cursorsOf(ValueRange carried) {
+  unsigned skip = numCarriedStates + depth * numRaw;
+  SmallVector<Value> reads(carried.slice(skip, numReadCursors));
+  SmallVector<Value> writes(carried.drop_front(skip + numReadCursors));
+  return std::make_pair(reads, writes);
+}
+
+/// An scf.if on `cond` yielding thenVals() or elseVals(), each built by `b`
+/// inside its region (then first).
+SmallVector<Value> TimeLoopEmitter::ifElse(Value cond, Build thenVals,
+                                           Build elseVals) {
+  auto region = [&](Build vals) {
+    return [this, vals](OpBuilder &rb, Location) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(rb.getInsertionBlock(), rb.getInsertionPoint());
+      scf::YieldOp::create(b, loc, vals());
     };
-    auto ifOp =
-        scf::IfOp::create(b, loc, cond, region(thenVals), region(elseVals));
-    return SmallVector<Value>(ifOp.getResults());
   };
-  auto below = [&](Value s, Value bound) -> Value {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, s, bound);
-  };
-  auto refill = [&](Value a, ArrayRef<Value> cursors,
-                    ArrayRef<Value> old) -> SmallVector<Value> {
-    SmallVector<Type> types;
-    return ifElse(
-        below(a, tSize),
-        [&] {
-          SmallVector<Value> vals = loadStep(a, cursors);
-          for (Value v : vals)
-            types.push_back(v.getType());
-          return vals;
-        },
-        [&] {
-          if (!old.empty())
-            return SmallVector<Value>(old);
-          SmallVector<Value> zeros;
-          for (Type t : types)
-            zeros.push_back(LLVM::ZeroOp::create(b, loc, t));
-          return zeros;
-        });
-  };
+  auto ifOp =
+      scf::IfOp::create(b, loc, cond, region(thenVals), region(elseVals));
+  return SmallVector<Value>(ifOp.getResults());
+}
+
+/// The reads of step `a` when a < T, else `old` (zeros when there is none:
+/// the types are the then-branch's).
+SmallVector<Value> TimeLoopEmitter::refill(Value a, ArrayRef<Value> cursors,
+                                           ArrayRef<Value> old) {
+  SmallVector<Type> types;
+  return ifElse(
+      below(a, ops.tSize),
+      [&] {
+        SmallVector<Value> vals = loadStep(a, cursors);
+        for (Value v : vals)
+          types.push_back(v.getType());
+        return vals;
+      },
+      [&] {
+        if (!old.empty())
+          return SmallVector<Value>(old);
+        SmallVector<Value> zeros;
+        for (Type t : types)
+          zeros.push_back(LLVM::ZeroOp::create(b, loc, t));
+        return zeros;
+      });
+}
+
+/// One iteration: steps iv .. iv + depth - 1, each followed by the refill
+/// of its slot with step + depth. `checked`: steps and refills past T are
+/// skipped (the last iterations); unchecked, every one runs.
+SmallVector<Value> TimeLoopEmitter::emitIteration(Value iv, ValueRange carried,
+                                                  bool checked) {
+  SmallVector<Value> stateVals(carried.take_front(numCarriedStates));
+  SmallVector<Value> slots(carried.slice(numCarriedStates, depth * numRaw));
+  auto [reads, writes] = cursorsOf(carried);
+  SmallVector<Value> refilled;
+  for (unsigned j = 0; j < depth; ++j) {
+    Value s = j == 0 ? iv
+                     : arith::AddIOp::create(b, loc, iv, e.cst(j)).getResult();
+    ArrayRef<Value> raw = ArrayRef<Value>(slots).slice(j * numRaw, numRaw);
+    // The refill follows the step in program order. The GPU's reads are
+    // invariant loads (ld.global.nc), which ptxas may move across the
+    // step's stores, so it places them itself; issuing them first made the
+    // step's registers outlive more of the iteration (lif's unchecked
+    // backward block: 400 SASS instructions at 75 registers against 363 at
+    // 64) and lost 2-8 points of copy bandwidth on long-T kernels.
+    Value ahead = arith::AddIOp::create(b, loc, s, e.cst(depth));
+    if (j == 0 || !checked)
+      stateVals = emitStep(raw, stateVals, writes);
+    else
+      stateVals = ifElse(
+          below(s, ops.tSize),
+          [&] { return emitStep(raw, stateVals, writes); },
+          [&] { return stateVals; });
+    if (checked)
+      llvm::append_range(refilled, refill(ahead, reads, raw));
+    else
+      llvm::append_range(refilled, loadStep(ahead, reads));
+    reads = advance(reads, readSeqs);
+    writes = advance(writes, writeSeqs);
+  }
+  SmallVector<Value> next(stateVals);
+  llvm::append_range(next, refilled);
+  llvm::append_range(next, reads);
+  llvm::append_range(next, writes);
+  return next;
+}
+
+// L2 prefetch (l2Ahead = D > 0, GPU cursors): at the start of each
+// iteration, when l2Gate holds and the steps iv + depth + D ..
+// iv + 2 depth + D - 1 lie inside T but the last (a lagged read of a reverse
+// scan reads the row before its step's), the thread asks L2 for those
+// steps' reads (prefetch.global.L2): D steps ahead of the slots' refills,
+// with no register held. The test is uniform across the launch.
+void TimeLoopEmitter::emitL2Prefetch(Value iv, ValueRange carried) {
+  SmallVector<Value> reads = cursorsOf(carried).first;
+  Value limit =
+      arith::SubIOp::create(b, loc, ops.tSize, e.cst(2 * depth + l2Ahead));
+  Value cond = below(iv, limit);
+  if (l2Gate)
+    cond = arith::AndIOp::create(b, loc, cond, l2Gate);
+  scf::IfOp::create(b, loc, cond, [&](OpBuilder &nb, Location) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+    for (auto [k, cursor] : llvm::enumerate(reads)) {
+      Value p = addBytes(cursor, aheadOffsets[k]);
+      for (unsigned j = 0; j < depth; ++j) {
+        if (j)
+          p = addBytes(p, readSeqs[k].stride);
+        asmOp(TypeRange{}, ValueRange{p}, "prefetch.global.L2 [$0];", "l",
+              true);
+      }
+    }
+    scf::YieldOp::create(b, loc);
+  });
+}
+
+// Software pipelining with depth P: P slots each hold one step's reads, in
+// registers, as loaded. The loop advances P steps per iteration; its body is
+// unrolled P times, and copy j computes step iv + j from slot j's current
+// value, then issues the reads of step iv + j + P into the slot's next
+// value. Every slot keeps its registers across the back edge: no copy
+// between slots, so no instruction waits on a load until the step that uses
+// it, and each thread keeps P steps of loads in flight. Copies past T (the
+// last iteration, T not a multiple of P) are skipped, and so are refills
+// past T, by branches that are uniform across the launch: nothing is read or
+// written outside the tensors (T = 0 reads nothing: the buffers may then be
+// empty or null).
+SmallVector<Value> TimeLoopEmitter::emitPipelinedLoop(ArrayRef<Value> init) {
   SmallVector<Value> slots, reads(readStart);
   for (unsigned j = 0; j < depth; ++j) {
     llvm::append_range(slots, refill(e.cst(j), reads, {}));
@@ -678,48 +830,6 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   llvm::append_range(carriedInit, slots);
   llvm::append_range(carriedInit, reads);
   llvm::append_range(carriedInit, writeStart);
-  // One iteration: steps iv .. iv + depth - 1, each followed by the refill
-  // of its slot with step + depth. `checked`: steps and refills past T are
-  // skipped (the last iterations); unchecked, every one runs.
-  auto emitIteration = [&](Value iv, ValueRange carried,
-                           bool checked) -> SmallVector<Value> {
-    SmallVector<Value> stateVals(carried.take_front(numCarriedStates));
-    SmallVector<Value> slots(carried.slice(numCarriedStates, depth * numRaw));
-    auto [reads, writes] =
-        cursorsOf(carried, numCarriedStates + depth * numRaw);
-    SmallVector<Value> refilled;
-    for (unsigned j = 0; j < depth; ++j) {
-      Value s = j == 0 ? iv
-                       : arith::AddIOp::create(b, loc, iv, e.cst(j)).getResult();
-      ArrayRef<Value> raw = ArrayRef<Value>(slots).slice(j * numRaw, numRaw);
-      // The refill follows the step in program order. The GPU's reads are
-      // invariant loads (ld.global.nc), which ptxas may move across the
-      // step's stores, so it places them itself; issuing them first made
-      // the step's registers outlive more of the iteration (lif's unchecked
-      // backward block: 400 SASS instructions at 75 registers against 363
-      // at 64) and lost 2-8 points of copy on long-T kernels (H200, run
-      // 144: lif f32 backward at T=1024 NCL=16K 73-74% -> 77-80%, lif bf16
-      // inference there 51% -> 57%).
-      Value ahead = arith::AddIOp::create(b, loc, s, e.cst(depth));
-      if (j == 0 || !checked)
-        stateVals = emitStep(raw, stateVals, writes);
-      else
-        stateVals = ifElse(
-            below(s, tSize), [&] { return emitStep(raw, stateVals, writes); },
-            [&] { return stateVals; });
-      if (checked)
-        llvm::append_range(refilled, refill(ahead, reads, raw));
-      else
-        llvm::append_range(refilled, loadStep(ahead, reads));
-      reads = advance(reads, readSeqs);
-      writes = advance(writes, writeSeqs);
-    }
-    SmallVector<Value> next(stateVals);
-    llvm::append_range(next, refilled);
-    llvm::append_range(next, reads);
-    llvm::append_range(next, writes);
-    return next;
-  };
   // A small body gets a second, unchecked copy of the iteration for every
   // iteration but the last one or two (iv + 2 * depth - 1 < T: all its
   // steps and refills are inside): the per-step bound tests and the
@@ -727,43 +837,13 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
   // 31 SASS instructions, bf16 inference). A large body keeps one copy
   // (compile time; its tests are a small part of its step).
   bool unchecked = depth * width * countBodyOps(scan) <= kMaxUnrolledOps / 2;
-  // L2 prefetch (l2Ahead = D > 0, GPU cursors): at the start of each
-  // iteration, when l2Gate holds and the steps iv + depth + D ..
-  // iv + 2 depth + D - 1 lie inside T but the last (a lagged read of a
-  // reverse scan reads the row before its step's), the thread asks L2 for
-  // those steps' reads (prefetch.global.L2): D steps ahead of the slots'
-  // refills, with no register held. The test is uniform across the launch.
-  bool l2 = l2Ahead && opaque && numReadCursors;
-  SmallVector<Value> aheadOffsets;
+  l2 = l2Ahead && opaque && numReadCursors;
   if (l2)
     for (const Seq &seq : readSeqs)
       aheadOffsets.push_back(
           arith::MulIOp::create(b, loc, seq.stride, e.cst(l2Ahead)));
-  auto emitL2Prefetch = [&](Value iv, ValueRange carried) {
-    SmallVector<Value> reads =
-        cursorsOf(carried, numCarriedStates + depth * numRaw).first;
-    Value limit =
-        arith::SubIOp::create(b, loc, tSize, e.cst(2 * depth + l2Ahead));
-    Value cond = below(iv, limit);
-    if (l2Gate)
-      cond = arith::AndIOp::create(b, loc, cond, l2Gate);
-    scf::IfOp::create(b, loc, cond, [&](OpBuilder &nb, Location) {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-      for (auto [k, cursor] : llvm::enumerate(reads)) {
-        Value p = addBytes(cursor, aheadOffsets[k]);
-        for (unsigned j = 0; j < depth; ++j) {
-          if (j)
-            p = addBytes(p, readSeqs[k].stride);
-          asmOp(TypeRange{}, ValueRange{p}, "prefetch.global.L2 [$0];", "l",
-                true);
-        }
-      }
-      scf::YieldOp::create(b, loc);
-    });
-  };
   auto loop = scf::ForOp::create(
-      b, loc, zero, tSize, e.cst(depth), carriedInit,
+      b, loc, zero, ops.tSize, e.cst(depth), carriedInit,
       [&](OpBuilder &nb, Location, Value iv, ValueRange carried) {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
@@ -775,7 +855,7 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
         }
         // iv < T - (2 * depth - 1), signed: no overflow for any T >= 0.
         Value bound =
-            arith::SubIOp::create(b, loc, tSize, e.cst(2 * depth - 1));
+            arith::SubIOp::create(b, loc, ops.tSize, e.cst(2 * depth - 1));
         scf::YieldOp::create(
             b, loc,
             ifElse(
@@ -784,6 +864,15 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(OpBuilder &b, Location loc,
                 [&] { return emitIteration(iv, carried, true); }));
       });
   return finishScan(loop.getResults().take_front(numCarriedStates));
+}
+
+SmallVector<Value> mlir::flexsn::emitNeuronScan(
+    OpBuilder &b, Location loc, ScanOp scan, KernelVariant variant,
+    ValueRange args, Value neuron, unsigned width, LaneAccess access,
+    unsigned prefetch, CursorStep cursorStep, unsigned l2Ahead, Value l2Gate) {
+  return TimeLoopEmitter(b, loc, scan, variant, args, neuron, width, access,
+                         prefetch, cursorStep, l2Ahead, l2Gate)
+      .emit();
 }
 
 SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
