@@ -875,35 +875,111 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(
       .emit();
 }
 
-SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
-                                               ScanOp scan,
-                                               KernelVariant variant,
-                                               ValueRange args, Value begin,
-                                               Value end, unsigned block) {
-  ScanOperands ops(scan, variant, args);
-  using Slot = ScanOperands::Slot;
-  unsigned numLa = scan.getNumLagged(), numSt = scan.getNumStates(),
-           numPa = scan.getNumParams(), numOut = scan.getNumOutputs();
-  Type computeType = scan.getComputeType();
-  Type f64 = b.getF64Type();
-  bool reverse = scan.getReverse();
-  bool finalOnly = variant == KernelVariant::FinalState;
-  auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
-  Value zero =
-      arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0)).getResult();
-  // The emitter's conversions, loads and stores at given addresses; every
-  // address here is a run's base (loop-invariant in the neuron loop) plus
-  // the neuron's index i in the block, so that each run is consecutive.
-  NeuronScanEmitter e(b, loc, scan, 1, LaneAccess::Scalar, zero, args.front(),
-                      /*rawBits=*/true);
-  Value one = e.cst(1), blockSize = e.cst(block);
-  auto loadAt = [&](Value base, Type elt, Value i) -> Value {
-    return e.widen(e.loadRawAt(e.gep(base, elt, i), elt), elt).front();
-  };
+namespace {
+/// Emits a CPU kernel's scan of neurons [begin, end) in blocks
+/// (emitBlockScan): per block, the initial states into a stack buffer, the
+/// steps with time outside and the block's neurons inside, then the final
+/// states. Every address is a run's base (loop-invariant in the neuron
+/// loop) plus the neuron's index i in the block, so that each run is
+/// consecutive.
+class BlockScanEmitter {
+public:
+  BlockScanEmitter(OpBuilder &b, Location loc, ScanOp scan,
+                   KernelVariant variant, ValueRange args, unsigned block)
+      : b(b), loc(loc), scan(scan), ops(scan, variant, args), args(args),
+        block(block), computeType(scan.getComputeType()),
+        f64(b.getF64Type()),
+        ptrType(LLVM::LLVMPointerType::get(b.getContext())),
+        numLa(scan.getNumLagged()), numSt(scan.getNumStates()),
+        numPa(scan.getNumParams()), numOut(scan.getNumOutputs()),
+        reverse(scan.getReverse()),
+        finalOnly(variant == KernelVariant::FinalState),
+        zero(arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0))
+                 .getResult()),
+        // Conversions, loads and stores at given addresses (one lane).
+        e(b, loc, scan, 1, LaneAccess::Scalar, zero, args.front(),
+          /*rawBits=*/true) {}
 
-  // A block of zeros on the stack, as long as a run of 8-byte elements: an
-  // optional pointer that is null reads its runs there.
+  SmallVector<Value> emit(Value begin, Value end);
+
+private:
+  using Slot = ScanOperands::Slot;
+  using InnerBody = llvm::function_ref<SmallVector<Value>(Value, ValueRange)>;
+
+  void setUp();
+  SmallVector<Value> emitBlock(Value first, ValueRange acc);
+  void emitInitialStates(Value first);
+  void emitSteps(Value first);
+  void emitStep(Value first, Value s);
+  SmallVector<Value> emitFinalStates(Value first, ValueRange acc);
+
+  /// The value at element i of the run at `base`, in the compute type.
+  Value loadAt(Value base, Type elt, Value i) {
+    return e.widen(e.loadRawAt(e.gep(base, elt, i), elt), elt).front();
+  }
+  /// The run of `slot` starting at element `offset`, or the zeros.
+  Value run(const Slot &slot, Value offset) {
+    Value at = e.gep(slot.first, slot.second, offset);
+    auto it = givenOf.find(slot.first);
+    if (it == givenOf.end())
+      return at;
+    return LLVM::SelectOp::create(b, loc, it->second, at, zeros);
+  }
+  Value stateAddr(unsigned k, Value i) {
+    return e.gep(buffer, computeType,
+                 arith::AddIOp::create(b, loc, e.cst(int64_t(k) * block), i));
+  }
+  Value loadState(unsigned k, Value i) {
+    return LLVM::LoadOp::create(b, loc, computeType, stateAddr(k, i),
+                                e.bytes(computeType));
+  }
+  void storeState(unsigned k, Value i, Value v) {
+    LLVM::StoreOp::create(b, loc, v, stateAddr(k, i), e.bytes(computeType));
+  }
+  /// for (i = 0; i < count; ++i) carried = body(i, carried)
+  SmallVector<Value> overBlock(ValueRange carried, InnerBody body) {
+    auto loop = scf::ForOp::create(
+        b, loc, zero, count, one, carried,
+        [&](OpBuilder &ib, Location, Value i, ValueRange c) {
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPoint(ib.getInsertionBlock(), ib.getInsertionPoint());
+          scf::YieldOp::create(b, loc, body(i, c));
+        });
+    return SmallVector<Value>(loop.getResults());
+  }
+
+  OpBuilder &b;
+  Location loc;
+  ScanOp scan;
+  ScanOperands ops;
+  ValueRange args;
+  unsigned block;
+  Type computeType, f64, ptrType;
+  unsigned numLa, numSt, numPa, numOut;
+  bool reverse, finalOnly;
+  Value zero;
+  NeuronScanEmitter e;
+
+  // Set by setUp().
+  Value one, blockSize, tLast;
+  /// A block of zeros on the stack, as long as a run of 8-byte elements: an
+  /// optional pointer that is null reads its runs there.
   Value zeros;
+  /// Per optional pointer, whether it is non-null.
+  llvm::DenseMap<Value, Value> givenOf;
+  /// The block's states, numSt rows of `block` compute-type values.
+  Value buffer;
+  /// Scalar params (loaded once); null for per-neuron ones.
+  SmallVector<Value> scalarParams;
+  // Per block: its size and its per-neuron params' runs.
+  Value count;
+  SmallVector<Value> paramRuns;
+};
+} // namespace
+
+void BlockScanEmitter::setUp() {
+  one = e.cst(1);
+  blockSize = e.cst(block);
   if (!ops.optional.empty()) {
     zeros = LLVM::AllocaOp::create(b, loc, ptrType, b.getI8Type(),
                                    e.cst(int64_t(block) * 8), 64);
@@ -912,191 +988,168 @@ SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
         arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(0)),
         e.cst(int64_t(block) * 8), /*isVolatile=*/false);
   }
-  // Per optional pointer, whether it is non-null (in argument order).
-  llvm::DenseMap<Value, Value> givenOf;
   for (Value arg : args)
     if (ops.optional.contains(arg))
       givenOf[arg] = e.isGiven(arg);
-  // The run of `slot` starting at element `offset`, or the zeros.
-  auto run = [&](const Slot &slot, Value offset) -> Value {
-    Value at = e.gep(slot.first, slot.second, offset);
-    auto it = givenOf.find(slot.first);
-    if (it == givenOf.end())
-      return at;
-    return LLVM::SelectOp::create(b, loc, it->second, at, zeros);
-  };
-
-  // The block's states, numSt rows of `block` compute-type values.
-  Value buffer;
   if (numSt)
     buffer = LLVM::AllocaOp::create(b, loc, ptrType, computeType,
                                     e.cst(int64_t(numSt) * block), 64);
-  auto stateAddr = [&](unsigned k, Value i) -> Value {
-    return e.gep(buffer, computeType,
-                 arith::AddIOp::create(b, loc, e.cst(int64_t(k) * block), i));
-  };
-  auto loadState = [&](unsigned k, Value i) -> Value {
-    return LLVM::LoadOp::create(b, loc, computeType, stateAddr(k, i),
-                                e.bytes(computeType));
-  };
-  auto storeState = [&](unsigned k, Value i, Value v) {
-    LLVM::StoreOp::create(b, loc, v, stateAddr(k, i), e.bytes(computeType));
-  };
-  // Scalar params once; per-neuron ones per block.
-  SmallVector<Value> scalarParams(numPa);
+  scalarParams.resize(numPa);
   for (auto [k, slot] : llvm::enumerate(ops.params))
     if (!scan.isPerNeuronParam(k))
       scalarParams[k] = e.convert(
           LLVM::LoadOp::create(b, loc, slot.second, slot.first,
                                e.bytes(slot.second)),
           computeType);
-  Value tLast = arith::SubIOp::create(b, loc, ops.tSize, one);
+  tLast = arith::SubIOp::create(b, loc, ops.tSize, one);
+}
 
+SmallVector<Value> BlockScanEmitter::emit(Value begin, Value end) {
+  setUp();
   SmallVector<Value> accInit;
   if (finalOnly)
     for (unsigned k = 0; k < numSt; ++k)
       if (scan.isSumState(k) && ops.stateOuts[k].first)
         accInit.push_back(
             arith::ConstantOp::create(b, loc, b.getFloatAttr(f64, 0.0)));
-
   // for (first = begin; first < end; first += block)
   auto blocks = scf::ForOp::create(
       b, loc, begin, end, blockSize, accInit,
       [&](OpBuilder &nb, Location, Value first, ValueRange acc) {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-        Value count = arith::MinSIOp::create(
+        count = arith::MinSIOp::create(
             b, loc, blockSize, arith::SubIOp::create(b, loc, end, first));
-        // for (i = 0; i < count; ++i) body(i, carried)
-        using InnerBody =
-            llvm::function_ref<SmallVector<Value>(Value, ValueRange)>;
-        auto overBlock = [&](ValueRange carried, InnerBody body) {
-          auto loop = scf::ForOp::create(
-              b, loc, zero, count, one, carried,
-              [&](OpBuilder &ib, Location, Value i, ValueRange c) {
-                OpBuilder::InsertionGuard g(b);
-                b.setInsertionPoint(ib.getInsertionBlock(),
-                                    ib.getInsertionPoint());
-                scf::YieldOp::create(b, loc, body(i, c));
-              });
-          return SmallVector<Value>(loop.getResults());
-        };
-        SmallVector<Value> paramRuns(numPa);
-        for (auto [k, slot] : llvm::enumerate(ops.params))
-          if (!scalarParams[k])
-            paramRuns[k] = run(slot, first);
+        scf::YieldOp::create(b, loc, emitBlock(first, acc));
+      });
+  return SmallVector<Value>(blocks.getResults());
+}
 
-        // The initial states.
-        SmallVector<Value> initRuns(numSt);
-        for (auto [k, slot] : llvm::enumerate(ops.states))
-          if (slot.first)
-            initRuns[k] = run(slot, first);
-        overBlock({}, [&](Value i, ValueRange) {
-          for (unsigned k = 0; k < numSt; ++k) {
-            Value v =
-                initRuns[k]
+SmallVector<Value> BlockScanEmitter::emitBlock(Value first, ValueRange acc) {
+  paramRuns.assign(numPa, Value());
+  for (auto [k, slot] : llvm::enumerate(ops.params))
+    if (!scalarParams[k])
+      paramRuns[k] = run(slot, first);
+  emitInitialStates(first);
+  emitSteps(first);
+  if (!finalOnly)
+    return SmallVector<Value>(acc);
+  return emitFinalStates(first, acc);
+}
+
+void BlockScanEmitter::emitInitialStates(Value first) {
+  SmallVector<Value> initRuns(numSt);
+  for (auto [k, slot] : llvm::enumerate(ops.states))
+    if (slot.first)
+      initRuns[k] = run(slot, first);
+  overBlock({}, [&](Value i, ValueRange) {
+    for (unsigned k = 0; k < numSt; ++k) {
+      Value v = initRuns[k]
                     ? loadAt(initRuns[k], ops.states[k].second, i)
                     : arith::ConstantOp::create(
                           b, loc,
                           b.getFloatAttr(computeType,
                                          *getConstantInitState(scan, k)))
                           .getResult();
-            storeState(k, i, v);
-          }
-          return SmallVector<Value>();
-        });
+      storeState(k, i, v);
+    }
+    return SmallVector<Value>();
+  });
+}
 
-        // The steps: time outside, the block's neurons inside.
-        scf::ForOp::create(
-            b, loc, zero, ops.tSize, one, ValueRange{},
-            [&](OpBuilder &tb, Location, Value s, ValueRange) {
-              OpBuilder::InsertionGuard g(b);
-              b.setInsertionPoint(tb.getInsertionBlock(),
-                                  tb.getInsertionPoint());
-              Value t =
-                  reverse ? arith::SubIOp::create(b, loc, tLast, s).getResult()
-                          : s;
-              Value at = arith::AddIOp::create(
-                  b, loc, arith::MulIOp::create(b, loc, t, ops.ncl), first);
-              SmallVector<Value> inRuns, lagRuns, outRuns, seqRuns;
-              for (const Slot &slot : ops.inputs)
-                inRuns.push_back(run(slot, at));
-              // A lagged operand reads row t - 1, or its init at t = 0.
-              if (numLa) {
-                Value started = arith::CmpIOp::create(
-                    b, loc, arith::CmpIPredicate::sgt, t, zero);
-                Value before = arith::SubIOp::create(b, loc, at, ops.ncl);
-                for (auto [seq, init] :
-                     llvm::zip_equal(ops.lagged, ops.laggedInit))
-                  lagRuns.push_back(LLVM::SelectOp::create(
-                      b, loc, started, run(seq, before), run(init, first)));
-              }
-              for (const Slot &slot : ops.outputs)
-                outRuns.push_back(slot.first ? run(slot, at) : Value());
-              for (const Slot &slot : ops.stateOuts)
-                seqRuns.push_back(!finalOnly && slot.first ? run(slot, at)
-                                                           : Value());
-              overBlock({}, [&](Value i, ValueRange) {
-                SmallVector<Value> laneArgs;
-                for (auto [k, slot] : llvm::enumerate(ops.inputs))
-                  laneArgs.push_back(loadAt(inRuns[k], slot.second, i));
-                for (auto [k, slot] : llvm::enumerate(ops.lagged))
-                  laneArgs.push_back(loadAt(lagRuns[k], slot.second, i));
-                for (unsigned k = 0; k < numSt; ++k)
-                  laneArgs.push_back(loadState(k, i));
-                for (auto [k, slot] : llvm::enumerate(ops.params))
-                  laneArgs.push_back(scalarParams[k]
-                                         ? scalarParams[k]
-                                         : loadAt(paramRuns[k], slot.second,
-                                                  i));
-                SmallVector<Value> res = e.emitBody(laneArgs);
-                for (auto [k, out] : llvm::enumerate(ops.outputs))
-                  if (outRuns[k])
-                    e.storeAt(e.gep(outRuns[k], out.second, i), out.second,
-                              res[k]);
-                for (unsigned k = 0; k < numSt; ++k) {
-                  Value next = res[numOut + k];
-                  if (seqRuns[k])
-                    e.storeAt(e.gep(seqRuns[k], ops.stateOuts[k].second, i),
-                              ops.stateOuts[k].second, next);
-                  storeState(k, i, next);
-                }
-                return SmallVector<Value>();
-              });
-              scf::YieldOp::create(b, loc);
-            });
+/// The steps: time outside, the block's neurons inside.
+void BlockScanEmitter::emitSteps(Value first) {
+  scf::ForOp::create(b, loc, zero, ops.tSize, one, ValueRange{},
+                     [&](OpBuilder &tb, Location, Value s, ValueRange) {
+                       OpBuilder::InsertionGuard g(b);
+                       b.setInsertionPoint(tb.getInsertionBlock(),
+                                           tb.getInsertionPoint());
+                       emitStep(first, s);
+                       scf::YieldOp::create(b, loc);
+                     });
+}
 
-        // The final states (final_state kernels): stored, or summed over
-        // neurons into this call's f64 partial sums.
-        if (!finalOnly) {
-          scf::YieldOp::create(b, loc, acc);
-          return;
-        }
-        SmallVector<Value> finalRuns(numSt);
-        for (unsigned k = 0; k < numSt; ++k)
-          if (ops.stateOuts[k].first && !scan.isSumState(k))
-            finalRuns[k] = run(ops.stateOuts[k], first);
-        SmallVector<Value> sums =
-            overBlock(acc, [&](Value i, ValueRange partial) {
-              SmallVector<Value> next;
-              unsigned a = 0;
-              for (unsigned k = 0; k < numSt; ++k) {
-                const Slot &st = ops.stateOuts[k];
-                if (!st.first)
-                  continue;
-                Value v = loadState(k, i);
-                if (scan.isSumState(k)) {
-                  next.push_back(arith::AddFOp::create(
-                      b, loc, partial[a++], e.convert(v, f64)));
-                  continue;
-                }
-                e.storeAt(e.gep(finalRuns[k], st.second, i), st.second, v);
-              }
-              return next;
-            });
-        scf::YieldOp::create(b, loc, sums);
-      });
-  return SmallVector<Value>(blocks.getResults());
+/// Step s of the block's neurons.
+void BlockScanEmitter::emitStep(Value first, Value s) {
+  Value t = reverse ? arith::SubIOp::create(b, loc, tLast, s).getResult() : s;
+  Value at = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, t, ops.ncl), first);
+  SmallVector<Value> inRuns, lagRuns, outRuns, seqRuns;
+  for (const Slot &slot : ops.inputs)
+    inRuns.push_back(run(slot, at));
+  // A lagged operand reads row t - 1, or its init at t = 0.
+  if (numLa) {
+    Value started =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, t, zero);
+    Value before = arith::SubIOp::create(b, loc, at, ops.ncl);
+    for (auto [seq, init] : llvm::zip_equal(ops.lagged, ops.laggedInit))
+      lagRuns.push_back(LLVM::SelectOp::create(
+          b, loc, started, run(seq, before), run(init, first)));
+  }
+  for (const Slot &slot : ops.outputs)
+    outRuns.push_back(slot.first ? run(slot, at) : Value());
+  for (const Slot &slot : ops.stateOuts)
+    seqRuns.push_back(!finalOnly && slot.first ? run(slot, at) : Value());
+  overBlock({}, [&](Value i, ValueRange) {
+    SmallVector<Value> laneArgs;
+    for (auto [k, slot] : llvm::enumerate(ops.inputs))
+      laneArgs.push_back(loadAt(inRuns[k], slot.second, i));
+    for (auto [k, slot] : llvm::enumerate(ops.lagged))
+      laneArgs.push_back(loadAt(lagRuns[k], slot.second, i));
+    for (unsigned k = 0; k < numSt; ++k)
+      laneArgs.push_back(loadState(k, i));
+    for (auto [k, slot] : llvm::enumerate(ops.params))
+      laneArgs.push_back(scalarParams[k]
+                             ? scalarParams[k]
+                             : loadAt(paramRuns[k], slot.second, i));
+    SmallVector<Value> res = e.emitBody(laneArgs);
+    for (auto [k, out] : llvm::enumerate(ops.outputs))
+      if (outRuns[k])
+        e.storeAt(e.gep(outRuns[k], out.second, i), out.second, res[k]);
+    for (unsigned k = 0; k < numSt; ++k) {
+      Value next = res[numOut + k];
+      if (seqRuns[k])
+        e.storeAt(e.gep(seqRuns[k], ops.stateOuts[k].second, i),
+                  ops.stateOuts[k].second, next);
+      storeState(k, i, next);
+    }
+    return SmallVector<Value>();
+  });
+}
+
+/// The final states (final_state kernels): stored, or summed over neurons
+/// into this call's f64 partial sums (`acc`, returned updated).
+SmallVector<Value> BlockScanEmitter::emitFinalStates(Value first,
+                                                     ValueRange acc) {
+  SmallVector<Value> finalRuns(numSt);
+  for (unsigned k = 0; k < numSt; ++k)
+    if (ops.stateOuts[k].first && !scan.isSumState(k))
+      finalRuns[k] = run(ops.stateOuts[k], first);
+  return overBlock(acc, [&](Value i, ValueRange partial) {
+    SmallVector<Value> next;
+    unsigned a = 0;
+    for (unsigned k = 0; k < numSt; ++k) {
+      const Slot &st = ops.stateOuts[k];
+      if (!st.first)
+        continue;
+      Value v = loadState(k, i);
+      if (scan.isSumState(k)) {
+        next.push_back(
+            arith::AddFOp::create(b, loc, partial[a++], e.convert(v, f64)));
+        continue;
+      }
+      e.storeAt(e.gep(finalRuns[k], st.second, i), st.second, v);
+    }
+    return next;
+  });
+}
+
+SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
+                                               ScanOp scan,
+                                               KernelVariant variant,
+                                               ValueRange args, Value begin,
+                                               Value end, unsigned block) {
+  return BlockScanEmitter(b, loc, scan, variant, args, block).emit(begin, end);
 }
 
 unsigned mlir::flexsn::getDeepEntryPrefetch(ScanOp scan,
