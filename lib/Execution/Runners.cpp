@@ -301,25 +301,29 @@ private:
 } // namespace
 
 Expected<std::unique_ptr<KernelRunner>>
-mlir::flexsn::createCPURunner(ModuleOp module, const HarnessOptions &options) {
-  auto kernels = CPUKernels::compile(module, std::max(options.prefetch, 1u));
+mlir::flexsn::createCPURunner(ModuleOp module, const HarnessOptions &options,
+                              const PipelineOptions &pipeline) {
+  auto kernels =
+      CPUKernels::compile(module, std::max(unsigned(pipeline.prefetch), 1u));
   if (failed(kernels))
     return makeDiagnosedError();
   return std::make_unique<CPURunner>(std::move(*kernels), options);
 }
 
 Expected<std::unique_ptr<KernelRunner>>
-mlir::flexsn::createCUDARunner(ModuleOp module, const HarnessOptions &options) {
+mlir::flexsn::createCUDARunner(ModuleOp module, const HarnessOptions &options,
+                               const PipelineOptions &pipeline) {
   auto device = cuda::Device::open(options.device);
   if (!device)
     return device.takeError();
   if (Error e = (*device)->makeCurrent())
     return std::move(e);
   PipelineOptions gpu;
+  gpu.copyOptionValuesFrom(pipeline);
   gpu.chip = "sm_" + std::to_string((*device)->computeCapability());
-  gpu.prefetch = options.prefetch;
-  gpu.l2Prefetch = options.l2Prefetch;
-  gpu.neuronsPerThread = options.neuronsPerThread;
+  // The module is differentiated already (prepareKernelModule).
+  gpu.differentiate = false;
+  gpu.saveOps.clear();
   // The entries of each kernel and the deep entry's depth, as the C API
   // takes them.
   FailureOr<Manifest> manifest =

@@ -122,6 +122,22 @@ std::string PipelineOptions::validate() const {
   return "";
 }
 
+void PipelineOptions::addToCommandLine(llvm::cl::OptionCategory &category,
+                                       ArrayRef<StringRef> names) {
+  for (StringRef name : names) {
+    llvm::cl::Option *option = OptionsMap.lookup(name);
+    if (!option)
+      llvm::report_fatal_error("addToCommandLine: no pipeline option '" +
+                               Twine(name) + "'");
+    // Each option is registered with this object's own parser (parse());
+    // registered again with the top level too, the tool's parse sets it.
+    option->removeArgument();
+    option->addSubCommand(llvm::cl::SubCommand::getTopLevel());
+    option->addCategory(category);
+    option->addArgument();
+  }
+}
+
 std::string PipelineOptions::getCUDAHome() const {
   if (!cudaHome.empty())
     return cudaHome;

@@ -31,9 +31,9 @@
 // (80 kernels, plus the final-state pair of the 4 cores that have one)
 // AOK: flexsn-fuzz: 20 cores (seed 11, #0-#19, cpu), 88 kernels run, 0 mismatches, 0 errors, 0 crashes;
 // RUN: not flexsn-fuzz --prefetch=33 --count=1 --out=%t.p9 2>&1 | FileCheck %s --check-prefix=P9
-// P9: flexsn-fuzz: --prefetch must be 1 to 32, not 33
+// P9: flexsn-fuzz: --prefetch=33: 0 (chosen per kernel) to 32 steps
 // RUN: not flexsn-fuzz --l2-prefetch=257 --count=1 --out=%t.l2 2>&1 | FileCheck %s --check-prefix=L2
-// L2: flexsn-fuzz: --l2-prefetch must be 0 to 256, not 257
+// L2: flexsn-fuzz: --l2-prefetch=257: 0 (none) to 256 steps
 // FILE: flexsn.scan
 // RUN: not flexsn-fuzz --count=1 --out=/dev/null/x 2>&1 | FileCheck %s --check-prefix=DIR
 // DIR: flexsn-fuzz: error: cannot create '/dev/null/x'

@@ -18,7 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "flexsn/Conversion/Passes.h"
+#include "flexsn/Pipelines/Pipelines.h"
 #include "flexsn/Execution/Harness.h"
 #include "flexsn/InitAllDialects.h"
 
@@ -57,21 +57,10 @@ static cl::opt<unsigned> clFirst(cl::cat(fuzzCategory), "first",
                                  cl::desc("index of the first core (replay "
                                           "one core with --first=i --count=1)"),
                                  cl::init(0));
-static cl::opt<unsigned> clPrefetch(
-    cl::cat(fuzzCategory), "prefetch",
-    cl::desc("steps of loads in flight in the kernels (default: 1 on the CPU, "
-             "chosen per kernel on the GPU; 2-8 test the pipelined loop)"),
-    cl::init(0));
-static cl::opt<unsigned> clL2Prefetch(
-    cl::cat(fuzzCategory), "l2-prefetch",
-    cl::desc("--cuda: steps ahead of the loads whose reads the "
-             "one-neuron-per-thread entries ask L2 for, at launches of at "
-             "most 128 threads per SM (default 32; 0: none; at most 256)"),
-    cl::init(kDefaultL2Prefetch));
-static cl::list<std::string>
-    clSaveOps(cl::cat(fuzzCategory), "save-ops", cl::CommaSeparated,
-              cl::desc("the training forward's saving policy, as "
-                       "flexsn-differentiate's save-ops (auto: a minimum cut)"));
+/// The compilation's flags (prefetch, l2-prefetch, neurons-per-thread,
+/// block-size, save-ops), declared once, by PipelineOptions; main() adds
+/// them to the command line.
+static PipelineOptions pipeline;
 static cl::opt<unsigned> clJobs(cl::cat(fuzzCategory), "jobs",
                                 cl::desc("worker processes"), cl::init(1));
 static cl::opt<bool> clCuda(cl::cat(fuzzCategory), "cuda",
@@ -609,7 +598,8 @@ Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
     out.what = diagnostics;
     return out;
   }
-  std::vector<std::string> saveOps(clSaveOps.begin(), clSaveOps.end());
+  std::vector<std::string> saveOps(pipeline.saveOps.begin(),
+                                   pipeline.saveOps.end());
   auto func = prepareKernelModule(*module, "core", Type(), /*training=*/true,
                                   saveOps);
   if (!func)
@@ -617,8 +607,6 @@ Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
   HarnessOptions options;
   options.threads = 1;
   options.tieMargin = tieMargin(core);
-  options.prefetch = clPrefetch;
-  options.l2Prefetch = clL2Prefetch;
   // Finite differences only where the body is smooth: a jump (remf,
   // floor, a comparison) or kink (max, abs) that a perturbation crosses
   // after a few chaotic steps is not a near tie of the unperturbed run.
@@ -632,8 +620,9 @@ Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
     backends.push_back("cuda");
   for (const std::string &backend : backends) {
     out.backend = backend;
-    auto runner = backend == "cpu" ? createCPURunner(*module, options)
-                                   : createCUDARunner(*module, options);
+    auto runner = backend == "cpu"
+                      ? createCPURunner(*module, options, pipeline)
+                      : createCUDARunner(*module, options, pipeline);
     if (!runner)
       return errorOut("compile", runner.takeError());
     SmallVector<StringRef> variants{"inference", "final_state", "backward"};
@@ -774,6 +763,27 @@ struct Totals {
 };
 
 /// Runs cores [first, last) and returns the totals; writes failing cores.
+/// The pipeline flags a reproducer of `variant` on `backend` repeats: the
+/// ones given to the fuzzer that apply there.
+std::string pipelineFlags(StringRef backend, StringRef variant) {
+  std::string flags;
+  if (pipeline.prefetch)
+    flags += " --prefetch=" + std::to_string(pipeline.prefetch);
+  LaunchGeometry defaults;
+  if (backend == "cuda") {
+    if (pipeline.l2Prefetch != kDefaultL2Prefetch)
+      flags += " --l2-prefetch=" + std::to_string(pipeline.l2Prefetch);
+    if (pipeline.neuronsPerThread != defaults.neuronsPerThread)
+      flags += " --neurons-per-thread=" +
+               std::to_string(pipeline.neuronsPerThread);
+    if (pipeline.blockSize != defaults.blockSize)
+      flags += " --block-size=" + std::to_string(pipeline.blockSize);
+  }
+  if (!pipeline.saveOps.empty() && variant.starts_with("backward"))
+    flags += " --save-ops=" + llvm::join(pipeline.saveOps, ",");
+  return flags;
+}
+
 Totals runRange(unsigned first, unsigned last) {
   Totals totals;
   for (unsigned i = first; i < last; ++i) {
@@ -821,14 +831,7 @@ Totals runRange(unsigned first, unsigned last) {
            << " --tie-margin=" << tieMargin(core)
            << " --tolerance=" << tolerance(core)
            << (isSmooth(core) ? "" : " --finite-differences=false")
-           << (clPrefetch ? " --prefetch=" + std::to_string(clPrefetch)
-                          : std::string())
-           << (clL2Prefetch != kDefaultL2Prefetch && o.backend == "cuda"
-                   ? " --l2-prefetch=" + std::to_string(clL2Prefetch)
-                   : std::string())
-           << (clSaveOps.empty() || !StringRef(variant).starts_with("backward")
-                   ? std::string()
-                   : " --save-ops=" + llvm::join(clSaveOps, ","))
+           << pipelineFlags(o.backend, variant)
            << " --check\n"
            << small;
     }
@@ -843,6 +846,9 @@ Totals runRange(unsigned first, unsigned last) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
+  pipeline.addToCommandLine(fuzzCategory,
+                            {"prefetch", "l2-prefetch", "neurons-per-thread",
+                             "block-size", "save-ops"});
   cl::HideUnrelatedOptions(fuzzCategory);
   cl::ParseCommandLineOptions(argc, argv, "flexsn differential fuzzer\n");
   llvm::CrashRecoveryContext::Enable();
@@ -851,15 +857,10 @@ int main(int argc, char **argv) {
                  << "': " << ec.message() << "\n";
     return 2;
   }
-  if (clPrefetch > kMaxPrefetchDepth) {
-    llvm::errs() << "flexsn-fuzz: --prefetch must be 1 to " << kMaxPrefetchDepth
-                 << ", not "
-                 << clPrefetch << "\n";
-    return 2;
-  }
-  if (clL2Prefetch > kMaxL2Prefetch) {
-    llvm::errs() << "flexsn-fuzz: --l2-prefetch must be 0 to "
-                 << kMaxL2Prefetch << ", not " << clL2Prefetch << "\n";
+  // The options of every core's compilation, checked once.
+  pipeline.differentiate = true;
+  if (std::string error = pipeline.validate(); !error.empty()) {
+    llvm::errs() << "flexsn-fuzz: --" << error << "\n";
     return 2;
   }
   if (clJobs == 0)

@@ -21,7 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "flexsn/Conversion/Passes.h"
+#include "flexsn/Pipelines/Pipelines.h"
 #include "flexsn/Execution/Harness.h"
 #include "flexsn/InitAllDialects.h"
 
@@ -77,11 +77,6 @@ static cl::opt<unsigned> clThreads(cl::cat(runCategory), "threads",
                                    cl::init(0));
 static cl::opt<unsigned> clReps(cl::cat(runCategory), "reps",
                                 cl::desc("timed repetitions"), cl::init(20));
-static cl::list<std::string>
-    clSaveOps(cl::cat(runCategory), "save-ops", cl::CommaSeparated,
-              cl::desc("forward/backward: body ops whose results the "
-                       "training forward saves (auto: chosen by a minimum "
-                       "cut)"));
 static cl::opt<bool> clFiniteDifferences(
     cl::cat(runCategory), "finite-differences",
     cl::desc("backward --check: also compare with central finite "
@@ -103,26 +98,6 @@ static cl::opt<double> clTieMargin(
              "margin (flexsn-fuzz's reproducers set it)"),
     cl::init(0.0));
 
-static cl::opt<unsigned> clPrefetch(
-    cl::cat(runCategory), "prefetch",
-    cl::desc(
-        "steps of loads in flight in the kernels' time loop, 1-32 (default: "
-        "chosen per kernel on the GPU, 1 on the CPU)"),
-    cl::init(0));
-
-static cl::opt<unsigned> clL2Prefetch(
-    cl::cat(runCategory), "l2-prefetch",
-    cl::desc("--backend=cuda: steps ahead of the loads whose reads the "
-             "one-neuron-per-thread entries ask L2 for, at launches of at "
-             "most 128 threads per SM (default 32; 0: none; at most 256)"),
-    cl::init(kDefaultL2Prefetch));
-
-static cl::opt<unsigned> clNeuronsPerThread(
-    cl::cat(runCategory), "neurons-per-thread",
-    cl::desc("--backend=cuda: neurons each GPU thread scans (1, 2, 4, 8; "
-             "default 4)"),
-    cl::init(4));
-
 static int fail(const Twine &message) {
   llvm::errs() << "flexsn-run: error: " << message << "\n";
   return 2;
@@ -141,6 +116,11 @@ static int report(llvm::Error error, int code) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
+  // The compilation's flags, declared once, by PipelineOptions.
+  static PipelineOptions pipeline;
+  pipeline.addToCommandLine(runCategory,
+                            {"prefetch", "l2-prefetch", "neurons-per-thread",
+                             "block-size", "save-ops"});
   cl::HideUnrelatedOptions(runCategory);
   cl::ParseCommandLineOptions(argc, argv, "flexsn kernel runner\n");
 
@@ -153,10 +133,10 @@ int main(int argc, char **argv) {
     return fail("unknown variant '" + kind +
                 "' (expected inference, final_state, forward, backward, "
                 "forward_final or backward_final)");
-  if (!training && !clSaveOps.empty())
+  if (!training && !pipeline.saveOps.empty())
     return fail("--save-ops applies to --variant=forward|backward|"
                 "forward_final|backward_final");
-  if (finalPair && !llvm::is_contained(clSaveOps, "auto"))
+  if (finalPair && !llvm::is_contained(pipeline.saveOps, "auto"))
     return fail("--variant=" + kind + " runs the final-state pair, which "
                 "only --save-ops=auto builds");
   if (clT < 0 || clNCL < 0)
@@ -168,16 +148,9 @@ int main(int argc, char **argv) {
       __builtin_mul_overflow(elements, int64_t(8), &bytes))
     return fail("--T=" + std::to_string(clT) + " times --ncl=" +
                 std::to_string(clNCL) + " overflows 64-bit buffer sizes");
-  if (clNeuronsPerThread != 1 && clNeuronsPerThread != 2 &&
-      clNeuronsPerThread != 4 && clNeuronsPerThread != 8)
-    return fail("--neurons-per-thread must be 1, 2, 4 or 8, not " +
-                std::to_string(clNeuronsPerThread));
-  if (clPrefetch > kMaxPrefetchDepth)
-    return fail("--prefetch must be 1 to " + std::to_string(kMaxPrefetchDepth) +
-                ", not " + std::to_string(clPrefetch));
-  if (clL2Prefetch > kMaxL2Prefetch)
-    return fail("--l2-prefetch must be 0 to " + std::to_string(kMaxL2Prefetch) +
-                ", not " + std::to_string(clL2Prefetch));
+  pipeline.differentiate = training;
+  if (std::string error = pipeline.validate(); !error.empty())
+    return fail("--" + error);
   if (!(clTieMargin >= 0 && clTieMargin < 1))
     return fail("--tie-margin must be in [0, 1), not " +
                 std::to_string(clTieMargin));
@@ -217,7 +190,8 @@ int main(int argc, char **argv) {
 
   auto funcName = prepareKernelModule(
       *module, clFunc, storage, training,
-      std::vector<std::string>(clSaveOps.begin(), clSaveOps.end()));
+      std::vector<std::string>(pipeline.saveOps.begin(),
+                               pipeline.saveOps.end()));
   if (!funcName)
     return report(funcName.takeError(), 2);
   if (llvm::Error e = checkHostMemory(*module, kind, clT, clNCL))
@@ -229,11 +203,9 @@ int main(int argc, char **argv) {
   options.tolerance = clTolerance;
   options.finiteDifferences = clFiniteDifferences;
   options.tieMargin = clTieMargin;
-  options.prefetch = clPrefetch;
-  options.l2Prefetch = clL2Prefetch;
-  options.neuronsPerThread = clNeuronsPerThread;
-  auto runner = clBackend == "cpu" ? createCPURunner(*module, options)
-                                   : createCUDARunner(*module, options);
+  auto runner = clBackend == "cpu"
+                    ? createCPURunner(*module, options, pipeline)
+                    : createCUDARunner(*module, options, pipeline);
   if (!runner)
     return report(runner.takeError(), 2);
   auto result = runKernelCase(*module, *funcName, kind, clT, clNCL, clSeed,

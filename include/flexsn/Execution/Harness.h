@@ -26,6 +26,8 @@
 namespace mlir {
 namespace flexsn {
 
+struct PipelineOptions;
+
 /// An error whose diagnostics the MLIR context has already reported: tools
 /// print nothing more for it.
 class DiagnosedError : public llvm::ErrorInfo<DiagnosedError> {
@@ -54,13 +56,6 @@ struct HarnessOptions {
   double tieMargin = 0.0;
   /// Print one line per comparison.
   bool verbose = true;
-  /// Steps of loads in flight in the kernels' time loop (the pipelines'
-  /// `prefetch`): 0 chooses per kernel on the GPU and means 1 on the CPU.
-  unsigned prefetch = 0;
-  /// The pipelines' `l2-prefetch` (GPU).
-  unsigned l2Prefetch = kDefaultL2Prefetch;
-  /// Neurons each GPU thread scans (1, 2, 4 or 8).
-  unsigned neuronsPerThread = 4;
 };
 
 /// One kernel pointer argument's host buffer.
@@ -97,13 +92,17 @@ public:
   virtual std::string lastEntry() const { return ""; }
 };
 
-/// Compiles every kernel of `module` for the CPU.
+/// Compiles every kernel of `module` for the CPU, its time loop pipelined
+/// `pipeline.prefetch` steps deep (0: 1).
 llvm::Expected<std::unique_ptr<KernelRunner>>
-createCPURunner(ModuleOp module, const HarnessOptions &options);
-/// Compiles every kernel of `module` to PTX for device `options.device` and
-/// loads it.
+createCPURunner(ModuleOp module, const HarnessOptions &options,
+                const PipelineOptions &pipeline);
+/// Compiles every kernel of `module` (already differentiated where it
+/// trains) to PTX for device `options.device`, with `pipeline`'s options
+/// and the device's chip, and loads it.
 llvm::Expected<std::unique_ptr<KernelRunner>>
-createCUDARunner(ModuleOp module, const HarnessOptions &options);
+createCUDARunner(ModuleOp module, const HarnessOptions &options,
+                 const PipelineOptions &pipeline);
 
 /// Readies `module` for the harness: canonicalizes, keeps only the kernel
 /// function `funcName` (empty: the only one), retypes every tensor to

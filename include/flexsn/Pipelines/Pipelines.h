@@ -75,9 +75,10 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       llvm::cl::init(false)};
   ListOption<std::string> saveOps{
       *this, "save-ops",
-      llvm::cl::desc("with differentiate: body ops whose results the "
-                     "training forward saves (comma-separated op names; "
-                     "auto: chosen by a minimum cut)")};
+      llvm::cl::desc("with differentiate (the training kernels): body ops "
+                     "whose results the training forward saves "
+                     "(comma-separated op names; auto: chosen by a minimum "
+                     "cut)")};
 
   /// Parses `text` into a new options object. On failure returns null and
   /// sets `error` to a message naming the bad word and listing the keys.
@@ -94,6 +95,14 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   LaunchGeometry getLaunchGeometry() const {
     return {blockSize, neuronsPerThread};
   }
+
+  /// Makes the options named in `names` flags of a tool's own command line
+  /// (`--prefetch=4`, `--save-ops=auto`), listed under `category`, whose
+  /// values land in this object: a tool and the pipelines share one
+  /// declaration, help text included. Call before
+  /// llvm::cl::ParseCommandLineOptions; this object must outlive the parse.
+  void addToCommandLine(llvm::cl::OptionCategory &category,
+                        llvm::ArrayRef<llvm::StringRef> names);
 };
 
 /// flexsn kernel module -> LLVM dialect for the CPU (ExecutionEngine).

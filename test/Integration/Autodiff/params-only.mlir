@@ -1,8 +1,7 @@
 // A core whose outputs depend only on its params (the input is declared but
 // never read) is differentiated: the params' gradients are well defined.
-// This used to fail with "it has neither inputs nor states" because
-// canonicalization dropped the unread input; a user's function now keeps
-// its ABI, so the scan keeps the input and its T.
+// Canonicalization keeps the unread input (a user's function keeps its
+// ABI), so the scan keeps its T.
 // RUN: flexsn-run %s --func=scalar --variant=backward --check --T=3 --ncl=257 --seed=1 | FileCheck %s
 // RUN: flexsn-run %s --func=per_neuron --variant=backward --check --T=5 --ncl=64 --seed=2 | FileCheck %s
 // RUN: flexsn-run %s --func=per_neuron_f64 --variant=backward --check --T=4 --ncl=33 --seed=3 | FileCheck %s --check-prefix=FD

@@ -15,9 +15,9 @@
 // RUN: flexsn-run %flexsn_src_root/examples/two_in_two_state.mlir --variant=final_state --check --T=31 --ncl=5 --prefetch=32 | FileCheck %s
 // RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --prefetch=33 2>&1 | FileCheck %s --check-prefix=BAD
 // CHECK: check: ok
-// BAD: --prefetch must be 1 to 32, not 33
+// BAD: --prefetch=33: 0 (chosen per kernel) to 32 steps
 // RUN: not flexsn-run %flexsn_src_root/examples/lif.mlir --l2-prefetch=257 2>&1 | FileCheck %s --check-prefix=L2
-// L2: --l2-prefetch must be 0 to 256, not 257
+// L2: --l2-prefetch=257: 0 (none) to 256 steps
 
 // The pass: a prologue reads steps 0 to P - 1, each only inside T; the
 // loop steps by P and carries the slots after the states, then the input's

@@ -1,7 +1,6 @@
 // math.trunc (torch.trunc, torch.frac, fmod's adjoint) has no NVVM lowering
 // in MLIR 22; the GPU lowering expands it to x < 0 ? ceil(x) : floor(x), so
-// the PTX assembles (it used to fail: "missing LLVMTranslationDialectInterface
-// registration ... math.trunc").
+// the PTX assembles (math.trunc itself has no LLVM translation on NVPTX).
 // REQUIRES: ptxas
 // RUN: flexsn-opt %s -convert-flexsn-to-gpu | FileCheck %s --check-prefix=GPU
 // RUN: flexsn-translate --flexsn-to-ptx --options='differentiate' %s -o %t.ptx
