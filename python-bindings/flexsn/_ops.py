@@ -40,6 +40,9 @@ def handle_of(compiled) -> int:
                 h = len(_CORES)
                 _CORES.append(compiled)
                 compiled._op_handle = h
+    # The constant-result wrapper is made now, outside any trace: made
+    # while Dynamo traces a call, it is a graph break.
+    _bindings_fn()
     return h
 
 

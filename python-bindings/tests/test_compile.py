@@ -289,3 +289,26 @@ def test_an_entry_first_needed_during_graph_capture():
         graph.replay()
         torch.cuda.synchronize()
         assert_close(out, ref(big), what="captured on the entry's first launch")
+
+
+def test_first_call_traced_fullgraph():
+    """In a fresh process, a model whose first call is traced by Dynamo
+    compiles with fullgraph=True (no graph break making the operators'
+    binding wrapper), under saved-tensor hooks too."""
+    import subprocess
+    from conftest import child_python
+    code = (
+        "import torch, flexsn\n"
+        "from torch import nn\n"
+        "net = nn.Sequential(nn.Linear(6, 8), flexsn.neuron.LIFNode(step_mode='m'),"
+        " nn.Linear(8, 3))\n"
+        "c = torch.compile(net, fullgraph=True, backend='aot_eager')\n"
+        "x = torch.randn(4, 3, 6) * 3\n"
+        "with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):\n"
+        "    c(x).sum().backward()\n"
+        "print('ok', net[0].weight.grad.abs().sum().item() > 0)\n")
+    argv, env = child_python()
+    r = subprocess.run(argv + ["-c", code], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "ok True" in r.stdout
