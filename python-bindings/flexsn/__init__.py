@@ -20,6 +20,8 @@ _LAZY = {
     "from_snntorch": ".snntorch",
     "from_norse": ".norse",
     "convert": ".spikingjelly",
+    "compact_spikes": "._spikes",
+    "mark_spikes": "._spikes",
     "spikingjelly": None,
     "snntorch": None,
     "norse": None,
@@ -27,7 +29,7 @@ _LAZY = {
 }
 
 __all__ = ["FlexSN", "FlexSNKernel", "surrogate", "neuron", "from_snntorch",
-           "from_norse", "convert", "FlexSNError",
+           "from_norse", "convert", "compact_spikes", "mark_spikes", "FlexSNError",
            "UnsupportedOpError", "FallbackWarning", "library_version", "call_path"]
 
 

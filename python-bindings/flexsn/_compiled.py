@@ -32,6 +32,8 @@ class CompiledCore:
         # outputs, then new states: those PyTorch gives no gradient path
         self.non_differentiable = [k for k, d in enumerate(
             _graph.differentiable_results(self.traced)) if not d]
+        # outputs whose values are exactly 0 or 1 (see _spikes)
+        self.spike_outputs = _graph.spike_outputs(self.traced)
         self._ir: dict[tuple, str] = {}
         # InferPrep / TrainPrep by configuration (see prepare_infer)
         self.prepared: dict[tuple, object] = {}

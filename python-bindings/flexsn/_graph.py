@@ -98,3 +98,54 @@ def _is_bool(node: Node) -> bool:
     if node.target is aten._to_copy.default:
         return node.kwargs.get("dtype") == torch.bool
     return False
+
+
+# ops whose result holds the values of their first argument
+_SAME_VALUES = {aten.clone.default, aten.alias.default, aten.detach.default,
+                aten.view.default, aten.reshape.default, aten.squeeze.dim,
+                aten.unsqueeze.default, aten.contiguous.default}
+
+
+def spike_outputs(traced: TracedCore) -> tuple[int, ...]:
+    """The outputs (indices below num_outputs) whose every value is exactly
+    0 or 1: a flexsn.spike result, or a bool made float, passed on
+    unchanged."""
+    by_name = {nd.name: nd for nd in traced.graph.nodes}
+
+    def source(nd):
+        """The node whose values `nd` passes on unchanged, or None."""
+        if nd.target in _SAME_VALUES and nd.args:
+            return nd.args[0]
+        # select(stack(L, d), d, i) is L[i] (a one-step sequence's step)
+        if nd.target is aten.select.int and len(nd.args) == 3:
+            src, dim, i = nd.args
+            if isinstance(src, Node) and src.target is aten.stack.default:
+                items = src.args[0]
+                sdim = src.args[1] if len(src.args) > 1 else src.kwargs.get("dim", 0)
+                if sdim == dim and isinstance(i, int) and -len(items) <= i < len(items):
+                    return items[i]
+        return None
+
+    def binary(nd) -> bool:
+        while isinstance(nd, Node) and nd.op == "call_function":
+            up = source(nd)
+            if up is None:
+                break
+            nd = up
+        if not isinstance(nd, Node) or nd.op != "call_function":
+            return False
+        if str(nd.target) == "flexsn.spike.default":
+            return True
+        if nd.target is aten._to_copy.default:
+            src = nd.args[0]
+            dtype = nd.kwargs.get("dtype")
+            return isinstance(src, Node) and _is_bool(src) and dtype is not None \
+                and dtype.is_floating_point
+        return False
+    for nd in traced.graph.nodes:
+        if nd.op == "output":
+            outs = nd.args[0]
+            outs = outs if isinstance(outs, (list, tuple)) else (outs,)
+            return tuple(k for k, o in enumerate(outs[:traced.num_outputs])
+                         if binary(by_name.get(o.name) if isinstance(o, Node) else None))
+    return ()

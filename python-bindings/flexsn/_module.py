@@ -8,7 +8,7 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import nn
 
-from . import _checks, _compiled, _ops, _recorder, _runner
+from . import _checks, _compiled, _ops, _recorder, _runner, _spikes
 
 BACKENDS = ("torch", "cpu", "cuda", "triton", "inductor", "hop")
 COMPILED_ALIASES = ("triton", "inductor", "hop")
@@ -54,7 +54,10 @@ def _run_planned(owner, compiled, inputs, states):
     args = list(inputs)
     args += [None] * compiled.num_states if states is None else states
     args += params
-    return entry[0].call(args)
+    r = entry[0].call(args)
+    if r is not None and _spikes._depth:
+        _spikes.note_outputs(r[0], compiled.spike_outputs)
+    return r
 
 
 def _keep_plan(owner, states, record: list) -> None:
@@ -218,9 +221,12 @@ class FlexSNKernel:
             return _ops.run(self.compiled, inputs, init_states,
                             self.compiled.param_tensors(statics),
                             want_seqs=want_seqs, grad_mask=mask)
-        return _runner.run_compiled(self.compiled, inputs, init_states,
-                                    self.compiled.param_tensors(statics),
-                                    want_seqs=want_seqs, grad_mask=mask, plan=plan)
+        r = _runner.run_compiled(self.compiled, inputs, init_states,
+                                 self.compiled.param_tensors(statics),
+                                 want_seqs=want_seqs, grad_mask=mask, plan=plan)
+        if _spikes._depth:
+            _spikes.note_outputs(r[0], self.compiled.spike_outputs)
+        return r
 
     def __call__(self, *tensors):
         n = self.num_inputs + self.num_states

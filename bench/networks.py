@@ -1,0 +1,356 @@
+"""Whole-network training steps against SpikingJelly 2.0, time and peak
+memory (a script, not a test; run it on the GPU machine).
+
+Networks (the neuron: SpikingJelly's LIFNode defaults, tau 2, threshold 1,
+hard reset to 0, sigmoid surrogate of alpha 4):
+
+  resnet18  SpikingJelly's spiking_resnet18 (activation_based.model), 10
+            classes, CIFAR-10 shapes: [T=4, B=64, 3, 32, 32] analog input
+  shd       700-256-256-20 fully connected, LIF after the first two layers,
+            [T=250, B=256, 700] input spikes (5% rate), as for SHD
+
+A training step is the forward, the cross-entropy of the mean over T and
+the backward (gradients set to None before; no optimizer step), in float32
+and under bfloat16 autocast. Systems, each in its own process:
+
+  sj                SpikingJelly 2.0 as it comes (its LIFNode picks its own
+                    CUDA path)
+  sj-memopt-L       memopt.optimize_memory at level L = 1..4, SpikingJelly's
+                    own configuration for its ResNets (targets: the blocks;
+                    split_fn: their layers; can_chunk: convolutions, linear
+                    layers and neurons; compress=True, Bit compressor)
+  sj-ckpt-C         each block checkpointed with spike compressor C (bool,
+                    uint8, bit, sparse) via memopt.checkpoint_module
+  sj-compile        torch.compile of the model with SpikingJelly's neurons
+  sj-torch-compile  torch.compile of the model with SpikingJelly's PyTorch
+                    neurons (SJ_LIF_CUDA_IMPLEMENTATION=torch)
+  ours              flexsn.convert(model), eager
+  ours-bits         ours inside flexsn.compact_spikes(): saved spikes at 1 bit
+  ours-bytes        ours inside flexsn.compact_spikes(bits=False): 1 byte
+  ours-compile      torch.compile(flexsn.convert(model))
+
+Per system and dtype: median step time over --reps (CUDA events around the
+step), the peak memory the step allocates beyond what was allocated before
+it (weights, input), the first step's time (compiles included), the loss
+and the first layer's weight gradient (compared across systems: the same
+weights and input), the bytes of what autograd saves (by kind: spikes,
+other floats, integers; sj and ours), and the neuron layers' floor: the
+bytes a fused LIF training step must move (input, spikes and one saved
+sequence written; output gradient and the saved sequence read, input
+gradient written) over the copy bandwidth measured in the same run.
+
+    python3 bench/networks.py [--nets resnet18,shd] [--systems ...]
+        [--dtypes float32,bfloat16] [--reps 20] [--timeout 300]
+        [--out bench/results/networks/results.json]
+    python3 bench/networks.py --plot RESULTS.json PNG   (time vs memory)
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SYSTEMS = (["sj"] + [f"sj-memopt-{level}" for level in (1, 2, 3, 4)]
+           + [f"sj-ckpt-{c}" for c in ("bool", "uint8", "bit", "sparse")]
+           + ["sj-compile", "sj-torch-compile", "ours", "ours-bits", "ours-bytes",
+              "ours-compile"])
+NETS = {"resnet18": dict(T=4, batch=64), "shd": dict(T=250, batch=256)}
+
+
+# -- one system in this process -------------------------------------------
+
+def build(net_name):
+    import torch
+    from torch import nn
+    from spikingjelly.activation_based import functional, layer, neuron
+    torch.manual_seed(0)  # the same weights for every system
+    if net_name == "resnet18":
+        from spikingjelly.activation_based.model import spiking_resnet
+        net = spiking_resnet.spiking_resnet18(spiking_neuron=neuron.LIFNode, num_classes=10)
+        block = spiking_resnet.BasicBlock
+
+        def split(m):
+            if not isinstance(m, block):
+                return ()
+            names = ("conv1", "bn1", "sn1", "conv2", "bn2", "sn2")
+            if m.downsample is not None:
+                names += ("downsample",)
+            return tuple(getattr(m, n) for n in names)
+    else:
+        block = SHDBlock
+        net = nn.Sequential(SHDBlock(700, 256), SHDBlock(256, 256), layer.Linear(256, 20))
+
+        def split(m):
+            return tuple(m) if isinstance(m, block) else ()
+    functional.set_step_mode(net, "m")
+    can_chunk = (lambda m: isinstance(m, (layer.Conv2d, layer.Linear, neuron.BaseNode)))
+    return net, block, split, can_chunk
+
+
+def _shd_block():
+    from torch import nn
+    from spikingjelly.activation_based import layer, neuron
+
+    class Block(nn.Sequential):
+        """Linear then LIF: memopt's checkpoint target."""
+
+        def __init__(self, cin, cout):
+            super().__init__(layer.Linear(cin, cout), neuron.LIFNode(step_mode="m"))
+    return Block
+
+
+class _Lazy:
+    cls = None
+
+
+def SHDBlock(cin, cout):  # noqa: N802 (a class made after spikingjelly imports)
+    if _Lazy.cls is None:
+        _Lazy.cls = _shd_block()
+    return _Lazy.cls(cin, cout)
+
+
+def data(net_name, T, batch, device):
+    import torch
+    g = torch.Generator().manual_seed(1)
+    if net_name == "resnet18":
+        x = torch.rand(T, batch, 3, 32, 32, generator=g)
+        classes = 10
+    else:
+        x = (torch.rand(T, batch, 700, generator=g) < 0.05).float()
+        classes = 20
+    y = torch.randint(0, classes, (batch,), generator=g)
+    return x.to(device), y.to(device)
+
+
+def saved_bytes(net, step_forward):
+    """What autograd saves in one forward beyond the weights (each storage
+    span once), MiB by kind: 0/1 floats, other floats, integers."""
+    import torch
+    seen, kinds = set(), {"spikes": 0, "float": 0, "int": 0}
+    weights = {p.untyped_storage().data_ptr() for p in net.parameters()}
+
+    def pack(t):
+        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
+        if key not in seen and key[0] not in weights:
+            seen.add(key)
+            n = t.numel() * t.element_size()
+            if not t.is_floating_point():
+                kinds["int"] += n
+            elif bool(((t == 0) | (t == 1)).all()):
+                kinds["spikes"] += n
+            else:
+                kinds["float"] += n
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = step_forward()
+    del loss
+    return {k: v / 2**20 for k, v in kinds.items()}
+
+
+def neuron_elements(net, forward):
+    """Neurons a step: the sum over neuron layers of their input's elements."""
+    from spikingjelly.activation_based import neuron
+    total = [0]
+    hooks = [m.register_forward_pre_hook(lambda m, a: total.__setitem__(0, total[0] + a[0].numel()))
+             for m in net.modules() if isinstance(m, neuron.BaseNode)]
+    forward()
+    for h in hooks:
+        h.remove()
+    return total[0]
+
+
+def worker(a):
+    import torch
+    import torch.nn.functional as F
+    sys.path.insert(0, HERE)
+    from benchlib import copy_bandwidth, peak_extra_mib, timed
+    from spikingjelly.activation_based import functional, memopt
+    system, net_name = a.system, a.net
+    shape = NETS[net_name]
+    T, batch = a.T or shape["T"], a.batch or shape["batch"]
+    dev = torch.device(a.device)
+    x, y = data(net_name, T, batch, dev)
+    bw = copy_bandwidth(dev)
+    out = {"system": system, "net": net_name, "T": T, "batch": batch,
+           "copy_tbps": bw / 1e12, "cases": [],
+           "device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu"}
+    for dtype_name in a.dtypes.split(","):
+        dtype = getattr(torch, dtype_name)
+        case = {"dtype": dtype_name}
+        try:
+            net, block, split, can_chunk = build(net_name)
+            net = net.to(dev)
+            model, ctx = net, None
+            autocast = torch.autocast(dev.type, dtype=dtype, enabled=dtype != torch.float32)
+
+            def forward(m=None):
+                functional.reset_net(net)
+                with autocast:
+                    return F.cross_entropy((m or model)(x).mean(0).float(), y)
+            if system == "sj":
+                elements = neuron_elements(net, forward)
+                floor_bytes = elements * (24 if dtype == torch.float32 else 12)
+                case["neuron_elements"] = elements
+                case["neuron_floor_ms"] = floor_bytes / bw * 1e3
+            if system.startswith("sj-memopt-"):
+                memopt.optimize_memory(net, block, lambda m: forward(m),
+                                       level=int(system.rsplit("-", 1)[1]), compress=True,
+                                       split_fn=split, can_chunk=can_chunk)
+            elif system.startswith("sj-ckpt-"):
+                comp = {"bool": memopt.BooleanSpikeCompressor, "uint8": memopt.Uint8SpikeCompressor,
+                        "bit": memopt.BitSpikeCompressor,
+                        "sparse": memopt.SparseSpikeCompressor}[system.rsplit("-", 1)[1]]
+                chosen = []
+                for path, m in list(net.named_modules()):  # the outermost blocks
+                    if path and isinstance(m, block) and \
+                            not any(path.startswith(c + ".") for c in chosen):
+                        chosen.append(path)
+                for path in chosen:
+                    net.set_submodule(path, memopt.checkpoint_module(
+                        net.get_submodule(path), compressor=comp()))
+            elif system.startswith("ours"):
+                import flexsn
+                net = flexsn.convert(net)
+                model = net
+                case["call_path"] = flexsn.call_path()
+                if system in ("ours-bits", "ours-bytes"):
+                    ctx = lambda: flexsn.compact_spikes(bits=system == "ours-bits")  # noqa: E731
+            if system.endswith("compile"):
+                torch._dynamo.reset()
+                model = torch.compile(net)
+            if system in ("sj", "ours"):
+                case["saved_mib"] = saved_bytes(net, forward)
+
+            def step():
+                net.zero_grad(set_to_none=True)
+                if ctx is None:
+                    loss = forward()
+                    loss.backward()
+                    return loss
+                with ctx():
+                    if net_name == "shd":
+                        import flexsn
+                        flexsn.mark_spikes(x)
+                    loss = forward()
+                    loss.backward()
+                return loss
+            sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+            t0 = time.perf_counter()
+            loss = step()
+            sync()
+            case["first_step_s"] = time.perf_counter() - t0
+            case["loss"] = loss.item()
+            first = next(p for p in net.parameters() if p.grad is not None)
+            case["grad_sum"] = first.grad.double().abs().sum().item()
+            case["step_ms"] = timed(step, a.reps, dev)
+            net.zero_grad(set_to_none=True)
+            case["peak_mib"] = peak_extra_mib(step, dev)
+            del net, model
+        except Exception as e:  # noqa: BLE001 (reported, the next case runs)
+            case["error"] = f"{type(e).__name__}: {str(e)[:400]}"
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+        out["cases"].append(case)
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+# -- the driver -----------------------------------------------------------
+
+def run_all(a):
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    results = {"runs": []}
+    for net_name in a.nets.split(","):
+        for system in a.systems.split(","):
+            env = dict(os.environ)
+            if system == "sj-torch-compile":
+                env["SJ_LIF_CUDA_IMPLEMENTATION"] = "torch"
+            cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--net", net_name,
+                   "--system", system, "--dtypes", a.dtypes, "--reps", str(a.reps),
+                   "--device", a.device]
+            if a.T:
+                cmd += ["--T", str(a.T)]
+            if a.batch:
+                cmd += ["--batch", str(a.batch)]
+            t0 = time.time()
+            try:
+                p = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                                   timeout=a.timeout)
+                lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+                run = json.loads(lines[-1][7:]) if lines else {
+                    "system": system, "net": net_name,
+                    "error": (p.stderr or p.stdout)[-600:]}
+            except subprocess.TimeoutExpired:
+                run = {"system": system, "net": net_name,
+                       "error": f"timed out after {a.timeout} s"}
+            run["wall_s"] = time.time() - t0
+            results["runs"].append(run)
+            for c in run.get("cases", [{"dtype": "-", "error": run.get("error")}]):
+                if "error" in c:
+                    print(f"{net_name:9s} {system:17s} {c['dtype']:9s} ERROR {c['error']}",
+                          flush=True)
+                    continue
+                print(f"{net_name:9s} {system:17s} {c['dtype']:9s} {c['step_ms']:8.2f} ms "
+                      f"{c['peak_mib']:8.0f} MiB  first {c['first_step_s']:6.1f} s  "
+                      f"loss {c['loss']:.6f} grad {c['grad_sum']:.6e}"
+                      + (f"  saved {c['saved_mib']}" if "saved_mib" in c else "")
+                      + (f"  neuron floor {c['neuron_floor_ms']:.3f} ms"
+                         if "neuron_floor_ms" in c else ""), flush=True)
+            with open(a.out, "w") as f:
+                json.dump(results, f, indent=1)
+
+
+def plot(results_path, png):
+    """Step time against peak memory, one panel per network and dtype."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    runs = json.load(open(results_path))["runs"]
+    panels = sorted({(r["net"], c["dtype"]) for r in runs for c in r.get("cases", [])
+                     if "step_ms" in c})
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.2), squeeze=False)
+    for ax, (net_name, dtype) in zip(axes[0], panels):
+        for r in runs:
+            for c in r.get("cases", []):
+                if r["net"] != net_name or c["dtype"] != dtype or "step_ms" not in c:
+                    continue
+                ours = r["system"].startswith("ours")
+                ax.scatter(c["peak_mib"], c["step_ms"], marker="o" if ours else "s",
+                           color="tab:red" if ours else "tab:blue")
+                ax.annotate(r["system"], (c["peak_mib"], c["step_ms"]), fontsize=7,
+                            xytext=(3, 3), textcoords="offset points")
+        ax.set_title(f"{net_name}, {dtype}")
+        ax.set_xlabel("peak memory of a training step (MiB)")
+        ax.set_ylabel("training step (ms)")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--nets", default="resnet18,shd")
+    p.add_argument("--systems", default=",".join(SYSTEMS))
+    p.add_argument("--dtypes", default="float32,bfloat16")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--T", type=int, default=0, help="time steps (default: the net's)")
+    p.add_argument("--batch", type=int, default=0, help="batch (default: the net's)")
+    p.add_argument("--timeout", type=int, default=300, help="seconds per system")
+    p.add_argument("--device", default="cuda", help="cuda, or cpu for a smoke run")
+    p.add_argument("--out", default=os.path.join(HERE, "results", "networks", "results.json"))
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--net", help=argparse.SUPPRESS)
+    p.add_argument("--system", help=argparse.SUPPRESS)
+    p.add_argument("--plot", nargs=2, metavar=("RESULTS", "PNG"))
+    a = p.parse_args()
+    if a.plot:
+        return plot(*a.plot)
+    if a.worker:
+        return worker(a)
+    return run_all(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""flexsn.compact_spikes(): spike tensors autograd saves are kept as bits or
+bytes and expanded in the backward, with losses and gradients bit for bit
+those of the same step without it."""
+
+import contextlib
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import flexsn
+from flexsn import _spikes
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def _device_param(dev):
+    return pytest.param(dev, marks=pytest.mark.cuda) if dev == "cuda" else dev
+
+
+@pytest.fixture
+def packed(monkeypatch):
+    """The shapes of the tensors packed, in order."""
+    shapes = []
+    real = _spikes._pack
+
+    def spy(t, bits):
+        shapes.append(tuple(t.shape))
+        return real(t, bits)
+    monkeypatch.setattr(_spikes, "_pack", spy)
+    return shapes
+
+
+@pytest.mark.parametrize("device", [_device_param(d) for d in DEVICES])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("bits", [True, False])
+def test_pack_round_trip(device, dtype, bits):
+    g = torch.Generator().manual_seed(3)
+    for n in (1, 5, 8, 9, 63, 64, 1000, 4099):
+        x = (torch.rand(n, generator=g) < 0.3).to(device, dtype)
+        p = _spikes._pack(x.view(-1, 1) if n % 2 else x, bits)
+        assert p.data.dtype == torch.uint8
+        assert p.data.numel() == ((n + 7) // 8 if bits else n)
+        y = _spikes._unpack(p)
+        assert y.dtype == dtype and y.device == x.device
+        assert torch.equal(y.reshape(-1), x)
+
+
+def _mlp(device):
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 32), flexsn.neuron.LIFNode(step_mode="m"),
+                         nn.Linear(32, 32), flexsn.neuron.LIFNode(step_mode="m"),
+                         nn.Linear(32, 3)).to(device)
+
+
+def _step(net, x, ctx, mark=False):
+    for m in net.modules():
+        if hasattr(m, "reset") and m is not net:
+            m.reset()
+    net.zero_grad(set_to_none=True)
+    with ctx:
+        if mark:
+            flexsn.mark_spikes(x)
+        loss = net(x).square().mean()
+        loss.backward()
+    return loss.detach(), [p.grad.clone() for p in net.parameters()]
+
+
+def _assert_same(a, b):
+    assert torch.equal(a[0], b[0])
+    for ga, gb in zip(a[1], b[1]):
+        assert torch.equal(ga, gb)
+
+
+@pytest.mark.parametrize("device", [_device_param(d) for d in DEVICES])
+@pytest.mark.parametrize("bits", [True, False])
+def test_mlp_exact(device, bits, packed):
+    """Both hidden layers' spikes are saved by the next Linear: packed, and
+    the step is unchanged bit for bit."""
+    net = _mlp(device)
+    x = torch.randn(7, 5, 6, device=device) * 3
+    want = _step(net, x, contextlib.nullcontext())
+    assert packed == []
+    got = _step(net, x, flexsn.compact_spikes(bits=bits))
+    _assert_same(want, got)
+    assert packed == [(35, 32), (35, 32)]
+    assert not _spikes._noted  # forgotten when the context closes
+
+
+def test_backward_after_the_context(packed):
+    net = _mlp("cpu")
+    x = torch.randn(4, 3, 6) * 3
+    want = _step(net, x, contextlib.nullcontext())
+    for m in net.modules():
+        if hasattr(m, "reset") and m is not net:
+            m.reset()
+    net.zero_grad(set_to_none=True)
+    with flexsn.compact_spikes():
+        loss = net(x).square().mean()
+    loss.backward()
+    assert len(packed) == 2
+    _assert_same(want, (loss.detach(), [p.grad for p in net.parameters()]))
+
+
+def test_only_spikes_are_packed(packed):
+    """A state sequence (not 0/1) saved by a later layer stays as it is, and
+    so does a spike tensor written in place after the kernel made it."""
+    def core(x, v):
+        h = v + (x - v) / 2
+        s = flexsn.surrogate.Sigmoid()(h - 1.0)
+        return s, h, h * (1 - s)
+    sn = flexsn.FlexSN(core, num_inputs=1, num_states=1, num_outputs=2)
+    lin = nn.Linear(4, 4)
+    x = torch.randn(5, 2, 4) * 2
+
+    def run(ctx, scale_in_place):
+        sn.reset()
+        lin.zero_grad(set_to_none=True)
+        xr = x.clone().requires_grad_()
+        with ctx:
+            s, h = sn(xr)
+            if scale_in_place:
+                s.mul_(0.5)
+            loss = (lin(s) * lin(h)).sum()
+            loss.backward()
+        return loss.detach(), [lin.weight.grad.clone(), xr.grad.clone()]
+    for scale in (False, True):
+        packed.clear()
+        want = run(contextlib.nullcontext(), scale)
+        got = run(flexsn.compact_spikes(), scale)
+        _assert_same(want, got)
+        assert packed == ([] if scale else [(10, 4)])
+
+
+def test_spike_outputs_from_the_trace():
+    def core(x, v):
+        h = v + x
+        s = flexsn.surrogate.ATan()(h - 1.0)
+        fired = (h >= 1.0).to(h)
+        return s, fired, h, s * 2.0, h * (1 - s)
+    k = flexsn.FlexSNKernel(core, 1, 1)
+    assert k.compiled.spike_outputs == (0, 1)
+
+
+def test_mark_spikes_input(packed):
+    """Input spikes the user marks are packed where the first layer saves
+    them; outside the context mark_spikes does nothing."""
+    net = _mlp("cpu")
+    x = (torch.rand(6, 4, 6) < 0.2).float()
+    assert flexsn.mark_spikes(x) is x and not _spikes._noted
+    want = _step(net, x, contextlib.nullcontext())
+    got = _step(net, x, flexsn.compact_spikes(), mark=True)
+    _assert_same(want, got)
+    assert packed[0] == (24, 6) and len(packed) == 3
+
+
+def test_single_step_mode(packed):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 8), flexsn.neuron.LIFNode(step_mode="s"), nn.Linear(8, 2))
+    xs = torch.randn(4, 5, 3) * 3
+
+    def run(ctx):
+        net[1].reset()
+        net.zero_grad(set_to_none=True)
+        with ctx:
+            loss = sum(net(x).square().sum() for x in xs)
+            loss.backward()
+        return loss.detach(), [p.grad.clone() for p in net.parameters()]
+    _assert_same(run(contextlib.nullcontext()), run(flexsn.compact_spikes()))
+    assert len(packed) == 4
+
+
+def test_converted_spikingjelly_cnn(packed):
+    """conv-BN-LIF twice, SpikingJelly's modules converted: the second
+    convolution's input spikes and the pooled ones stay exact."""
+    sj = pytest.importorskip("spikingjelly.activation_based")
+    from spikingjelly.activation_based import functional, layer, neuron
+    torch.manual_seed(0)
+    ref = nn.Sequential(layer.Conv2d(2, 4, 3, padding=1), layer.BatchNorm2d(4),
+                        neuron.LIFNode(), layer.Conv2d(4, 4, 3, padding=1),
+                        layer.BatchNorm2d(4), neuron.LIFNode(), layer.Flatten(),
+                        layer.Linear(4 * 36, 3))
+    functional.set_step_mode(ref, "m")
+    net = flexsn.convert(copy.deepcopy(ref))
+    x = torch.rand(3, 2, 2, 6, 6) * 4
+
+    def run(ctx):
+        functional.reset_net(net)
+        net.zero_grad(set_to_none=True)
+        with ctx:
+            loss = net(x).square().mean()
+            loss.backward()
+        return loss.detach(), [p.grad.clone() for p in net.parameters()]
+    _assert_same(run(contextlib.nullcontext()), run(flexsn.compact_spikes()))
+    assert len(packed) == 2
+    del sj
+
+
+def test_under_torch_compile(packed):
+    """A compiled model inside the context: same results; what the compiled
+    graph saves is the partitioner's choice, so nothing is noted there."""
+    net = _mlp("cpu")
+    x = torch.randn(4, 3, 6) * 3
+    want = _step(net, x, contextlib.nullcontext())
+    torch._dynamo.reset()
+    compiled = torch.compile(net)
+
+    def run():
+        for m in net.modules():
+            if hasattr(m, "reset") and m is not net:
+                m.reset()
+        net.zero_grad(set_to_none=True)
+        with flexsn.compact_spikes():
+            loss = compiled(x).square().mean()
+            loss.backward()
+        return loss.detach(), [p.grad.clone() for p in net.parameters()]
+    got = run()
+    torch.testing.assert_close(got[0], want[0])
+    for a, b in zip(got[1], want[1]):
+        torch.testing.assert_close(a, b)
+
+
+def test_ddp(tmp_path, packed):
+    import torch.distributed as dist
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/rendezvous",
+                            rank=0, world_size=1)
+    try:
+        net = _mlp("cpu")
+        ddp = nn.parallel.DistributedDataParallel(copy.deepcopy(net))
+        x = torch.randn(5, 4, 6) * 3
+        want = _step(net, x, contextlib.nullcontext())
+        got = _step(ddp, x, flexsn.compact_spikes())
+        assert torch.equal(got[0], want[0])
+        for a, b in zip(got[1], want[1]):
+            assert torch.equal(a, b)
+        assert len(packed) == 2
+    finally:
+        dist.destroy_process_group()
