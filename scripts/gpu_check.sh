@@ -16,6 +16,7 @@
 # build/lib. Logs go to $OUT (default build/gpu-check); the exit status is
 # that of the first failing step.
 #   scripts/gpu_check.sh [BIN]          ONLY="a.mlir ...": step 1 for those files
+#                                       STEPS="1 2 3": only those steps
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -24,6 +25,8 @@ OUT=${OUT:-build/gpu-check}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 status=0
+STEPS=${STEPS:-1 2 3 4 5}
+wants() { [[ " $STEPS " == *" $1 "* ]]; }
 step() { echo "== $*"; }
 record() { [ "$1" -eq 0 ] || { [ $status -ne 0 ] || status=$1; }; }
 
@@ -41,6 +44,7 @@ fi
 $PY -P -c 'import torch, flexsn; print("torch", torch.__version__, torch.cuda.get_device_name(),
       "| flexsn", flexsn.__file__, "|", flexsn.call_path())' | tee -a "$OUT/device.txt"
 
+if wants 1; then
 step "1. GPU integration tests ($BIN/flexsn-run)"
 pass=0; fail=0
 run_line() {  # FILE "RUN line" [extra flags]
@@ -68,14 +72,18 @@ run_line() {  # FILE "RUN line" [extra flags]
   echo "GPU tests: $pass passed, $fail failed"
 } 2>&1 | tee "$OUT/gpu-tests.log" | tail -3
 grep -q " 0 failed" "$OUT/gpu-tests.log"; record $?
+fi
 [ -z "${ONLY:-}" ] || exit $status
 
 JOBS=$(( $(nproc) > 1 ? $(nproc) / 2 : 1 ))
+if wants 2; then
 step "2. flexsn-fuzz --cuda (300 cores, $JOBS workers)"
 "$BIN/flexsn-fuzz" --count=300 --seed=1 --jobs="$JOBS" --cuda \
   --out="$OUT/fuzz-failures" > "$OUT/fuzz-cuda.log" 2>&1; record $?
 tail -1 "$OUT/fuzz-cuda.log"
+fi
 
+if wants 3; then
 SAN=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
 if [ -x "$SAN" ]; then
   for tool in memcheck racecheck; do
@@ -89,12 +97,16 @@ if [ -x "$SAN" ]; then
 else
   step "3. compute-sanitizer: not found, skipped"
 fi
+fi
 
+if wants 4; then
 step "4. pytest, cpu and cuda backends"
 (cd python-bindings && FLEXSN_TEST_INSTALLED=$INSTALLED \
   $PY -P -m pytest -q -p no:cacheprovider tests) > "$OUT/pytest.log" 2>&1; record $?
 tail -1 "$OUT/pytest.log"
+fi
 
+if wants 5; then
 step "5. the tutorial, per-call overhead$( [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && echo ", DDP")"
 $PY -P examples/python/sj_tutorial.py > "$OUT/tutorial.log" 2>&1; record $?
 tail -1 "$OUT/tutorial.log"
@@ -102,6 +114,7 @@ $PY -P bench/overhead.py cuda > "$OUT/overhead.log" 2>&1; record $?
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   $PY -P bench/ddp_check.py > "$OUT/ddp.log" 2>&1; record $?
   tail -2 "$OUT/ddp.log"
+fi
 fi
 echo "gpu_check.sh: $([ $status -eq 0 ] && echo ok || echo "failed ($status)"); logs in $OUT"
 exit $status
