@@ -108,12 +108,6 @@ def _is_noted(t: torch.Tensor) -> bool:
     return False
 
 
-# bytes b0..b7 (each 0 or 1) of an int64, little-endian, times this: bit
-# 56 + k of the product is b_k (each b_k lands on 8k + 56 - 7j for the j-th
-# power, distinct positions, so nothing carries into the top byte)
-_GATHER = 0x0102040810204080
-
-
 class _Packed:
     __slots__ = ("data", "shape", "dtype", "bits", "numel")
 
@@ -122,17 +116,56 @@ class _Packed:
             data, shape, dtype, bits, numel
 
 
+def _pack_bits(flat: torch.Tensor) -> torch.Tensor:
+    """Element 8i + k of `flat` (0 or 1) as bit k of byte i."""
+    n = flat.numel()
+    ones = (flat != 0).to(torch.uint8)
+    if n % 8:
+        ones = torch.nn.functional.pad(ones, (0, 8 - n % 8))
+    shifts = torch.arange(8, dtype=torch.uint8, device=flat.device)
+    return (ones.view(-1, 8) << shifts).sum(-1, dtype=torch.uint8)
+
+
+def _unpack_bits(packed: torch.Tensor, n: int, dtype: torch.dtype) -> torch.Tensor:
+    shifts = torch.arange(8, dtype=torch.uint8, device=packed.device)
+    return ((packed.unsqueeze(-1) >> shifts) & 1).reshape(-1)[:n].to(dtype)
+
+
+# On a GPU each of pack and unpack is several elementwise launches in eager
+# mode, and a training step packs and unpacks every spike tensor a layer
+# saves: compiled (inductor), each is one fused kernel. Made on first use
+# (None: not yet; False: compiling failed, eager ops are used).
+_fused = {"pack": None, "unpack": None}
+
+
+def _kernel(name: str, eager):
+    fn = _fused[name]
+    if fn is None:
+        try:
+            fn = torch.compile(eager, dynamic=True, fullgraph=True)
+        except Exception:  # noqa: BLE001 (no inductor here: the eager ops)
+            fn = False
+        _fused[name] = fn
+    return fn or eager
+
+
+def _call(name: str, eager, *args):
+    fn = _kernel(name, eager) if args[0].is_cuda else eager
+    if fn is eager:
+        return eager(*args)
+    try:
+        return fn(*args)
+    except Exception:  # noqa: BLE001 (inductor failed: the same values from eager ops)
+        _fused[name] = False
+        return eager(*args)
+
+
 def _pack(t: torch.Tensor, bits: bool) -> _Packed:
     n = t.numel()
     flat = t.detach().reshape(-1)
     if not bits:
         return _Packed(flat.to(torch.uint8), t.shape, t.dtype, False, n)
-    ones = flat != 0
-    if n % 8:
-        ones = torch.cat([ones, ones.new_zeros(8 - n % 8)])
-    words = ones.view(torch.uint8).view(torch.int64)
-    packed = ((words * _GATHER) >> 56).bitwise_and_(0xFF).to(torch.uint8)
-    return _Packed(packed, t.shape, t.dtype, True, n)
+    return _Packed(_call("pack", _pack_bits, flat), t.shape, t.dtype, True, n)
 
 
 def _unpack(p) -> torch.Tensor:
@@ -140,9 +173,15 @@ def _unpack(p) -> torch.Tensor:
         return p
     if not p.bits:
         return p.data.to(p.dtype).view(p.shape)
-    shifts = torch.arange(8, dtype=torch.uint8, device=p.data.device)
-    ones = (p.data.unsqueeze(-1) >> shifts).bitwise_and_(1).reshape(-1)
-    return ones[:p.numel].to(p.dtype).view(p.shape)
+    return _call("unpack", _unpack_bits, p.data, p.numel, p.dtype).view(p.shape)
+
+
+def _pack_hook(bits: bool):
+    def pack(t):
+        if _noted and _is_noted(t):
+            return _pack(t, bits)
+        return t
+    return pack
 
 
 @contextlib.contextmanager
@@ -161,8 +200,7 @@ def compact_spikes(bits: bool = True):
     with _lock:
         _depth += 1
     try:
-        with torch.autograd.graph.saved_tensors_hooks(
-                lambda t: _pack(t, bits) if _is_noted(t) else t, _unpack):
+        with torch.autograd.graph.saved_tensors_hooks(_pack_hook(bits), _unpack):
             yield
     finally:
         with _lock:
