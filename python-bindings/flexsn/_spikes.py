@@ -117,47 +117,29 @@ class _Packed:
 
 
 def _pack_bits(flat: torch.Tensor) -> torch.Tensor:
-    """Element 8i + k of `flat` (0 or 1) as bit k of byte i."""
+    """Element 8i + k of `flat` (0 or 1) as bit k of byte i: three
+    elementwise launches (the host's cost per launch, not the bytes,
+    dominates at a network layer's sizes; a torch.compile'd version, one
+    fused kernel, took longer per call on an H100)."""
     n = flat.numel()
-    ones = (flat != 0).to(torch.uint8)
+    ones = (flat != 0).view(torch.uint8)
     if n % 8:
         ones = torch.nn.functional.pad(ones, (0, 8 - n % 8))
-    shifts = torch.arange(8, dtype=torch.uint8, device=flat.device)
-    return (ones.view(-1, 8) << shifts).sum(-1, dtype=torch.uint8)
+    return (ones.view(-1, 8) << _shifts(flat.device)).sum(-1, dtype=torch.uint8)
 
 
 def _unpack_bits(packed: torch.Tensor, n: int, dtype: torch.dtype) -> torch.Tensor:
-    shifts = torch.arange(8, dtype=torch.uint8, device=packed.device)
-    return ((packed.unsqueeze(-1) >> shifts) & 1).reshape(-1)[:n].to(dtype)
+    return ((packed.unsqueeze(-1) >> _shifts(packed.device)) & 1).reshape(-1)[:n].to(dtype)
 
 
-# On a GPU each of pack and unpack is several elementwise launches in eager
-# mode, and a training step packs and unpacks every spike tensor a layer
-# saves: compiled (inductor), each is one fused kernel. Made on first use
-# (None: not yet; False: compiling failed, eager ops are used).
-_fused = {"pack": None, "unpack": None}
+_SHIFTS: dict = {}
 
 
-def _kernel(name: str, eager):
-    fn = _fused[name]
-    if fn is None:
-        try:
-            fn = torch.compile(eager, dynamic=True, fullgraph=True)
-        except Exception:  # noqa: BLE001 (no inductor here: the eager ops)
-            fn = False
-        _fused[name] = fn
-    return fn or eager
-
-
-def _call(name: str, eager, *args):
-    fn = _kernel(name, eager) if args[0].is_cuda else eager
-    if fn is eager:
-        return eager(*args)
-    try:
-        return fn(*args)
-    except Exception:  # noqa: BLE001 (inductor failed: the same values from eager ops)
-        _fused[name] = False
-        return eager(*args)
+def _shifts(device) -> torch.Tensor:
+    s = _SHIFTS.get(device)
+    if s is None:
+        s = _SHIFTS[device] = torch.arange(8, dtype=torch.uint8, device=device)
+    return s
 
 
 def _pack(t: torch.Tensor, bits: bool) -> _Packed:
@@ -165,7 +147,7 @@ def _pack(t: torch.Tensor, bits: bool) -> _Packed:
     flat = t.detach().reshape(-1)
     if not bits:
         return _Packed(flat.to(torch.uint8), t.shape, t.dtype, False, n)
-    return _Packed(_call("pack", _pack_bits, flat), t.shape, t.dtype, True, n)
+    return _Packed(_pack_bits(flat), t.shape, t.dtype, True, n)
 
 
 def _unpack(p) -> torch.Tensor:
@@ -173,7 +155,7 @@ def _unpack(p) -> torch.Tensor:
         return p
     if not p.bits:
         return p.data.to(p.dtype).view(p.shape)
-    return _call("unpack", _unpack_bits, p.data, p.numel, p.dtype).view(p.shape)
+    return _unpack_bits(p.data, p.numel, p.dtype).view(p.shape)
 
 
 def _pack_hook(bits: bool):
