@@ -81,8 +81,8 @@ def build(net_name):
                 names += ("downsample",)
             return tuple(getattr(m, n) for n in names)
     else:
-        block = SHDBlock
         net = nn.Sequential(SHDBlock(700, 256), SHDBlock(256, 256), layer.Linear(256, 20))
+        block = _Lazy.cls
 
         def split(m):
             return tuple(m) if isinstance(m, block) else ()
