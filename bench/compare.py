@@ -177,8 +177,7 @@ def torch_loops():
 def module_factory(name, core):
     """A zero-argument constructor of the multi-step module of system `name`
     ("flexsn", "sj-flexsn", "sj-lifnode") over `core`, or None when the
-    system does not apply or is not installed. bench/network.py builds its
-    layers' neurons with it too."""
+    system does not apply or is not installed."""
     n_st = CORE_SHAPES[core][1]
     if name == "flexsn":
         import flexsn

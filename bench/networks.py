@@ -43,7 +43,7 @@ gradient written) over the copy bandwidth measured in the same run.
     python3 bench/networks.py [--nets resnet18,shd] [--systems ...]
         [--dtypes float32,bfloat16] [--reps 20] [--timeout 300]
         [--out bench/results/networks/results.json]
-    python3 bench/networks.py --plot RESULTS.json PNG   (time vs memory)
+    python3 bench/networks.py --plot PNG RESULTS.json...   (time vs memory)
 """
 
 import argparse
@@ -310,15 +310,22 @@ def run_all(a):
                 json.dump(results, f, indent=1)
 
 
-def plot(results_path, png):
-    """Step time against peak memory, one panel per network and dtype."""
+def plot(png, paths):
+    """Step time against peak memory, one panel per network and dtype. A
+    later results file adds only the systems the earlier ones lack."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    runs = json.load(open(results_path))["runs"]
+    runs, seen = [], set()
+    for path in paths:
+        for r in json.load(open(path))["runs"]:
+            if (r["net"], r["system"]) not in seen:
+                seen.add((r["net"], r["system"]))
+                runs.append(r)
     panels = sorted({(r["net"], c["dtype"]) for r in runs for c in r.get("cases", [])
-                     if "step_ms" in c})
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.2), squeeze=False)
+                     if "step_ms" in c}, key=lambda p: (p[0] != "resnet18", p))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.2),
+                             squeeze=False)
     for ax, (net_name, dtype) in zip(axes[0], panels):
         for r in runs:
             for c in r.get("cases", []):
@@ -327,12 +334,13 @@ def plot(results_path, png):
                 ours = r["system"].startswith("ours")
                 ax.scatter(c["peak_mib"], c["step_ms"], marker="o" if ours else "s",
                            color="tab:red" if ours else "tab:blue")
-                ax.annotate(r["system"], (c["peak_mib"], c["step_ms"]), fontsize=7,
-                            xytext=(3, 3), textcoords="offset points")
+                ax.annotate(r["system"], (c["peak_mib"], c["step_ms"]), fontsize=6,
+                            xytext=(3, 2), textcoords="offset points")
+        ax.set_yscale("log")
         ax.set_title(f"{net_name}, {dtype}")
         ax.set_xlabel("peak memory of a training step (MiB)")
-        ax.set_ylabel("training step (ms)")
-        ax.grid(alpha=0.3)
+        ax.set_ylabel("training step (ms, log)")
+        ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
     fig.savefig(png, dpi=110)
 
@@ -352,10 +360,11 @@ def main():
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--net", help=argparse.SUPPRESS)
     p.add_argument("--system", help=argparse.SUPPRESS)
-    p.add_argument("--plot", nargs=2, metavar=("RESULTS", "PNG"))
+    p.add_argument("--plot", nargs="+", metavar=("PNG", "RESULTS"),
+                   help="draw PNG from results files instead of running")
     a = p.parse_args()
     if a.plot:
-        return plot(*a.plot)
+        return plot(a.plot[0], a.plot[1:])
     if a.worker:
         return worker(a)
     return run_all(a)
