@@ -54,11 +54,16 @@ def _mlp(device):
                          nn.Linear(32, 3)).to(device)
 
 
-def _step(net, x, ctx, mark=False):
+def _fresh(net):
+    """Zero states and no gradients: each step starts the same."""
     for m in net.modules():
         if hasattr(m, "reset") and m is not net:
             m.reset()
     net.zero_grad(set_to_none=True)
+
+
+def _step(net, x, ctx, mark=False):
+    _fresh(net)
     with ctx:
         if mark:
             flexsn.mark_spikes(x)
@@ -92,10 +97,7 @@ def test_backward_after_the_context(packed):
     net = _mlp("cpu")
     x = torch.randn(4, 3, 6) * 3
     want = _step(net, x, contextlib.nullcontext())
-    for m in net.modules():
-        if hasattr(m, "reset") and m is not net:
-            m.reset()
-    net.zero_grad(set_to_none=True)
+    _fresh(net)
     with flexsn.compact_spikes():
         loss = net(x).square().mean()
     loss.backward()
@@ -207,10 +209,7 @@ def test_under_torch_compile(packed):
     compiled = torch.compile(net)
 
     def run():
-        for m in net.modules():
-            if hasattr(m, "reset") and m is not net:
-                m.reset()
-        net.zero_grad(set_to_none=True)
+        _fresh(net)
         with flexsn.compact_spikes():
             loss = compiled(x).square().mean()
             loss.backward()
