@@ -29,6 +29,10 @@ and under bfloat16 autocast. Systems, each in its own process:
   ours-bits         ours inside flexsn.compact_spikes(): saved spikes at 1 bit
   ours-bytes        ours inside flexsn.compact_spikes(bits=False): 1 byte
   ours-compile      torch.compile(flexsn.convert(model))
+  S-graphed         system S's eager step captured in a CUDA graph and
+                    replayed (sj, ours): no host cost per step
+  S-compile-ro      torch.compile(mode="reduce-overhead") (sj, ours): the
+                    compiled step in CUDA graphs
 
 Per system and dtype: median step time over --reps (CUDA events around the
 step), the peak memory the step allocates beyond what was allocated before
@@ -57,7 +61,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SYSTEMS = (["sj"] + [f"sj-memopt-{level}" for level in (1, 2, 3, 4)]
            + [f"sj-ckpt-{c}" for c in ("bool", "uint8", "bit", "sparse")]
            + ["sj-compile", "sj-torch-compile", "ours", "ours-bits", "ours-bytes",
-              "ours-compile"])
+              "ours-compile", "sj-graphed", "ours-graphed", "sj-compile-ro",
+              "ours-compile-ro"])
 NETS = {"resnet18": dict(T=4, batch=64), "shd": dict(T=250, batch=256)}
 
 
@@ -167,15 +172,18 @@ def worker(a):
     import torch
     import torch.nn.functional as F
     sys.path.insert(0, HERE)
+    import benchlib
     from benchlib import copy_bandwidth, peak_extra_mib, timed
     from spikingjelly.activation_based import functional, memopt
-    system, net_name = a.system, a.net
+    net_name = a.net
+    graphed = a.system.endswith("-graphed")
+    system = a.system[:-len("-graphed")] if graphed else a.system
     shape = NETS[net_name]
     T, batch = a.T or shape["T"], a.batch or shape["batch"]
     dev = torch.device(a.device)
     x, y = data(net_name, T, batch, dev)
     bw = copy_bandwidth(dev)
-    out = {"system": system, "net": net_name, "T": T, "batch": batch,
+    out = {"system": a.system, "net": net_name, "T": T, "batch": batch,
            "copy_tbps": bw / 1e12, "cases": [],
            "device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu"}
     for dtype_name in a.dtypes.split(","):
@@ -219,7 +227,7 @@ def worker(a):
                 case["call_path"] = flexsn.call_path()
                 if system in ("ours-bits", "ours-bytes"):
                     ctx = lambda: flexsn.compact_spikes(bits=system == "ours-bits")  # noqa: E731
-            if system.endswith("compile"):
+            if system.endswith(("compile", "compile-ro")):
                 import torch._inductor.config as inductor_config
                 # Inductor's channels-last layout choice for convolutions
                 # fails at ResNet-18's 1x1 maps here (the real
@@ -227,12 +235,13 @@ def worker(a):
                 # its fake kernel's): every compiled system runs without it.
                 inductor_config.layout_optimization = False
                 torch._dynamo.reset()
-                model = torch.compile(net)
-            if system in ("sj", "ours"):
+                model = torch.compile(net, mode="reduce-overhead"
+                                      if system.endswith("-ro") else None)
+            if system in ("sj", "ours") and not graphed:
                 case["saved_mib"] = saved_bytes(net, forward)
 
-            def step():
-                net.zero_grad(set_to_none=True)
+            def step(set_to_none=True):
+                net.zero_grad(set_to_none=set_to_none)
                 if ctx is None:
                     loss = forward()
                     loss.backward()
@@ -252,9 +261,21 @@ def worker(a):
             case["loss"] = loss.item()
             first = next(p for p in net.parameters() if p.grad is not None)
             case["grad_sum"] = first.grad.double().abs().sum().item()
-            case["step_ms"] = timed(step, a.reps, dev)
-            net.zero_grad(set_to_none=True)
-            case["peak_mib"] = peak_extra_mib(step, dev)
+            if graphed and dev.type != "cuda":
+                raise RuntimeError("a CUDA graph needs a GPU")
+            if graphed:
+                # the step captured once (gradients zeroed in place, as a
+                # captured step must) and replayed: the device's time; its
+                # peak is what warming up and capturing allocate
+                net.zero_grad(set_to_none=True)
+                replay = []
+                case["peak_mib"] = peak_extra_mib(
+                    lambda: replay.append(benchlib.graphed(lambda: step(False))), dev)
+                case["step_ms"] = timed(replay[0], a.reps, dev)
+            else:
+                case["step_ms"] = timed(step, a.reps, dev)
+                net.zero_grad(set_to_none=True)
+                case["peak_mib"] = peak_extra_mib(step, dev)
             del net, model
         except Exception as e:  # noqa: BLE001 (reported, the next case runs)
             case["error"] = f"{type(e).__name__}: {str(e)[:400]}"
