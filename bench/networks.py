@@ -86,36 +86,19 @@ def build(net_name):
                 names += ("downsample",)
             return tuple(getattr(m, n) for n in names)
     else:
-        net = nn.Sequential(SHDBlock(700, 256), SHDBlock(256, 256), layer.Linear(256, 20))
-        block = _Lazy.cls
+        class Block(nn.Sequential):
+            """Linear then LIF: memopt's checkpoint target."""
+
+            def __init__(self, cin, cout):
+                super().__init__(layer.Linear(cin, cout), neuron.LIFNode(step_mode="m"))
+        net = nn.Sequential(Block(700, 256), Block(256, 256), layer.Linear(256, 20))
+        block = Block
 
         def split(m):
             return tuple(m) if isinstance(m, block) else ()
     functional.set_step_mode(net, "m")
     can_chunk = (lambda m: isinstance(m, (layer.Conv2d, layer.Linear, neuron.BaseNode)))
     return net, block, split, can_chunk
-
-
-def _shd_block():
-    from torch import nn
-    from spikingjelly.activation_based import layer, neuron
-
-    class Block(nn.Sequential):
-        """Linear then LIF: memopt's checkpoint target."""
-
-        def __init__(self, cin, cout):
-            super().__init__(layer.Linear(cin, cout), neuron.LIFNode(step_mode="m"))
-    return Block
-
-
-class _Lazy:
-    cls = None
-
-
-def SHDBlock(cin, cout):  # noqa: N802 (a class made after spikingjelly imports)
-    if _Lazy.cls is None:
-        _Lazy.cls = _shd_block()
-    return _Lazy.cls(cin, cout)
 
 
 def data(net_name, T, batch, device):
@@ -198,7 +181,7 @@ def worker(a):
             def forward(m=None):
                 functional.reset_net(net)
                 with autocast:
-                    return F.cross_entropy((m or model)(x).mean(0).float(), y)
+                    return F.cross_entropy((model if m is None else m)(x).mean(0).float(), y)
             if system == "sj":
                 elements = neuron_elements(net, forward)
                 floor_bytes = elements * (24 if dtype == torch.float32 else 12)

@@ -110,8 +110,6 @@ def spike_outputs(traced: TracedCore) -> tuple[int, ...]:
     """The outputs (indices below num_outputs) whose every value is exactly
     0 or 1: a flexsn.spike result, or a bool made float, passed on
     unchanged."""
-    by_name = {nd.name: nd for nd in traced.graph.nodes}
-
     def source(nd):
         """The node whose values `nd` passes on unchanged, or None."""
         if nd.target in _SAME_VALUES and nd.args:
@@ -146,6 +144,5 @@ def spike_outputs(traced: TracedCore) -> tuple[int, ...]:
         if nd.op == "output":
             outs = nd.args[0]
             outs = outs if isinstance(outs, (list, tuple)) else (outs,)
-            return tuple(k for k, o in enumerate(outs[:traced.num_outputs])
-                         if binary(by_name.get(o.name) if isinstance(o, Node) else None))
+            return tuple(k for k, o in enumerate(outs[:traced.num_outputs]) if binary(o))
     return ()

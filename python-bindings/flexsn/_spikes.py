@@ -26,16 +26,11 @@ import weakref
 
 import torch
 
-# storage data pointer -> list of [weakref, storage offset, numel, version]
+# storage data pointer -> list of [weakref, storage offset, extent, version]
 _noted: dict[int, list] = {}
 _lock = threading.Lock()
+# open compact_spikes() contexts; every core call reads it, so a plain global
 _depth = 0
-
-
-def active() -> bool:
-    """Whether a compact_spikes() context is open (cores note their spike
-    outputs only then)."""
-    return _depth > 0
 
 
 def _note(t: torch.Tensor) -> None:

@@ -435,7 +435,6 @@ private:
   SmallVector<Value> readStart, writeStart;
   unsigned numCarriedStates = 0, numReadCursors = 0;
   /// The L2 prefetch's cursor offsets (l2Ahead steps), when it is on.
-  bool l2 = false;
   SmallVector<Value> aheadOffsets;
 };
 } // namespace
@@ -837,7 +836,7 @@ SmallVector<Value> TimeLoopEmitter::emitPipelinedLoop(ArrayRef<Value> init) {
   // 31 SASS instructions, bf16 inference). A large body keeps one copy
   // (compile time; its tests are a small part of its step).
   bool unchecked = depth * width * countBodyOps(scan) <= kMaxUnrolledOps / 2;
-  l2 = l2Ahead && opaque && numReadCursors;
+  bool l2 = l2Ahead && opaque && numReadCursors;
   if (l2)
     for (const Seq &seq : readSeqs)
       aheadOffsets.push_back(
