@@ -31,15 +31,17 @@ def timed(fn, reps, device=torch.device("cuda")):
 def graphed(step):
     """`step` (a training step) captured once in a CUDA graph: its replay,
     the device's time without the host's per-call cost."""
+    # Warmed up on the stream that captures: libraries set up per stream on
+    # first use (cuBLAS's workspace), which a capture must not do.
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(3):
             step()
-    torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=side):
         step()
+    torch.cuda.current_stream().wait_stream(side)
     return graph.replay
 
 

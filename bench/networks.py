@@ -30,13 +30,14 @@ and under bfloat16 autocast. Systems, each in its own process:
   ours-bytes        ours inside flexsn.compact_spikes(bits=False): 1 byte
   ours-compile      torch.compile(flexsn.convert(model))
   S-graphed         system S's eager step captured in a CUDA graph and
-                    replayed (sj, ours): no host cost per step
+                    replayed (sj, ours, ours-bits): no host cost per step
   S-compile-ro      torch.compile(mode="reduce-overhead") (sj, ours): the
                     compiled step in CUDA graphs
 
 Per system and dtype: median step time over --reps (CUDA events around the
 step), the peak memory the step allocates beyond what was allocated before
-it (weights, input), the first step's time (compiles included), the loss
+it (weights, input; for the CUDA-graph systems from before their first step
+on, as a graph's pool holds its memory from capture on), the first step's time (compiles included), the loss
 and the first layer's weight gradient (compared across systems: the same
 weights and input), the bytes of what autograd saves (by kind: spikes,
 other floats, integers; sj and ours), and the neuron layers' floor: the
@@ -61,8 +62,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SYSTEMS = (["sj"] + [f"sj-memopt-{level}" for level in (1, 2, 3, 4)]
            + [f"sj-ckpt-{c}" for c in ("bool", "uint8", "bit", "sparse")]
            + ["sj-compile", "sj-torch-compile", "ours", "ours-bits", "ours-bytes",
-              "ours-compile", "sj-graphed", "ours-graphed", "sj-compile-ro",
-              "ours-compile-ro"])
+              "ours-compile", "sj-graphed", "ours-graphed", "ours-bits-graphed",
+              "sj-compile-ro", "ours-compile-ro"])
 NETS = {"resnet18": dict(T=4, batch=64), "shd": dict(T=250, batch=256)}
 
 
@@ -237,6 +238,13 @@ def worker(a):
                     loss.backward()
                 return loss
             sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+            # a CUDA graph keeps its memory pool from capture on, so the
+            # replayed systems' peak is taken from before their first step
+            whole_run = graphed or system.endswith("-ro")
+            if whole_run and dev.type == "cuda":
+                sync()
+                torch.cuda.reset_peak_memory_stats()
+                base = torch.cuda.memory_allocated()
             t0 = time.perf_counter()
             loss = step()
             sync()
@@ -251,12 +259,14 @@ def worker(a):
                 # captured step must) and replayed: the device's time; its
                 # peak is what warming up and capturing allocate
                 net.zero_grad(set_to_none=True)
-                replay = []
-                case["peak_mib"] = peak_extra_mib(
-                    lambda: replay.append(benchlib.graphed(lambda: step(False))), dev)
-                case["step_ms"] = timed(replay[0], a.reps, dev)
+                case["step_ms"] = timed(benchlib.graphed(lambda: step(False)), a.reps, dev)
             else:
                 case["step_ms"] = timed(step, a.reps, dev)
+            if whole_run:
+                sync()
+                case["peak_mib"] = ((torch.cuda.max_memory_allocated() - base) / 2**20
+                                    if dev.type == "cuda" else float("nan"))
+            else:
                 net.zero_grad(set_to_none=True)
                 case["peak_mib"] = peak_extra_mib(step, dev)
             del net, model
