@@ -252,6 +252,9 @@ def worker(a):
             case["loss"] = loss.item()
             first = next(p for p in net.parameters() if p.grad is not None)
             case["grad_sum"] = first.grad.double().abs().sum().item()
+            # the first step's graph keeps the weights' AccumulateGrad nodes,
+            # bound to this stream, which a capture on another must not meet
+            del loss, first
             if graphed and dev.type != "cuda":
                 raise RuntimeError("a CUDA graph needs a GPU")
             if graphed:
