@@ -35,11 +35,13 @@ and under bfloat16 autocast. Systems, each in its own process:
                     compiled step in CUDA graphs
 
 Per system and dtype: median step time over --reps (CUDA events around the
-step), the peak memory the step allocates beyond what was allocated before
-it (weights, input; for the CUDA-graph systems from before their first step
-on, as a graph's pool holds its memory from capture on), the first step's time (compiles included), the loss
-and the first layer's weight gradient (compared across systems: the same
-weights and input), the bytes of what autograd saves (by kind: spikes,
+step), the peak memory allocated beyond the weights and the input (during
+one step, or for the CUDA-graph systems over all their steps, as a graph's
+pool keeps its memory from capture on; neuron states and gradients of
+earlier steps freed before), the first step's time (compiles included),
+the loss and the first layer's weight gradient (compared across systems:
+the same weights and input; and the last timed step's, a replay's for the
+graphs, which must match), the bytes of what autograd saves (by kind: spikes,
 other floats, integers; sj and ours), and the neuron layers' floor: the
 bytes a fused LIF training step must move (input, spikes and one saved
 sequence written; output gradient and the saved sequence read, input
@@ -52,6 +54,7 @@ gradient written) over the copy bandwidth measured in the same run.
 """
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -157,7 +160,7 @@ def worker(a):
     import torch.nn.functional as F
     sys.path.insert(0, HERE)
     import benchlib
-    from benchlib import copy_bandwidth, peak_extra_mib, timed
+    from benchlib import copy_bandwidth, timed
     from spikingjelly.activation_based import functional, memopt
     net_name = a.net
     graphed = a.system.endswith("-graphed")
@@ -238,13 +241,29 @@ def worker(a):
                     loss.backward()
                 return loss
             sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-            # a CUDA graph keeps its memory pool from capture on, so the
-            # replayed systems' peak is taken from before their first step
-            whole_run = graphed or system.endswith("-ro")
-            if whole_run and dev.type == "cuda":
+
+            def clean():
+                """Frees what earlier steps left (gradients; neuron states,
+                which in SpikingJelly hold their forward's whole graph), so
+                that every peak counts beyond the weights and the input
+                alone; returns what is allocated then."""
+                net.zero_grad(set_to_none=True)
+                functional.reset_net(net)
+                gc.collect()
                 sync()
+                if dev.type != "cuda":
+                    return 0
                 torch.cuda.reset_peak_memory_stats()
-                base = torch.cuda.memory_allocated()
+                return torch.cuda.memory_allocated()
+
+            def peak_since(base):
+                sync()
+                return ((torch.cuda.max_memory_allocated() - base) / 2**20
+                        if dev.type == "cuda" else float("nan"))
+            # a CUDA graph keeps its memory pool from capture on, so the
+            # replayed systems' peak spans all their steps from the first
+            whole_run = graphed or system.endswith("-ro")
+            base = clean()
             t0 = time.perf_counter()
             loss = step()
             sync()
@@ -254,25 +273,26 @@ def worker(a):
             case["grad_sum"] = first.grad.double().abs().sum().item()
             # the first step's graph keeps the weights' AccumulateGrad nodes,
             # bound to this stream, which a capture on another must not meet
-            del loss, first
+            del loss
             if graphed and dev.type != "cuda":
                 raise RuntimeError("a CUDA graph needs a GPU")
             if graphed:
                 # the step captured once (gradients zeroed in place, as a
-                # captured step must) and replayed: the device's time; its
-                # peak is what warming up and capturing allocate
+                # captured step must) and replayed: the device's time
                 net.zero_grad(set_to_none=True)
                 case["step_ms"] = timed(benchlib.graphed(lambda: step(False)), a.reps, dev)
             else:
                 case["step_ms"] = timed(step, a.reps, dev)
+            # the last timed step's gradient (a replay's, for the graphs)
+            case["grad_sum_last"] = first.grad.double().abs().sum().item()
+            del first
             if whole_run:
-                sync()
-                case["peak_mib"] = ((torch.cuda.max_memory_allocated() - base) / 2**20
-                                    if dev.type == "cuda" else float("nan"))
+                case["peak_mib"] = peak_since(base)
             else:
-                net.zero_grad(set_to_none=True)
-                case["peak_mib"] = peak_extra_mib(step, dev)
-            del net, model
+                base = clean()
+                step()
+                case["peak_mib"] = peak_since(base)
+            net = model = None  # frees them before the next case
         except Exception as e:  # noqa: BLE001 (reported, the next case runs)
             case["error"] = f"{type(e).__name__}: {str(e)[:400]}"
         if dev.type == "cuda":
@@ -320,6 +340,8 @@ def run_all(a):
                 print(f"{net_name:9s} {system:17s} {c['dtype']:9s} {c['step_ms']:8.2f} ms "
                       f"{c['peak_mib']:8.0f} MiB  first {c['first_step_s']:6.1f} s  "
                       f"loss {c['loss']:.6f} grad {c['grad_sum']:.6e}"
+                      + ("" if abs(c["grad_sum_last"] - c["grad_sum"]) <= 1e-4 * c["grad_sum"]
+                         else f" (last step's {c['grad_sum_last']:.6e})")
                       + (f"  saved {c['saved_mib']}" if "saved_mib" in c else "")
                       + (f"  neuron floor {c['neuron_floor_ms']:.3f} ms"
                          if "neuron_floor_ms" in c else ""), flush=True)
