@@ -36,9 +36,9 @@ and under bfloat16 autocast. Systems, each in its own process:
 
 Per system and dtype: median step time over --reps (CUDA events around the
 step), the peak memory allocated beyond the weights and the input (during
-one step, or for the CUDA-graph systems over all their steps, as a graph's
-pool keeps its memory from capture on; neuron states and gradients of
-earlier steps freed before), the first step's time (compiles included),
+one step after the first, or for the CUDA-graph systems over warm-up,
+capture and replays, as a graph's pool keeps its memory from capture on;
+neuron states and gradients of earlier steps freed before), the first step's time (compiles included),
 the loss and the first layer's weight gradient (compared across systems:
 the same weights and input; and the last timed step's, a replay's for the
 graphs, which must match), the bytes of what autograd saves (by kind: spikes,
@@ -260,10 +260,7 @@ def worker(a):
                 sync()
                 return ((torch.cuda.max_memory_allocated() - base) / 2**20
                         if dev.type == "cuda" else float("nan"))
-            # a CUDA graph keeps its memory pool from capture on, so the
-            # replayed systems' peak spans all their steps from the first
-            whole_run = graphed or system.endswith("-ro")
-            base = clean()
+            clean()
             t0 = time.perf_counter()
             loss = step()
             sync()
@@ -274,6 +271,12 @@ def worker(a):
             # the first step's graph keeps the weights' AccumulateGrad nodes,
             # bound to this stream, which a capture on another must not meet
             del loss
+            # a CUDA graph keeps its memory pool from capture on, so the
+            # replayed systems' peak spans their warm-up, capture and replays
+            # (once-only set-up, cuBLAS's workspace on the default stream
+            # say, happened in the first step, as for the others)
+            whole_run = graphed or system.endswith("-ro")
+            base = clean() if whole_run else 0
             if graphed and dev.type != "cuda":
                 raise RuntimeError("a CUDA graph needs a GPU")
             if graphed:
