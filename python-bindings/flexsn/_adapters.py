@@ -124,13 +124,32 @@ class Scan:
 
     def run(self, x: torch.Tensor, states: Optional[Sequence[torch.Tensor]],
             params: Sequence[torch.Tensor], want_seqs: bool = True):
-        """(every output sequence, state sequences or None, final states)."""
-        from ._module import _keep_plan, _run_planned
-        from ._checks import validate_sequences
+        """(every output sequence, state sequences or None, final states),
+        in x's layout when that is a permuted dense one (see _layout)."""
+        from . import _layout
         kernel = self.seqs if want_seqs else self.finals
         kernel.static_inputs = params = tuple(params)
-        inputs = [x]
         states = None if states is None else list(states)
+        perm = _layout.kernel_order(x, params) if isinstance(x, torch.Tensor) else None
+        if perm is not None:
+            step = _layout.step_perm(perm)
+            if states is not None and all(isinstance(s, torch.Tensor) and
+                                          s.shape == x.shape[1:] for s in states):
+                states = [s.permute(step) for s in states]
+            elif states is not None:
+                perm = None  # malformed states: the checks name them in x's order
+        if perm is not None:
+            outs, seqs, finals = self._run(kernel, [x.permute(perm)], states, params,
+                                           want_seqs)
+            back, step_back = _layout.inverse(perm), _layout.inverse(step)
+            return ([o.permute(back) for o in outs],
+                    None if seqs is None else [q.permute(back) for q in seqs],
+                    [f.permute(step_back) for f in finals])
+        return self._run(kernel, [x], states, params, want_seqs)
+
+    def _run(self, kernel, inputs, states, params, want_seqs: bool):
+        from ._module import _keep_plan, _run_planned
+        from ._checks import validate_sequences
         compiling = torch.compiler.is_compiling()
         r = None if compiling else _run_planned(kernel, kernel.compiled, inputs, states)
         if r is None:

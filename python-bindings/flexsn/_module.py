@@ -8,7 +8,7 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import nn
 
-from . import _checks, _compiled, _ops, _recorder, _runner, _spikes
+from . import _checks, _compiled, _layout, _ops, _recorder, _runner, _spikes
 
 BACKENDS = ("torch", "cpu", "cuda", "triton", "inductor", "hop")
 COMPILED_ALIASES = ("triton", "inductor", "hop")
@@ -417,6 +417,9 @@ class FlexSN(nn.Module):
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def forward(self, *inputs):
+        perm = self._kernel_order(inputs)
+        if perm is not None:
+            return self._forward_permuted(perm, inputs)
         compiling = torch.compiler.is_compiling()  # Dynamo traces the general path
         if not compiling and "_plans" in self.__dict__:  # a call has left plans
             r = self._fast(inputs)
@@ -450,6 +453,48 @@ class FlexSN(nn.Module):
             outs = [o[0] for o in outs]
         self.__dict__["state_seqs"] = list(seqs) if seqs is not None else None
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _kernel_order(self, inputs) -> Optional[tuple]:
+        """The permutation under which every input sequence is contiguous
+        (see _layout), or None: step mode 's', inputs of other shapes or
+        strides than the first, states not of a step's shape, or a
+        parameter that is not a scalar."""
+        if self.step_mode != "m" or not inputs or len(inputs) != self.num_inputs or \
+                not all(isinstance(x, torch.Tensor) for x in inputs):
+            return None
+        x = inputs[0]
+        params = [p for p in self.static_inputs if isinstance(p, torch.Tensor)]
+        perm = _layout.kernel_order(x, params)
+        if perm is None or any(y.shape != x.shape or y.stride() != x.stride()
+                               for y in inputs[1:]):
+            return None
+        states = self.__dict__.get("states")
+        if states is not None and not all(isinstance(q, torch.Tensor) and
+                                          q.shape == x.shape[1:] for q in states):
+            return None
+        return perm
+
+    def _forward_permuted(self, perm: tuple, inputs):
+        """forward() on the inputs' contiguous permuted views, its results
+        and the states it keeps in the inputs' layout."""
+        step = _layout.step_perm(perm)
+        back, step_back = _layout.inverse(perm), _layout.inverse(step)
+        d = self.__dict__
+        if d.get("states") is not None:
+            d["states"] = [q.permute(step) for q in d["states"]]
+        try:
+            r = self.forward(*[x.permute(perm) for x in inputs])
+        except BaseException:
+            if d.get("states") is not None:
+                d["states"] = [q.permute(step_back) for q in d["states"]]
+            raise
+        if d.get("states") is not None:
+            d["states"] = [q.permute(step_back) for q in d["states"]]
+        if d.get("state_seqs") is not None:
+            d["state_seqs"] = [q.permute(back) for q in d["state_seqs"]]
+        if isinstance(r, tuple):
+            return tuple(o.permute(back) for o in r)
+        return r.permute(back)
 
     def extra_repr(self) -> str:
         return (f"num_inputs={self.num_inputs}, num_states={self.num_states}, "

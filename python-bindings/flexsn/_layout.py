@@ -1,0 +1,45 @@
+"""Sequences in a permuted dense layout (channels-last, say).
+
+A neuron acts on each element of a step alone, so a kernel may visit a
+step's elements in any order, as long as every tensor of the call uses the
+same one. An input sequence ``[T, *S]`` whose strides are a permutation of
+contiguous ones, with T outermost (what a channels-last convolution gives
+per step), runs on the permuted contiguous view instead of a contiguous
+copy; its outputs, state sequences and final states come back as views in
+the input's layout. A convolution after the neuron then reads the layout
+it wrote, with no conversion either way, and neither does its backward.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+
+def kernel_order(x: torch.Tensor, params: Sequence = ()) -> Optional[tuple]:
+    """The permutation (T first) under which `x` is contiguous, or None
+    when x is contiguous already, not dense, T is not its outermost
+    dimension, or a parameter is not a scalar (a parameter broadcast over a
+    step is laid out by its own shape, not x's)."""
+    if x.dim() < 3 or x.is_contiguous():
+        return None
+    if any(isinstance(p, torch.Tensor) and p.numel() != 1 for p in params):
+        return None
+    # outermost first; equal strides (dimensions of one element) keep their order
+    perm = (0, *sorted(range(1, x.dim()), key=lambda d: -x.stride(d)))
+    if perm == tuple(range(x.dim())) or not x.permute(perm).is_contiguous():
+        return None
+    return perm
+
+
+def inverse(perm: tuple) -> tuple:
+    inv = [0] * len(perm)
+    for i, d in enumerate(perm):
+        inv[d] = i
+    return tuple(inv)
+
+
+def step_perm(perm: tuple) -> tuple:
+    """The permutation of one step's dimensions (T dropped)."""
+    return tuple(d - 1 for d in perm[1:])

@@ -1,0 +1,133 @@
+"""Sequences in a permuted dense layout (channels-last per step) run in that
+layout: outputs, state sequences, final states and input gradients come
+back with the input's strides, with the values of a contiguous run."""
+
+import pytest
+import torch
+from torch import nn
+
+import flexsn
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def _device_param(dev):
+    return pytest.param(dev, marks=pytest.mark.cuda) if dev == "cuda" else dev
+
+
+def _channels_last(t):
+    """[T, B, C, H, W] with each step channels-last."""
+    return t.permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
+
+
+def _sj_lif():
+    sj = pytest.importorskip("spikingjelly.activation_based.neuron")
+    return flexsn.convert(sj.LIFNode(step_mode="m", store_v_seq=True))
+
+
+def _our_lif():
+    return flexsn.neuron.LIFNode(step_mode="m", store_v_seq=True)
+
+
+def _reset(n):
+    n.reset()
+
+
+# Gradients: the CPU kernels may round an element differently by where it
+# falls in a vector (one ulp); spikes and states are compared exactly.
+TOL = dict(rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", [_device_param(d) for d in DEVICES])
+@pytest.mark.parametrize("make", [_sj_lif, _our_lif], ids=["spikingjelly", "flexsn"])
+def test_channels_last_in_channels_last_out(device, make):
+    torch.manual_seed(0)
+    x = torch.randn(4, 2, 3, 5, 6, device=device) * 2
+    g = torch.randn_like(x)
+    n = make().to(device)
+    runs = []
+    for layout in (_channels_last, lambda t: t.clone()):
+        xi = layout(x).requires_grad_()
+        out = n(xi)
+        v_seq = n.v_seq
+        out2 = n(layout(x))  # a second chunk from the first's final state
+        v = n.v
+        (out * layout(g)).sum().backward()
+        runs.append((xi, out, v_seq, out2, v))
+        _reset(n)
+    (xc, oc, qc, o2c, vc), (x0, o0, q0, o20, v0) = runs
+    assert oc.stride() == xc.stride() and o2c.stride() == xc.stride()
+    assert qc.stride() == xc.stride() and vc.stride() == xc.stride()[1:]
+    assert xc.grad.stride() == xc.stride()
+    assert torch.equal(oc, o0) and torch.equal(o2c, o20)
+    assert torch.equal(qc, q0) and torch.equal(vc, v0)
+    torch.testing.assert_close(xc.grad, x0.grad, **TOL)
+
+
+@pytest.mark.parametrize("make", [_sj_lif, _our_lif], ids=["spikingjelly", "flexsn"])
+@pytest.mark.parametrize("view", ["strided", "time-inner"])
+def test_other_layouts_run_contiguous(make, view):
+    """Not dense, or T not outermost: a contiguous copy runs, as before."""
+    torch.manual_seed(1)
+    if view == "strided":
+        base = torch.randn(4, 2, 3, 5, 12) * 2
+        x = base[..., ::2]
+    else:
+        base = torch.randn(2, 4, 3, 5, 6) * 2
+        x = base.transpose(0, 1)
+    assert not x.is_contiguous()
+    n = make()
+    out = n(x)
+    n.reset()
+    ref = n(x.contiguous())
+    assert out.is_contiguous()
+    assert torch.equal(out, ref)
+
+
+def _conv_net(device):
+    pytest.importorskip("spikingjelly")
+    from spikingjelly.activation_based import functional, layer, neuron
+    torch.manual_seed(2)
+    net = nn.Sequential(layer.Conv2d(3, 8, 3, padding=1, bias=False), layer.BatchNorm2d(8),
+                        neuron.LIFNode(), layer.Conv2d(8, 8, 3, padding=1, bias=False),
+                        layer.BatchNorm2d(8), neuron.LIFNode(), layer.Flatten(),
+                        layer.Linear(8 * 6 * 6, 4))
+    functional.set_step_mode(net, "m")
+    return flexsn.convert(net).to(device), functional
+
+
+@pytest.mark.parametrize("device", [_device_param(d) for d in DEVICES])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_channels_last_network(device, compiled):
+    """A converted conv-BN-LIF network in channels-last: every neuron hands
+    the next convolution a channels-last sequence; loss and gradients are
+    those of the contiguous network."""
+    net, functional = _conv_net(device)
+    torch.manual_seed(3)
+    x = torch.rand(4, 2, 3, 6, 6, device=device)
+    y = torch.randint(0, 4, (2,), device=device)
+    results = []
+    for channels_last in (True, False):
+        model = net.to(memory_format=torch.channels_last if channels_last
+                       else torch.contiguous_format)
+        strides = []
+        hooks = [m.register_forward_hook(lambda m, a, o: strides.append((a[0].stride(),
+                                                                         o.stride())))
+                 for m in model.modules() if type(m).__name__ == "LIFNode"]
+        run = torch.compile(model) if compiled else model
+        xi = _channels_last(x) if channels_last else x
+        functional.reset_net(model)
+        model.zero_grad(set_to_none=True)
+        loss = nn.functional.cross_entropy(run(xi).mean(0), y)
+        loss.backward()
+        for h in hooks:
+            h.remove()
+        if channels_last and not compiled:
+            assert len(strides) == 2
+            for s_in, s_out in strides:
+                assert s_out == s_in and s_in[2] == 1  # channels innermost
+        results.append((loss.detach(), [p.grad.clone() for p in model.parameters()]))
+    (l_cl, g_cl), (l_c, g_c) = results
+    torch.testing.assert_close(l_cl, l_c, **TOL)
+    for a, b in zip(g_cl, g_c):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
