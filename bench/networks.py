@@ -33,6 +33,8 @@ and under bfloat16 autocast. Systems, each in its own process:
                     replayed (sj, ours, ours-bits): no host cost per step
   S-compile-ro      torch.compile(mode="reduce-overhead") (sj, ours): the
                     compiled step in CUDA graphs
+  ...-cl...         the same in channels-last (resnet18): the weights and
+                    each step of the input laid out channels-last
 
 Per system and dtype: median step time over --reps (CUDA events around the
 step), the peak memory allocated beyond the weights and the input (during
@@ -66,7 +68,9 @@ SYSTEMS = (["sj"] + [f"sj-memopt-{level}" for level in (1, 2, 3, 4)]
            + [f"sj-ckpt-{c}" for c in ("bool", "uint8", "bit", "sparse")]
            + ["sj-compile", "sj-torch-compile", "ours", "ours-bits", "ours-bytes",
               "ours-compile", "sj-graphed", "ours-graphed", "ours-bits-graphed",
-              "sj-compile-ro", "ours-compile-ro"])
+              "sj-compile-ro", "ours-compile-ro", "sj-cl", "ours-cl", "sj-cl-graphed",
+              "ours-cl-graphed", "ours-bits-cl-graphed", "sj-compile-cl-ro",
+              "ours-compile-cl-ro"])
 NETS = {"resnet18": dict(T=4, batch=64), "shd": dict(T=250, batch=256)}
 
 
@@ -163,12 +167,17 @@ def worker(a):
     from benchlib import copy_bandwidth, timed
     from spikingjelly.activation_based import functional, memopt
     net_name = a.net
-    graphed = a.system.endswith("-graphed")
-    system = a.system[:-len("-graphed")] if graphed else a.system
+    tokens = a.system.split("-")
+    graphed, channels_last = "graphed" in tokens, "cl" in tokens
+    system = "-".join(t for t in tokens if t not in ("graphed", "cl"))
     shape = NETS[net_name]
     T, batch = a.T or shape["T"], a.batch or shape["batch"]
     dev = torch.device(a.device)
     x, y = data(net_name, T, batch, dev)
+    if channels_last:
+        if x.dim() != 5:
+            raise SystemExit(f"{a.system}: channels-last needs the convolutional network")
+        x = x.permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
     bw = copy_bandwidth(dev)
     out = {"system": a.system, "net": net_name, "T": T, "batch": batch,
            "copy_tbps": bw / 1e12, "cases": [],
@@ -178,7 +187,8 @@ def worker(a):
         case = {"dtype": dtype_name}
         try:
             net, block, split, can_chunk = build(net_name)
-            net = net.to(dev)
+            net = net.to(dev, memory_format=torch.channels_last if channels_last
+                         else torch.preserve_format)
             model, ctx = net, None
             autocast = torch.autocast(dev.type, dtype=dtype, enabled=dtype != torch.float32)
 
