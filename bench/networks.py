@@ -28,7 +28,8 @@ and under bfloat16 autocast. Systems, each in its own process:
   ours              flexsn.convert(model), eager
   ours-bits         ours inside flexsn.compact_spikes(): saved spikes at 1 bit
   ours-bytes        ours inside flexsn.compact_spikes(bits=False): 1 byte
-  ours-compile      torch.compile(flexsn.convert(model))
+  ours-compile      torch.compile(flexsn.convert(model)); ours-bits-compile
+                    inside flexsn.compact_spikes() (packed in the graphs)
   S-graphed         system S's eager step captured in a CUDA graph and
                     replayed (sj, ours, ours-bits): no host cost per step
   S-compile-ro      torch.compile(mode="reduce-overhead") (sj, ours): the
@@ -70,7 +71,8 @@ SYSTEMS = (["sj"] + [f"sj-memopt-{level}" for level in (1, 2, 3, 4)]
               "ours-compile", "sj-graphed", "ours-graphed", "ours-bits-graphed",
               "sj-compile-ro", "ours-compile-ro", "sj-cl", "ours-cl", "sj-cl-graphed",
               "ours-cl-graphed", "ours-bits-cl-graphed", "sj-compile-cl-ro",
-              "ours-compile-cl-ro"])
+              "ours-compile-cl-ro", "ours-bits-compile", "ours-bits-compile-ro",
+              "ours-bits-compile-cl-ro"])
 NETS = {"resnet18": dict(T=4, batch=64), "shd": dict(T=250, batch=256)}
 
 
@@ -222,8 +224,10 @@ def worker(a):
                 net = flexsn.convert(net)
                 model = net
                 case["call_path"] = flexsn.call_path()
-                if system in ("ours-bits", "ours-bytes"):
-                    ctx = lambda: flexsn.compact_spikes(bits=system == "ours-bits")  # noqa: E731
+                if system.startswith(("ours-bits", "ours-bytes")):
+                    bits = system.startswith("ours-bits")
+                    ctx = lambda: flexsn.compact_spikes(bits=bits)  # noqa: E731
+                    system = "ours" + system[len("ours-bits"):]
             if system.endswith(("compile", "compile-ro")):
                 import torch._inductor.config as inductor_config
                 # Inductor's channels-last layout choice for convolutions
@@ -234,7 +238,7 @@ def worker(a):
                 torch._dynamo.reset()
                 model = torch.compile(net, mode="reduce-overhead"
                                       if system.endswith("-ro") else None)
-            if system in ("sj", "ours") and not graphed:
+            if system in ("sj", "ours") and not graphed and ctx is None:
                 case["saved_mib"] = saved_bytes(net, forward)
 
             def step(set_to_none=True):

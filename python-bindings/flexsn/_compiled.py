@@ -16,7 +16,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from . import _emit, _graph, _native, _program, _recorder
+from . import _emit, _graph, _native, _program, _recorder, _spikes
 from ._errors import FallbackWarning, FlexSNError, UnsupportedOpError
 
 class CompiledCore:
@@ -199,6 +199,7 @@ class TrainPair:
                               self.out_ix + self.state_ix)
 
     def __del__(self):
+        _spikes.forget_spike_results(getattr(self, "native", None))
         _native.release(getattr(self, "native", None))
 
     def preload(self, NCL: int) -> None:
@@ -237,6 +238,7 @@ class TrainPrep:
         self._counts = (num_inputs, num_states, num_outputs, num_params,
                         compiled.non_differentiable)
         self._has_final = "core_forward_final" in self._program.kernels
+        self._spike_outputs = compiled.spike_outputs
         self._pairs = {}
 
     def _bound(self, final: bool) -> TrainPair:
@@ -246,6 +248,11 @@ class TrainPrep:
                 ("core_forward", "core_backward")
             pair = self._pairs[final] = TrainPair(self._program, *names, final,
                                                   self._index, *self._counts)
+            # where its operators return spike outputs, for compact_spikes()
+            # inside compiled graphs (the train operator returns outputs first)
+            _spikes.note_spike_results(pair.native,
+                                       [pair.out_ix[k] for k in self._spike_outputs],
+                                       list(self._spike_outputs))
         return pair
 
     @property

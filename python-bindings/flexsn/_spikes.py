@@ -104,61 +104,262 @@ def _is_noted(t: torch.Tensor) -> bool:
 
 
 class _Packed:
-    __slots__ = ("data", "shape", "dtype", "bits", "numel")
+    __slots__ = ("data", "shape", "dtype", "bits", "numel", "order")
 
-    def __init__(self, data, shape, dtype, bits, numel):
-        self.data, self.shape, self.dtype, self.bits, self.numel = \
-            data, shape, dtype, bits, numel
+    def __init__(self, data, shape, dtype, bits, numel, order):
+        self.data, self.shape, self.dtype, self.bits, self.numel, self.order = \
+            data, shape, dtype, bits, numel, order
+
+
+def _memory_order(t: torch.Tensor):
+    """The permutation under which `t` is contiguous (its elements in
+    memory order: a channels-last tensor packs without a copy and unpacks
+    with its strides), or None when t is contiguous or not dense."""
+    if t.is_contiguous() or t.dim() < 2:
+        return None
+    # from the strides alone: no tensor op (a compiled graph's hook traces
+    # every op it runs, even on its value's metadata)
+    shape, stride = t.shape, t.stride()
+    perm = tuple(sorted(range(t.dim()), key=lambda d: -stride[d]))
+    expected = 1
+    for d in reversed(perm):
+        if shape[d] != 1 and stride[d] != expected:
+            return None
+        expected *= shape[d]
+    return perm
+
+
+def _in_memory_order(t: torch.Tensor, order):
+    return t if order is None else t.permute(order)
+
+
+def _restore(flat: torch.Tensor, shape, order) -> torch.Tensor:
+    if order is None:
+        return flat.view(shape)
+    inverse = [0] * len(order)
+    for i, d in enumerate(order):
+        inverse[d] = i
+    return flat.view([shape[d] for d in order]).permute(inverse)
 
 
 def _pack_bits(flat: torch.Tensor) -> torch.Tensor:
     """Element 8i + k of `flat` (0 or 1) as bit k of byte i: three
-    elementwise launches (the host's cost per launch, not the bytes,
-    dominates at a network layer's sizes; a torch.compile'd version, one
-    fused kernel, took longer per call on an H100)."""
+    elementwise launches in eager mode (the host's cost per launch, not the
+    bytes, dominates at a network layer's sizes; a torch.compile'd version,
+    one fused kernel, took longer per call on an H100); one fused kernel in
+    a compiled graph."""
     n = flat.numel()
-    ones = (flat != 0).view(torch.uint8)
+    ones = (flat != 0)
+    ones = ones.to(torch.uint8) if _tracing() else ones.view(torch.uint8)
     if n % 8:
         ones = torch.nn.functional.pad(ones, (0, 8 - n % 8))
     return (ones.view(-1, 8) << _shifts(flat.device)).sum(-1, dtype=torch.uint8)
 
 
-def _unpack_bits(packed: torch.Tensor, n: int, dtype: torch.dtype) -> torch.Tensor:
+def _unpack_bits(packed: torch.Tensor, n, dtype: torch.dtype) -> torch.Tensor:
     return ((packed.unsqueeze(-1) >> _shifts(packed.device)) & 1).reshape(-1)[:n].to(dtype)
 
 
 _SHIFTS: dict = {}
 
 
+def _tracing() -> bool:
+    return torch.compiler.is_compiling() or _saved_node() is not None
+
+
 def _shifts(device) -> torch.Tensor:
+    if _tracing():
+        return torch.arange(8, dtype=torch.uint8, device=device)  # a graph constant
     s = _SHIFTS.get(device)
     if s is None:
         s = _SHIFTS[device] = torch.arange(8, dtype=torch.uint8, device=device)
     return s
 
 
+def _pack_data(t: torch.Tensor, bits: bool, order) -> torch.Tensor:
+    flat = _in_memory_order(t.detach(), order).reshape(-1)
+    return _pack_bits(flat) if bits else (flat != 0).to(torch.uint8)
+
+
+def _unpack_data(data: torch.Tensor, bits: bool, shape, dtype, order) -> torch.Tensor:
+    n = 1
+    for d in shape:
+        n = n * d
+    flat = _unpack_bits(data, n, dtype) if bits else data.to(dtype)
+    return _restore(flat, shape, order)
+
+
 def _pack(t: torch.Tensor, bits: bool) -> _Packed:
-    n = t.numel()
-    flat = t.detach().reshape(-1)
-    if not bits:
-        return _Packed(flat.to(torch.uint8), t.shape, t.dtype, False, n)
-    return _Packed(_pack_bits(flat), t.shape, t.dtype, True, n)
+    order = _memory_order(t)
+    return _Packed(_pack_data(t, bits, order), t.shape, t.dtype, bits, t.numel(), order)
 
 
 def _unpack(p) -> torch.Tensor:
     if not isinstance(p, _Packed):
         return p
-    if not p.bits:
-        return p.data.to(p.dtype).view(p.shape)
-    return _unpack_bits(p.data, p.numel, p.dtype).view(p.shape)
+    return _unpack_data(p.data, p.bits, p.shape, p.dtype, p.order)
 
 
-def _pack_hook(bits: bool):
-    def pack(t):
-        if _noted and _is_noted(t):
-            return _pack(t, bits)
-        return t
-    return pack
+# -- inside a torch.compile'd graph ----------------------------------------
+#
+# AOTAutograd inlines saved-tensor hooks that are fx GraphModules into the
+# compiled graphs: the pack hook into the forward's end, the unpack hook
+# into the backward's start, each traced once per saved intermediate with
+# that value's node at hand. A saved value that is a compiled core's spike
+# output (the node a `getitem` of its forward operator's result, through
+# views and copies that keep 0 and 1) packs there, as the graph's own ops;
+# in eager autograd the same hooks run the functions above.
+
+try:
+    from torch._functorch._aot_autograd.graph_compile import \
+        _get_saved_tensor_hook_context as _aot_hook_context
+except ImportError:  # a PyTorch without inlined hooks: eager packing only
+    _aot_hook_context = None
+
+# training binding -> {"forward": result indices, "train": result indices}
+# of its spike outputs (the two operators order their results differently)
+_spike_results: dict = {}
+
+
+def note_spike_results(ident: int, forward: list, train: list) -> None:
+    if forward:
+        _spike_results[ident] = {"forward": set(forward), "train": set(train)}
+
+
+def forget_spike_results(ident) -> None:
+    """A released binding's entry (its number may be given out again)."""
+    _spike_results.pop(ident, None)
+
+
+def _saved_node():
+    if _aot_hook_context is None:
+        return None
+    state = _aot_hook_context()
+    return None if state is None else state.get("_node")
+
+
+def _keeps_values(node) -> bool:
+    """Ops whose result holds its operand's values (so 0 and 1 stay)."""
+    name = getattr(node.target, "__name__", str(node.target))
+    return node.op == "call_function" and name.split(".")[0] in (
+        "view", "_unsafe_view", "reshape", "alias", "permute", "transpose", "t",
+        "unsqueeze", "squeeze", "expand", "slice", "select", "clone", "contiguous",
+        "_to_copy", "flatten", "unflatten", "as_strided")
+
+
+def _is_spike_node(node) -> bool:
+    import operator
+    while node is not None and node.op == "call_function" and \
+            node.target is not operator.getitem:
+        if not _keeps_values(node) or not node.args or \
+                not isinstance(node.args[0], torch.fx.Node):
+            return False
+        node = node.args[0]
+    if node is None or node.op != "call_function" or len(node.args) < 2:
+        return False
+    op, index = node.args[0], node.args[1]
+    if not isinstance(op, torch.fx.Node) or op.op != "call_function" or not op.args:
+        return False
+    name = str(op.target)
+    kind = "forward" if name.startswith("flexsn_native.forward") else \
+        "train" if name.startswith("flexsn_native.train") else None
+    ident = op.args[0]
+    return kind is not None and isinstance(ident, int) and \
+        index in _spike_results.get(ident, {}).get(kind, ())
+
+
+def _graph_spike(node):
+    """The saved value's (shape, dtype, memory order) when the node being
+    packed in a compiled graph is a spike output, else None."""
+    if node is None or not _is_spike_node(node):
+        return None
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor) or not val.is_floating_point():
+        return None
+    order = _memory_order(val)
+    if not val.is_contiguous() and order is None:
+        return None
+    return val.shape, val.dtype, order
+
+
+def _hook_pack(t, bits: bool):
+    node = _saved_node()
+    if node is not None:  # traced into a compiled forward
+        spike = _graph_spike(node)
+        return t if spike is None else _pack_data(t, bits, spike[2])
+    if _noted and _is_noted(t):
+        return _pack(t, bits)
+    return t
+
+
+def _hook_unpack(p, bits: bool):
+    node = _saved_node()
+    if node is not None:  # traced into a compiled backward
+        spike = _graph_spike(node)
+        return p if spike is None else _unpack_data(p, bits, *spike)
+    return _unpack(p)
+
+
+def _flexsn_pack_bits(t):
+    return _hook_pack(t, True)
+
+
+def _flexsn_pack_bytes(t):
+    return _hook_pack(t, False)
+
+
+def _flexsn_unpack_bits(p):
+    return _hook_unpack(p, True)
+
+
+def _flexsn_unpack_bytes(p):
+    return _hook_unpack(p, False)
+
+
+for _name in ("_flexsn_pack_bits", "_flexsn_pack_bytes", "_flexsn_unpack_bits",
+              "_flexsn_unpack_bytes"):
+    torch.fx.wrap(_name)
+
+
+class _Hook(torch.fx.GraphModule):
+    """A hook as a GraphModule (what AOTAutograd inlines) whose call in
+    eager autograd goes straight to its function: a module call per saved
+    tensor would add host time to every step."""
+
+    def __init__(self, fn):
+        super().__init__(torch.nn.Module(), torch.fx.symbolic_trace(fn).graph)
+        # GraphModule makes a class per instance and sets its __call__
+        type(self).__call__ = staticmethod(lambda x: fn(x))
+
+
+def _pack_hook_fn_bits(t):
+    return _flexsn_pack_bits(t)
+
+
+def _pack_hook_fn_bytes(t):
+    return _flexsn_pack_bytes(t)
+
+
+def _unpack_hook_fn_bits(p):
+    return _flexsn_unpack_bits(p)
+
+
+def _unpack_hook_fn_bytes(p):
+    return _flexsn_unpack_bytes(p)
+
+
+_HOOKS: dict = {}
+
+
+def _hooks(bits: bool):
+    """The (pack, unpack) pair, made once: torch.compile guards on the
+    hooks' identity, so one pair per mode keeps its compiled graphs."""
+    pair = _HOOKS.get(bits)
+    if pair is None:
+        pair = _HOOKS[bits] = (
+            _Hook(_pack_hook_fn_bits if bits else _pack_hook_fn_bytes),
+            _Hook(_unpack_hook_fn_bits if bits else _unpack_hook_fn_bytes))
+    return pair
 
 
 @contextlib.contextmanager
@@ -169,15 +370,15 @@ def compact_spikes(bits: bool = True):
     of the same step without it. The backward may run inside or after the
     context.
 
-    Applies to eager autograd: a spike output of a compiled core that a
-    later eager layer saves. Inside a ``torch.compile``'d region the
-    partitioner chooses what the compiled graph saves; nothing there is
-    noted."""
+    Applies to eager autograd (a noted spike output that a later layer
+    saves) and inside ``torch.compile``'d graphs, where the hooks are
+    inlined and pack the saved values that are spike outputs of a core's
+    forward operator (see below)."""
     global _depth
     with _lock:
         _depth += 1
     try:
-        with torch.autograd.graph.saved_tensors_hooks(_pack_hook(bits), _unpack):
+        with torch.autograd.graph.saved_tensors_hooks(*_hooks(bits)):
             yield
     finally:
         with _lock:

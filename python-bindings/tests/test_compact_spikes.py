@@ -199,25 +199,86 @@ def test_converted_spikingjelly_cnn(packed):
     del sj
 
 
-def test_under_torch_compile(packed):
-    """A compiled model inside the context: same results; what the compiled
-    graph saves is the partitioner's choice, so nothing is noted there."""
+@pytest.fixture
+def packed_in_graph(monkeypatch):
+    """The shapes of the tensors packed inside a compiled graph (each as
+    traced)."""
+    shapes = []
+    real = _spikes._pack_data
+
+    def spy(t, bits, order):
+        if _spikes._saved_node() is not None:
+            shapes.append(tuple(t.shape))
+        return real(t, bits, order)
+    monkeypatch.setattr(_spikes, "_pack_data", spy)
+    return shapes
+
+
+@pytest.mark.parametrize("bits", [True, False])
+def test_under_torch_compile(bits, packed, packed_in_graph):
+    """Inside a compiled model the pack and unpack are ops of the compiled
+    forward and backward (AOTAutograd inlines the hooks): the spikes both
+    Linear layers save are kept as uint8 and the step is bit for bit the
+    compiled step without the context."""
     net = _mlp("cpu")
-    x = torch.randn(4, 3, 6) * 3
-    want = _step(net, x, contextlib.nullcontext())
+    x = torch.randn(7, 5, 6) * 3
     torch._dynamo.reset()
     compiled = torch.compile(net)
+    want = _step(compiled, x, contextlib.nullcontext())
+    assert packed_in_graph == []
+    got = _step(compiled, x, flexsn.compact_spikes(bits=bits))
+    _assert_same(want, got)
+    assert set(packed_in_graph) == {(35, 32)} and len(packed_in_graph) >= 2
+    assert packed == []  # nothing left for the eager hooks
 
-    def run():
-        _fresh(net)
-        with flexsn.compact_spikes():
-            loss = compiled(x).square().mean()
+
+def _channels_last(t):
+    return t.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("bits", [True, False])
+def test_channels_last_spikes_keep_their_layout(bits):
+    """Packed in memory order: a channels-last spike tensor comes back with
+    its strides (no copy on the way in, none for the backward's reader)."""
+    x = _channels_last((torch.rand(3, 5, 4, 6) < 0.4).float())
+    p = _spikes._pack(x, bits)
+    assert p.order is not None
+    y = _spikes._unpack(p)
+    assert torch.equal(y, x) and y.stride() == x.stride()
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_channels_last_network(compiled, packed, packed_in_graph):
+    """A converted SpikingJelly CNN in channels-last: its saved spikes are
+    packed (eagerly or inside the compiled graphs) and the step is
+    unchanged bit for bit."""
+    pytest.importorskip("spikingjelly")
+    from spikingjelly.activation_based import functional, layer, neuron
+    torch.manual_seed(0)
+    net = nn.Sequential(layer.Conv2d(2, 4, 3, padding=1), layer.BatchNorm2d(4),
+                        neuron.LIFNode(), layer.Conv2d(4, 4, 3, padding=1),
+                        layer.BatchNorm2d(4), neuron.LIFNode(), layer.Flatten(),
+                        layer.Linear(4 * 36, 3))
+    functional.set_step_mode(net, "m")
+    net = flexsn.convert(net).to(memory_format=torch.channels_last)
+    x = torch.rand(3, 2, 2, 6, 6) * 4
+    x = x.permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
+    if compiled:
+        torch._dynamo.reset()
+    run = torch.compile(net, dynamic=False) if compiled else net
+
+    def step(ctx):
+        functional.reset_net(net)
+        net.zero_grad(set_to_none=True)
+        with ctx:
+            loss = run(x).square().mean()
             loss.backward()
         return loss.detach(), [p.grad.clone() for p in net.parameters()]
-    got = run()
-    torch.testing.assert_close(got[0], want[0])
-    for a, b in zip(got[1], want[1]):
-        torch.testing.assert_close(a, b)
+    _assert_same(step(contextlib.nullcontext()), step(flexsn.compact_spikes()))
+    if compiled:  # the second convolution's input and the linear layer's
+        assert set(packed_in_graph) == {(6, 4, 6, 6), (6, 144)}
+    else:  # the flatten of a channels-last tensor copies: only the first
+        assert packed == [(6, 4, 6, 6)]
 
 
 def test_ddp(tmp_path, packed):
