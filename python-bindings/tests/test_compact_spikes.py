@@ -173,30 +173,37 @@ def test_single_step_mode(packed):
     assert len(packed) == 4
 
 
-def test_converted_spikingjelly_cnn(packed):
-    """conv-BN-LIF twice, SpikingJelly's modules converted: the second
-    convolution's input spikes and the pooled ones stay exact."""
-    sj = pytest.importorskip("spikingjelly.activation_based")
+def _sj_cnn():
+    """conv-BN-LIF twice then a linear layer, SpikingJelly's modules
+    converted."""
+    pytest.importorskip("spikingjelly")
     from spikingjelly.activation_based import functional, layer, neuron
     torch.manual_seed(0)
-    ref = nn.Sequential(layer.Conv2d(2, 4, 3, padding=1), layer.BatchNorm2d(4),
+    net = nn.Sequential(layer.Conv2d(2, 4, 3, padding=1), layer.BatchNorm2d(4),
                         neuron.LIFNode(), layer.Conv2d(4, 4, 3, padding=1),
                         layer.BatchNorm2d(4), neuron.LIFNode(), layer.Flatten(),
                         layer.Linear(4 * 36, 3))
-    functional.set_step_mode(ref, "m")
-    net = flexsn.convert(copy.deepcopy(ref))
-    x = torch.rand(3, 2, 2, 6, 6) * 4
+    functional.set_step_mode(net, "m")
+    return flexsn.convert(net), functional.reset_net
 
-    def run(ctx):
-        functional.reset_net(net)
-        net.zero_grad(set_to_none=True)
-        with ctx:
-            loss = net(x).square().mean()
-            loss.backward()
-        return loss.detach(), [p.grad.clone() for p in net.parameters()]
-    _assert_same(run(contextlib.nullcontext()), run(flexsn.compact_spikes()))
+
+def _sj_step(net, reset, run, x, ctx):
+    reset(net)
+    net.zero_grad(set_to_none=True)
+    with ctx:
+        loss = run(x).square().mean()
+        loss.backward()
+    return loss.detach(), [p.grad.clone() for p in net.parameters()]
+
+
+def test_converted_spikingjelly_cnn(packed):
+    """The second convolution's input spikes and the linear layer's stay
+    exact."""
+    net, reset = _sj_cnn()
+    x = torch.rand(3, 2, 2, 6, 6) * 4
+    _assert_same(_sj_step(net, reset, net, x, contextlib.nullcontext()),
+                 _sj_step(net, reset, net, x, flexsn.compact_spikes()))
     assert len(packed) == 2
-    del sj
 
 
 @pytest.fixture
@@ -249,32 +256,18 @@ def test_channels_last_spikes_keep_their_layout(bits):
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_channels_last_network(compiled, packed, packed_in_graph):
-    """A converted SpikingJelly CNN in channels-last: its saved spikes are
-    packed (eagerly or inside the compiled graphs) and the step is
-    unchanged bit for bit."""
-    pytest.importorskip("spikingjelly")
-    from spikingjelly.activation_based import functional, layer, neuron
-    torch.manual_seed(0)
-    net = nn.Sequential(layer.Conv2d(2, 4, 3, padding=1), layer.BatchNorm2d(4),
-                        neuron.LIFNode(), layer.Conv2d(4, 4, 3, padding=1),
-                        layer.BatchNorm2d(4), neuron.LIFNode(), layer.Flatten(),
-                        layer.Linear(4 * 36, 3))
-    functional.set_step_mode(net, "m")
-    net = flexsn.convert(net).to(memory_format=torch.channels_last)
+    """The converted CNN in channels-last: its saved spikes are packed
+    (eagerly or inside the compiled graphs) and the step is unchanged bit
+    for bit."""
+    net, reset = _sj_cnn()
+    net = net.to(memory_format=torch.channels_last)
     x = torch.rand(3, 2, 2, 6, 6) * 4
     x = x.permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
     if compiled:
         torch._dynamo.reset()
     run = torch.compile(net, dynamic=False) if compiled else net
-
-    def step(ctx):
-        functional.reset_net(net)
-        net.zero_grad(set_to_none=True)
-        with ctx:
-            loss = run(x).square().mean()
-            loss.backward()
-        return loss.detach(), [p.grad.clone() for p in net.parameters()]
-    _assert_same(step(contextlib.nullcontext()), step(flexsn.compact_spikes()))
+    _assert_same(_sj_step(net, reset, run, x, contextlib.nullcontext()),
+                 _sj_step(net, reset, run, x, flexsn.compact_spikes()))
     if compiled:  # the second convolution's input and the linear layer's
         assert set(packed_in_graph) == {(6, 4, 6, 6), (6, 144)}
     else:  # the flatten of a channels-last tensor copies: only the first
