@@ -143,21 +143,45 @@ def _restore(flat: torch.Tensor, shape, order) -> torch.Tensor:
 
 
 def _pack_bits(flat: torch.Tensor) -> torch.Tensor:
-    """Element 8i + k of `flat` (0 or 1) as bit k of byte i: three
-    elementwise launches in eager mode (the host's cost per launch, not the
-    bytes, dominates at a network layer's sizes; a torch.compile'd version,
-    one fused kernel, took longer per call on an H100); one fused kernel in
-    a compiled graph."""
+    """Element 8i + k of `flat` (each exactly 0 or 1) as bit k of byte i.
+    Eagerly two launches: the rows of 8 times the weights 1, 2, ..., 128
+    (sums of at most 255, exact in every float type and in TF32), then the
+    cast; the host's cost per launch, not the bytes, dominates at a network
+    layer's sizes. In a compiled graph, shifts and a sum that Inductor
+    fuses."""
     n = flat.numel()
-    ones = (flat != 0)
-    ones = ones.to(torch.uint8) if _tracing() else ones.view(torch.uint8)
+    if not _tracing():
+        if n % 8:
+            flat = torch.nn.functional.pad(flat, (0, 8 - n % 8))
+        return (flat.view(-1, 8) @ _table(flat.dtype, flat.device, "weights")).to(torch.uint8)
+    ones = (flat != 0).to(torch.uint8)
     if n % 8:
         ones = torch.nn.functional.pad(ones, (0, 8 - n % 8))
     return (ones.view(-1, 8) << _shifts(flat.device)).sum(-1, dtype=torch.uint8)
 
 
 def _unpack_bits(packed: torch.Tensor, n, dtype: torch.dtype) -> torch.Tensor:
+    """Eagerly two launches: the byte as an index, then each byte's 8 values
+    gathered from a table of the 256 patterns."""
+    if not _tracing():
+        table = _table(dtype, packed.device, "patterns")
+        return torch.nn.functional.embedding(packed.int(), table).reshape(-1)[:n]
     return ((packed.unsqueeze(-1) >> _shifts(packed.device)) & 1).reshape(-1)[:n].to(dtype)
+
+
+_TABLES: dict = {}
+
+
+def _table(dtype, device, kind: str) -> torch.Tensor:
+    """'weights': [8] of 2^k; 'patterns': [256, 8], row b the bits of b."""
+    key = (dtype, device, kind)
+    t = _TABLES.get(key)
+    if t is None:
+        k = torch.arange(8)
+        t = (2.0 ** k) if kind == "weights" else \
+            ((torch.arange(256).unsqueeze(-1) >> k) & 1)
+        t = _TABLES[key] = t.to(device=device, dtype=dtype)
+    return t
 
 
 _SHIFTS: dict = {}
@@ -178,7 +202,7 @@ def _shifts(device) -> torch.Tensor:
 
 def _pack_data(t: torch.Tensor, bits: bool, order) -> torch.Tensor:
     flat = _in_memory_order(t.detach(), order).reshape(-1)
-    return _pack_bits(flat) if bits else (flat != 0).to(torch.uint8)
+    return _pack_bits(flat) if bits else flat.to(torch.uint8)  # 0 and 1 exactly
 
 
 def _unpack_data(data: torch.Tensor, bits: bool, shape, dtype, order) -> torch.Tensor:
