@@ -14,8 +14,8 @@ bindings' ids as integers:
   forward and backward graphs.
 
 The operators' fake implementations give the results' shapes and dtypes,
-symbolic shapes included. A core is named by an integer handle, so compiled
-programs stay out of the graph.
+symbolic shapes included. A core is named by a handle (a string), so
+compiled programs stay out of the graph.
 """
 
 from __future__ import annotations
@@ -30,14 +30,17 @@ _lock = threading.Lock()
 _CORES: list = []
 
 
-def handle_of(compiled) -> int:
-    """The integer the compiled path names `compiled` by (registered once)."""
+def handle_of(compiled) -> str:
+    """The name the compiled path gives `compiled` (registered once): a
+    string, which Dynamo always takes as a constant (an int read from an
+    object can become a symbolic input, as under DistributedDataParallel,
+    and the bindings need constants)."""
     h = getattr(compiled, "_op_handle", None)
     if h is None:
         with _lock:
             h = getattr(compiled, "_op_handle", None)
             if h is None:
-                h = len(_CORES)
+                h = str(len(_CORES))
                 _CORES.append(compiled)
                 compiled._op_handle = h
     # The constant-result wrapper is made now, outside any trace: made
@@ -46,13 +49,14 @@ def handle_of(compiled) -> int:
     return h
 
 
-def _core(handle: int):
-    if not 0 <= handle < len(_CORES):
-        raise ValueError(f"no flexsn core with handle {handle}")
-    return _CORES[handle]
+def _core(handle: str):
+    index = int(handle) if isinstance(handle, str) and handle.isdigit() else -1
+    if not 0 <= index < len(_CORES):
+        raise ValueError(f"no flexsn core with handle {handle!r}")
+    return _CORES[index]
 
 
-def _binding_ids(handle: int, dtype, device, p_dtypes: tuple, p_scalar: tuple,
+def _binding_ids(handle: str, dtype, device, p_dtypes: tuple, p_scalar: tuple,
                  mask, want_seqs: bool) -> tuple:
     """(id, training, order, last_steps) of the binding a call of this
     configuration runs: an inference kernel (mask None; `order`: where its

@@ -274,7 +274,8 @@ def test_channels_last_network(compiled, packed, packed_in_graph):
         assert packed == [(6, 4, 6, 6)]
 
 
-def test_ddp(tmp_path, packed):
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_ddp(tmp_path, packed, compiled):
     import torch.distributed as dist
     if not dist.is_available():
         pytest.skip("torch.distributed is not available")
@@ -284,12 +285,21 @@ def test_ddp(tmp_path, packed):
         net = _mlp("cpu")
         ddp = nn.parallel.DistributedDataParallel(copy.deepcopy(net))
         x = torch.randn(5, 4, 6) * 3
-        want = _step(net, x, contextlib.nullcontext())
+        if compiled:
+            torch._dynamo.reset()
+            ddp = torch.compile(ddp)
+        want = _step(ddp if compiled else net, x, contextlib.nullcontext())
         got = _step(ddp, x, flexsn.compact_spikes())
         assert torch.equal(got[0], want[0])
         for a, b in zip(got[1], want[1]):
             assert torch.equal(a, b)
-        assert len(packed) == 2
+        if not compiled:
+            assert len(packed) == 2
+        # Compiled, DistributedDataParallel's forward breaks the graph
+        # around the module, so the spikes reach the Linear layers' graphs
+        # as inputs, which AOTAutograd's inlined hooks leave alone: exact,
+        # not packed (docs/python.md). That the compiled DDP model runs at
+        # all is the test: a core's handle read as a symbolic int failed.
     finally:
         dist.destroy_process_group()
 
