@@ -274,6 +274,9 @@ def test_channels_last_network(compiled, packed, packed_in_graph):
         assert packed == [(6, 4, 6, 6)]
 
 
+# Dynamo's note on tracing DistributedDataParallel's own code (it warns
+# through `warnings`, whose sys._getframe it cannot trace)
+@pytest.mark.filterwarnings("ignore:Dynamo does not know how to trace the builtin")
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_ddp(tmp_path, packed, compiled):
     import torch.distributed as dist
