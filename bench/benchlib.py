@@ -63,3 +63,48 @@ def copy_bandwidth(device=torch.device("cuda"), mib=256):
     a = torch.empty(mib * 2**20 // 4, device=device)
     b = torch.empty_like(a)
     return 2 * a.numel() * 4 / (timed(lambda: b.copy_(a), 20, device) * 1e-3)
+
+
+def peak_breakdown(fn, top=10):
+    """What fn() has allocated at its peak (a GPU run), grouped by where:
+    [(MiB, place)], largest first. A place is the innermost Python frame
+    outside PyTorch (file:line function), or "backward" for what the
+    autograd engine allocates. Memory allocated before fn() is not
+    counted."""
+    torch.cuda.synchronize()
+    torch.cuda.memory._record_memory_history(stacks="python", max_entries=1_000_000,
+                                             clear_history=True)
+    try:
+        fn()
+        torch.cuda.synchronize()
+        events = torch.cuda.memory._snapshot()["device_traces"][torch.cuda.current_device()]
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+
+    def replay(stop=None):
+        live, cur, peak, peak_at = {}, 0, 0, 0
+        for i, e in enumerate(events[:stop]):
+            if e["action"] == "alloc":
+                live[e["addr"]] = e
+                cur += e["size"]
+                if cur > peak:
+                    peak, peak_at = cur, i + 1
+            elif e["action"] == "free_completed" and e["addr"] in live:
+                cur -= live.pop(e["addr"])["size"]
+        return live, peak_at
+    _, peak_at = replay()
+    live, _ = replay(peak_at)
+    by_place: dict = {}
+    for e in live.values():
+        place = "backward"
+        frames = e.get("frames", [])
+        if frames and frames[0].get("name") == "<module>":  # outermost first
+            frames = frames[::-1]
+        for f in frames:
+            name = f.get("filename", "")
+            if "/torch/" not in name and not name.startswith("<"):
+                place = f"{name.rsplit('/', 1)[-1]}:{f.get('line')} {f.get('name')}"
+                break
+        by_place[place] = by_place.get(place, 0) + e["size"]
+    ranked = sorted(by_place.items(), key=lambda kv: -kv[1])[:top]
+    return [(round(size / 2**20, 1), place) for place, size in ranked]

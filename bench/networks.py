@@ -51,7 +51,7 @@ sequence written; output gradient and the saved sequence read, input
 gradient written) over the copy bandwidth measured in the same run.
 
     python3 bench/networks.py [--nets resnet18,shd] [--systems ...]
-        [--dtypes float32,bfloat16] [--reps 20] [--timeout 300]
+        [--dtypes float32,bfloat16] [--reps 20] [--timeout 300] [--breakdown]
         [--out bench/results/networks/results.json]
     python3 bench/networks.py --plot PNG RESULTS.json...   (time vs memory)
 """
@@ -311,6 +311,9 @@ def worker(a):
                 base = clean()
                 step()
                 case["peak_mib"] = peak_since(base)
+                if a.breakdown and dev.type == "cuda":
+                    clean()
+                    case["peak_breakdown"] = benchlib.peak_breakdown(step)
             net = model = None  # frees them before the next case
         except Exception as e:  # noqa: BLE001 (reported, the next case runs)
             case["error"] = f"{type(e).__name__}: {str(e)[:400]}"
@@ -332,7 +335,7 @@ def run_all(a):
                 env["SJ_LIF_CUDA_IMPLEMENTATION"] = "torch"
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--net", net_name,
                    "--system", system, "--dtypes", a.dtypes, "--reps", str(a.reps),
-                   "--device", a.device]
+                   "--device", a.device] + (["--breakdown"] if a.breakdown else [])
             if a.T:
                 cmd += ["--T", str(a.T)]
             if a.batch:
@@ -364,6 +367,8 @@ def run_all(a):
                       + (f"  saved {c['saved_mib']}" if "saved_mib" in c else "")
                       + (f"  neuron floor {c['neuron_floor_ms']:.3f} ms"
                          if "neuron_floor_ms" in c else ""), flush=True)
+                for mib, place in c.get("peak_breakdown", []):
+                    print(f"    at the peak {mib:8.1f} MiB  {place}", flush=True)
             with open(a.out, "w") as f:
                 json.dump(results, f, indent=1)
 
@@ -414,6 +419,8 @@ def main():
     p.add_argument("--timeout", type=int, default=300,
                    help="seconds per system (twice that for compiled ones)")
     p.add_argument("--device", default="cuda", help="cuda, or cpu for a smoke run")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also list what is allocated at an eager or compiled step's peak")
     p.add_argument("--out", default=os.path.join(HERE, "results", "networks", "results.json"))
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--net", help=argparse.SUPPRESS)
