@@ -240,7 +240,7 @@ class _Fused:
         cache = fresh and (materialize is None or
                            materialize.__module__.startswith("spikingjelly"))
         if cache and not torch.compiler.is_compiling():
-            key = (memories, x_step.shape, x_step.dtype, x_step.device, mode)
+            key = (memories, x_step.shape, x_step.stride(), x_step.dtype, x_step.device, mode)
             hit = self.__dict__.get("_flexsn_fresh")
             if hit is not None and hit[0] == key:
                 return hit[1]
@@ -250,13 +250,16 @@ class _Fused:
             states = memories
         out = []
         for s in states:
+            # laid out as the step (channels-last stays so: see _layout)
             if not isinstance(s, torch.Tensor):
-                s = torch.full(x_step.shape, float(s), dtype=x_step.dtype, device=x_step.device)
+                s = torch.full_like(x_step, float(s))
             elif s.shape != x_step.shape:
                 s = s.expand(x_step.shape)
             if s.dtype != x_step.dtype or s.device != x_step.device:
                 s = s.to(device=x_step.device, dtype=x_step.dtype)
-            out.append(s if s.is_contiguous() else s.contiguous())
+            if not (s.is_contiguous() or s.stride() == x_step.stride()):
+                s = torch.empty_like(x_step).copy_(s)
+            out.append(s)
         if cache and not torch.compiler.is_compiling():
             self.__dict__["_flexsn_fresh"] = (key, out)
         return out

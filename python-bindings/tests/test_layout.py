@@ -25,6 +25,12 @@ def _sj_lif():
     return flexsn.convert(sj.LIFNode(step_mode="m", store_v_seq=True))
 
 
+def _sj_lif_reset():
+    """Fresh states that are not zeros: filled tensors laid out as the step."""
+    sj = pytest.importorskip("spikingjelly.activation_based.neuron")
+    return flexsn.convert(sj.LIFNode(step_mode="m", store_v_seq=True, v_reset=-0.25))
+
+
 def _our_lif():
     return flexsn.neuron.LIFNode(step_mode="m", store_v_seq=True)
 
@@ -39,7 +45,8 @@ TOL = dict(rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("device", [_device_param(d) for d in DEVICES])
-@pytest.mark.parametrize("make", [_sj_lif, _our_lif], ids=["spikingjelly", "flexsn"])
+@pytest.mark.parametrize("make", [_sj_lif, _sj_lif_reset, _our_lif],
+                         ids=["spikingjelly", "spikingjelly-reset", "flexsn"])
 def test_channels_last_in_channels_last_out(device, make):
     torch.manual_seed(0)
     x = torch.randn(4, 2, 3, 5, 6, device=device) * 2
