@@ -130,18 +130,16 @@ class Scan:
         kernel = self.seqs if want_seqs else self.finals
         kernel.static_inputs = params = tuple(params)
         states = None if states is None else list(states)
-        perm = _layout.kernel_order(x, params) if isinstance(x, torch.Tensor) else None
-        if perm is not None:
-            step = _layout.step_perm(perm)
-            if states is not None and all(isinstance(s, torch.Tensor) and
-                                          s.shape == x.shape[1:] for s in states):
-                states = [s.permute(step) for s in states]
-            elif states is not None:
-                perm = None  # malformed states: the checks name them in x's order
-        if perm is not None:
+        layout = _layout.plan(x, params) if isinstance(x, torch.Tensor) else None
+        if layout is not None and states is not None:
+            if all(isinstance(s, torch.Tensor) and s.shape == x.shape[1:] for s in states):
+                states = [s.permute(layout[1]) for s in states]
+            else:
+                layout = None  # malformed states: the checks name them in x's order
+        if layout is not None:
+            perm, _, back, step_back = layout
             outs, seqs, finals = self._run(kernel, [x.permute(perm)], states, params,
                                            want_seqs)
-            back, step_back = _layout.inverse(perm), _layout.inverse(step)
             return ([o.permute(back) for o in outs],
                     None if seqs is None else [q.permute(back) for q in seqs],
                     [f.permute(step_back) for f in finals])

@@ -17,20 +17,38 @@ from typing import Optional, Sequence
 import torch
 
 
-def kernel_order(x: torch.Tensor, params: Sequence = ()) -> Optional[tuple]:
-    """The permutation (T first) under which `x` is contiguous, or None
-    when x is contiguous already, not dense, T is not its outermost
-    dimension, or a parameter is not a scalar (a parameter broadcast over a
-    step is laid out by its own shape, not x's)."""
+# (shape, strides) -> plan; eager calls only (shapes are symbolic in a trace)
+_PLANS: dict = {}
+
+
+def plan(x: torch.Tensor, params: Sequence = ()) -> Optional[tuple]:
+    """(permutation, step permutation, their inverses), the permutation (T
+    first) being the one under which `x` is contiguous; None when x is
+    contiguous already, not dense, T is not its outermost dimension, or a
+    parameter is not a scalar (a parameter broadcast over a step is laid
+    out by its own shape, not x's)."""
     if x.dim() < 3 or x.is_contiguous():
         return None
     if any(isinstance(p, torch.Tensor) and p.numel() != 1 for p in params):
         return None
+    if torch.compiler.is_compiling():
+        return _make_plan(x)
+    key = (x.shape, x.stride())
+    hit = _PLANS.get(key, False)
+    if hit is False:
+        hit = _make_plan(x)
+        if len(_PLANS) < 1024:
+            _PLANS[key] = hit
+    return hit
+
+
+def _make_plan(x: torch.Tensor) -> Optional[tuple]:
     # outermost first; equal strides (dimensions of one element) keep their order
     perm = (0, *sorted(range(1, x.dim()), key=lambda d: -x.stride(d)))
     if perm == tuple(range(x.dim())) or not x.permute(perm).is_contiguous():
         return None
-    return perm
+    step = step_perm(perm)
+    return perm, step, inverse(perm), inverse(step)
 
 
 def inverse(perm: tuple) -> tuple:

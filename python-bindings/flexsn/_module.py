@@ -417,9 +417,9 @@ class FlexSN(nn.Module):
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def forward(self, *inputs):
-        perm = self._kernel_order(inputs)
-        if perm is not None:
-            return self._forward_permuted(perm, inputs)
+        layout = self._layout(inputs)
+        if layout is not None:
+            return self._forward_permuted(layout, inputs)
         compiling = torch.compiler.is_compiling()  # Dynamo traces the general path
         if not compiling and "_plans" in self.__dict__:  # a call has left plans
             r = self._fast(inputs)
@@ -454,9 +454,9 @@ class FlexSN(nn.Module):
         self.__dict__["state_seqs"] = list(seqs) if seqs is not None else None
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def _kernel_order(self, inputs) -> Optional[tuple]:
-        """The permutation under which every input sequence is contiguous
-        (see _layout), or None: step mode 's', inputs of other shapes or
+    def _layout(self, inputs) -> Optional[tuple]:
+        """_layout.plan for the permutation under which every input sequence
+        is contiguous, or None: step mode 's', inputs of other shapes or
         strides than the first, states not of a step's shape, or a
         parameter that is not a scalar."""
         if self.step_mode != "m" or not inputs or len(inputs) != self.num_inputs or \
@@ -464,21 +464,20 @@ class FlexSN(nn.Module):
             return None
         x = inputs[0]
         params = [p for p in self.static_inputs if isinstance(p, torch.Tensor)]
-        perm = _layout.kernel_order(x, params)
-        if perm is None or any(y.shape != x.shape or y.stride() != x.stride()
-                               for y in inputs[1:]):
+        layout = _layout.plan(x, params)
+        if layout is None or any(y.shape != x.shape or y.stride() != x.stride()
+                                 for y in inputs[1:]):
             return None
         states = self.__dict__.get("states")
         if states is not None and not all(isinstance(q, torch.Tensor) and
                                           q.shape == x.shape[1:] for q in states):
             return None
-        return perm
+        return layout
 
-    def _forward_permuted(self, perm: tuple, inputs):
+    def _forward_permuted(self, layout: tuple, inputs):
         """forward() on the inputs' contiguous permuted views, its results
         and the states it keeps in the inputs' layout."""
-        step = _layout.step_perm(perm)
-        back, step_back = _layout.inverse(perm), _layout.inverse(step)
+        perm, step, back, step_back = layout
         d = self.__dict__
         if d.get("states") is not None:
             d["states"] = [q.permute(step) for q in d["states"]]
