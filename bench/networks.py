@@ -52,6 +52,7 @@ gradient written) over the copy bandwidth measured in the same run.
 
     python3 bench/networks.py [--nets resnet18,shd] [--systems ...]
         [--dtypes float32,bfloat16] [--reps 20] [--timeout 300] [--breakdown]
+        [--parallel N]
         [--out bench/results/networks/results.json]
     python3 bench/networks.py --plot PNG RESULTS.json...   (time vs memory)
 """
@@ -62,6 +63,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -325,14 +327,48 @@ def worker(a):
 
 # -- the driver -----------------------------------------------------------
 
+def _report(net_name, system, run):
+    for c in run.get("cases", [{"dtype": "-", "error": run.get("error")}]):
+        if "error" in c:
+            print(f"{net_name:9s} {system:17s} {c['dtype']:9s} ERROR {c['error']}", flush=True)
+            continue
+        print(f"{net_name:9s} {system:17s} {c['dtype']:9s} {c['step_ms']:8.2f} ms "
+              f"{c['peak_mib']:8.0f} MiB  first {c['first_step_s']:6.1f} s  "
+              f"loss {c['loss']:.6f} grad {c['grad_sum']:.6e}"
+              + ("" if abs(c["grad_sum_last"] - c["grad_sum"]) <= 1e-4 * c["grad_sum"]
+                 else f" (last step's {c['grad_sum_last']:.6e})")
+              + (f"  saved {c['saved_mib']}" if "saved_mib" in c else "")
+              + (f"  neuron floor {c['neuron_floor_ms']:.3f} ms"
+                 if "neuron_floor_ms" in c else ""), flush=True)
+        for mib, place in c.get("peak_breakdown", []):
+            print(f"    at the peak {mib:8.1f} MiB  {place}", flush=True)
+
+
+def _read(f) -> str:
+    f.seek(0)
+    return f.read()
+
+
 def run_all(a):
+    """Each (network, system) in its own worker process; with --parallel N,
+    N at a time, worker i on GPU i (CUDA_VISIBLE_DEVICES), so that a table
+    of many systems fits one run on a machine of N GPUs."""
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    results = {"runs": []}
-    for net_name in a.nets.split(","):
-        for system in a.systems.split(","):
+    jobs = [(n, s) for n in a.nets.split(",") for s in a.systems.split(",")]
+    runs: list = [None] * len(jobs)
+    running: dict = {}  # slot -> (job index, process, start, limit)
+    pending = list(range(len(jobs)))
+    while pending or running:
+        for slot in range(a.parallel):
+            if slot in running or not pending:
+                continue
+            i = pending.pop(0)
+            net_name, system = jobs[i]
             env = dict(os.environ)
             if system == "sj-torch-compile":
                 env["SJ_LIF_CUDA_IMPLEMENTATION"] = "torch"
+            if a.parallel > 1:
+                env["CUDA_VISIBLE_DEVICES"] = str(slot)
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--net", net_name,
                    "--system", system, "--dtypes", a.dtypes, "--reps", str(a.reps),
                    "--device", a.device] + (["--breakdown"] if a.breakdown else [])
@@ -340,37 +376,34 @@ def run_all(a):
                 cmd += ["--T", str(a.T)]
             if a.batch:
                 cmd += ["--batch", str(a.batch)]
-            t0 = time.time()
-            try:
-                limit = a.timeout * (2 if "compile" in system else 1)
-                p = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                                   timeout=limit)
-                lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-                run = json.loads(lines[-1][7:]) if lines else {
-                    "system": system, "net": net_name,
-                    "error": (p.stderr or p.stdout)[-600:]}
-            except subprocess.TimeoutExpired:
+            limit = a.timeout * (2 if "compile" in system else 1)
+            # files, not pipes: a worker's long stderr must not block it
+            logs = (tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+"))
+            proc = subprocess.Popen(cmd, env=env, stdout=logs[0], stderr=logs[1], text=True)
+            running[slot] = (i, proc, time.time(), limit, logs)
+        time.sleep(0.2)
+        for slot, (i, proc, t0, limit, logs) in list(running.items()):
+            net_name, system = jobs[i]
+            if proc.poll() is None and time.time() - t0 < limit:
+                continue
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
                 run = {"system": system, "net": net_name,
                        "error": f"timed out after {limit} s"}
+            else:
+                out, err = (_read(f) for f in logs)
+                lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
+                run = json.loads(lines[-1][7:]) if lines else {
+                    "system": system, "net": net_name, "error": (err or out)[-600:]}
+            for f in logs:
+                f.close()
             run["wall_s"] = time.time() - t0
-            results["runs"].append(run)
-            for c in run.get("cases", [{"dtype": "-", "error": run.get("error")}]):
-                if "error" in c:
-                    print(f"{net_name:9s} {system:17s} {c['dtype']:9s} ERROR {c['error']}",
-                          flush=True)
-                    continue
-                print(f"{net_name:9s} {system:17s} {c['dtype']:9s} {c['step_ms']:8.2f} ms "
-                      f"{c['peak_mib']:8.0f} MiB  first {c['first_step_s']:6.1f} s  "
-                      f"loss {c['loss']:.6f} grad {c['grad_sum']:.6e}"
-                      + ("" if abs(c["grad_sum_last"] - c["grad_sum"]) <= 1e-4 * c["grad_sum"]
-                         else f" (last step's {c['grad_sum_last']:.6e})")
-                      + (f"  saved {c['saved_mib']}" if "saved_mib" in c else "")
-                      + (f"  neuron floor {c['neuron_floor_ms']:.3f} ms"
-                         if "neuron_floor_ms" in c else ""), flush=True)
-                for mib, place in c.get("peak_breakdown", []):
-                    print(f"    at the peak {mib:8.1f} MiB  {place}", flush=True)
+            runs[i] = run
+            del running[slot]
+            _report(net_name, system, run)
             with open(a.out, "w") as f:
-                json.dump(results, f, indent=1)
+                json.dump({"runs": [r for r in runs if r is not None]}, f, indent=1)
 
 
 def plot(png, paths):
@@ -419,6 +452,8 @@ def main():
     p.add_argument("--timeout", type=int, default=300,
                    help="seconds per system (twice that for compiled ones)")
     p.add_argument("--device", default="cuda", help="cuda, or cpu for a smoke run")
+    p.add_argument("--parallel", type=int, default=1,
+                   help="workers at a time, one GPU each (a machine of that many GPUs)")
     p.add_argument("--breakdown", action="store_true",
                    help="also list what is allocated at an eager or compiled step's peak")
     p.add_argument("--out", default=os.path.join(HERE, "results", "networks", "results.json"))
