@@ -268,7 +268,7 @@ def _keeps_values(node) -> bool:
     return node.op == "call_function" and name.split(".")[0] in (
         "view", "_unsafe_view", "reshape", "alias", "permute", "transpose", "t",
         "unsqueeze", "squeeze", "expand", "slice", "select", "clone", "contiguous",
-        "_to_copy", "flatten", "unflatten", "as_strided")
+        "_to_copy", "flatten", "unflatten", "as_strided", "detach", "_reshape_alias")
 
 
 def _is_spike_node(node) -> bool:
