@@ -162,3 +162,14 @@ def test_library_neurons_keep_channels_last(make):
     first = lambda r: r[0] if isinstance(r, tuple) else r  # noqa: E731
     assert first(out).stride() == _channels_last(x).stride()
     assert torch.equal(first(out), first(ref))
+
+
+def test_mismatched_state_named_in_the_input_order():
+    """A channels-last call whose kept state has the wrong shape fails with
+    the input's own shape in the message, not its permuted one."""
+    n = flexsn.neuron.LIFNode(step_mode="m")
+    x = _channels_last(torch.randn(4, 2, 3, 5, 6))
+    n(x)
+    n.sn.__dict__["states"] = [torch.zeros(2, 3, 5, 7)]
+    with pytest.raises(ValueError, match=r"shape \(2, 3, 5, 6\)"):
+        n(x)
