@@ -177,6 +177,9 @@ class FlexSNKernel:
     def __setstate__(self, state):
         self.__dict__.update(state)
 
+    # Eager even inside a torch.compile'd call (a graph break there, once):
+    # tracing the core is Python work that Dynamo would otherwise trace too.
+    @torch.compiler.disable
     def _rebuild(self, static_inputs):
         examples = [torch.zeros(1, dtype=d) for d in self._example_dtypes] or None
         self.compiled = _compiled.CompiledCore(self.core, self.num_inputs, self.num_states,

@@ -312,3 +312,26 @@ def test_first_call_traced_fullgraph():
                        timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "ok True" in r.stdout
+
+
+def test_compile_after_deepcopy():
+    """A copied (or unpickled) module rebuilds its compiled core on first
+    use; inside torch.compile that runs eagerly (one graph break, then one
+    recompile), not traced by Dynamo through the tracer's Python."""
+    import copy
+    from torch._dynamo.utils import counters
+    torch.manual_seed(0)
+    base = torch.nn.Sequential(torch.nn.Linear(16, 32), flexsn.neuron.LIFNode(step_mode="m"),
+                               torch.nn.Linear(32, 4))
+    x = torch.randn(5, 3, 16)
+    want = base(x)
+    net = copy.deepcopy(base)
+    net[1].reset()
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(net)
+    for _ in range(3):
+        net[1].reset()
+        got = compiled(x)
+    torch.testing.assert_close(got, want)
+    assert counters["stats"]["unique_graphs"] <= 2
