@@ -4,6 +4,7 @@ those of the same step without it."""
 
 import contextlib
 import copy
+import datetime
 
 import pytest
 import torch
@@ -282,8 +283,10 @@ def test_ddp(tmp_path, packed, compiled):
     import torch.distributed as dist
     if not dist.is_available():
         pytest.skip("torch.distributed is not available")
+    # a bounded wait: a stuck rendezvous or collective fails the test
+    # instead of stalling the suite
     dist.init_process_group("gloo", init_method=f"file://{tmp_path}/rendezvous",
-                            rank=0, world_size=1)
+                            rank=0, world_size=1, timeout=datetime.timedelta(seconds=60))
     try:
         net = _mlp("cpu")
         ddp = nn.parallel.DistributedDataParallel(copy.deepcopy(net))
