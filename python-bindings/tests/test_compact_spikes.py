@@ -5,6 +5,7 @@ those of the same step without it."""
 import contextlib
 import copy
 import datetime
+import gc
 
 import pytest
 import torch
@@ -288,26 +289,35 @@ def test_ddp(tmp_path, packed, compiled):
     dist.init_process_group("gloo", init_method=f"file://{tmp_path}/rendezvous",
                             rank=0, world_size=1, timeout=datetime.timedelta(seconds=60))
     try:
-        net = _mlp("cpu")
-        ddp = nn.parallel.DistributedDataParallel(copy.deepcopy(net))
-        x = torch.randn(5, 4, 6) * 3
-        if compiled:
-            torch._dynamo.reset()
-            ddp = torch.compile(ddp)
-        want = _step(ddp if compiled else net, x, contextlib.nullcontext())
-        got = _step(ddp, x, flexsn.compact_spikes())
-        assert torch.equal(got[0], want[0])
-        for a, b in zip(got[1], want[1]):
-            assert torch.equal(a, b)
-        if not compiled:
-            assert len(packed) == 2
-        # Compiled, DistributedDataParallel's forward breaks the graph
-        # around the module, so the spikes reach the Linear layers' graphs
-        # as inputs, which AOTAutograd's inlined hooks leave alone: exact,
-        # not packed (docs/python.md). That the compiled DDP model runs at
-        # all is the test: a core's handle read as a symbolic int failed.
+        _ddp_steps(compiled, packed)
     finally:
+        # Everything holding the process group (DDP's reducer, Dynamo's
+        # cache of the compiled wrapper) goes first: a reducer freed after
+        # destroy_process_group() joins gloo's threads forever.
+        torch._dynamo.reset()
+        gc.collect()
         dist.destroy_process_group()
+
+
+def _ddp_steps(compiled, packed):
+    net = _mlp("cpu")
+    ddp = nn.parallel.DistributedDataParallel(copy.deepcopy(net))
+    x = torch.randn(5, 4, 6) * 3
+    if compiled:
+        torch._dynamo.reset()
+        ddp = torch.compile(ddp)
+    want = _step(ddp if compiled else net, x, contextlib.nullcontext())
+    got = _step(ddp, x, flexsn.compact_spikes())
+    assert torch.equal(got[0], want[0])
+    for a, b in zip(got[1], want[1]):
+        assert torch.equal(a, b)
+    if not compiled:
+        assert len(packed) == 2
+    # Compiled, DistributedDataParallel's forward breaks the graph around
+    # the module, so the spikes reach the Linear layers' graphs as inputs,
+    # which AOTAutograd's inlined hooks leave alone: exact, not packed
+    # (docs/python.md). That the compiled DDP model runs at all is the
+    # test: a core's handle read as a symbolic int failed.
 
 
 @pytest.mark.cuda

@@ -4,6 +4,7 @@ input and of every parameter), the model zoo, a user's own BaseNode, the
 module behaviours SpikingJelly users rely on, and bad input."""
 
 import copy
+import gc
 import io
 import re
 import warnings
@@ -458,6 +459,10 @@ def test_ddp(tmp_path):
         for a, b in zip(net.parameters(), ddp.module.parameters()):
             torch.testing.assert_close(b.grad, a.grad)
     finally:
+        # the reducer before the process group: freed after it, it joins
+        # gloo's threads forever
+        ddp = m = None
+        gc.collect()
         dist.destroy_process_group()
 
 
