@@ -17,6 +17,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
+from . import _layout
 from . import surrogate as _sg
 
 # Families of the dialect (surrogate.FAMILIES) used below, by name.
@@ -126,7 +127,6 @@ class Scan:
             params: Sequence[torch.Tensor], want_seqs: bool = True):
         """(every output sequence, state sequences or None, final states),
         in x's layout when that is a permuted dense one (see _layout)."""
-        from . import _layout
         kernel = self.seqs if want_seqs else self.finals
         kernel.static_inputs = params = tuple(params)
         states = None if states is None else list(states)

@@ -43,12 +43,28 @@ def plan(x: torch.Tensor, params: Sequence = ()) -> Optional[tuple]:
 
 
 def _make_plan(x: torch.Tensor) -> Optional[tuple]:
-    # outermost first; equal strides (dimensions of one element) keep their order
-    perm = (0, *sorted(range(1, x.dim()), key=lambda d: -x.stride(d)))
-    if perm == tuple(range(x.dim())) or not x.permute(perm).is_contiguous():
+    perm = dense_order(x.shape, x.stride(), time_first=True)
+    if perm is None or perm == tuple(range(x.dim())):
         return None
     step = step_perm(perm)
     return perm, step, inverse(perm), inverse(step)
+
+
+def dense_order(shape, stride, time_first: bool = False) -> Optional[tuple]:
+    """The permutation of the dimensions (outermost first, dimension 0
+    kept first with `time_first`) under which a tensor of these sizes and
+    strides is contiguous, or None when there is none (not dense). From
+    the strides alone: no tensor op, which a traced caller would record."""
+    rest = range(1, len(shape)) if time_first else range(len(shape))
+    # equal strides (dimensions of one element) keep their order
+    perm = sorted(rest, key=lambda d: -stride[d])
+    perm = (0, *perm) if time_first else tuple(perm)
+    expected = 1
+    for d in reversed(perm):
+        if shape[d] != 1 and stride[d] != expected:
+            return None
+        expected *= shape[d]
+    return perm
 
 
 def inverse(perm: tuple) -> tuple:

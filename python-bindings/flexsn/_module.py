@@ -486,12 +486,9 @@ class FlexSN(nn.Module):
             d["states"] = [q.permute(step) for q in d["states"]]
         try:
             r = self.forward(*[x.permute(perm) for x in inputs])
-        except BaseException:
+        finally:  # the kept states back in the inputs' layout, whatever happened
             if d.get("states") is not None:
                 d["states"] = [q.permute(step_back) for q in d["states"]]
-            raise
-        if d.get("states") is not None:
-            d["states"] = [q.permute(step_back) for q in d["states"]]
         if d.get("state_seqs") is not None:
             d["state_seqs"] = [q.permute(back) for q in d["state_seqs"]]
         if isinstance(r, tuple):

@@ -21,10 +21,13 @@ anything). Anything else is saved as it is.
 from __future__ import annotations
 
 import contextlib
+import operator
 import threading
 import weakref
 
 import torch
+
+from . import _layout
 
 # storage data pointer -> list of [weakref, storage offset, extent, version]
 _noted: dict[int, list] = {}
@@ -104,11 +107,11 @@ def _is_noted(t: torch.Tensor) -> bool:
 
 
 class _Packed:
-    __slots__ = ("data", "shape", "dtype", "bits", "numel", "order")
+    __slots__ = ("data", "shape", "dtype", "bits", "order")
 
-    def __init__(self, data, shape, dtype, bits, numel, order):
-        self.data, self.shape, self.dtype, self.bits, self.numel, self.order = \
-            data, shape, dtype, bits, numel, order
+    def __init__(self, data, shape, dtype, bits, order):
+        self.data, self.shape, self.dtype, self.bits, self.order = \
+            data, shape, dtype, bits, order
 
 
 def _memory_order(t: torch.Tensor):
@@ -117,16 +120,7 @@ def _memory_order(t: torch.Tensor):
     with its strides), or None when t is contiguous or not dense."""
     if t.is_contiguous() or t.dim() < 2:
         return None
-    # from the strides alone: no tensor op (a compiled graph's hook traces
-    # every op it runs, even on its value's metadata)
-    shape, stride = t.shape, t.stride()
-    perm = tuple(sorted(range(t.dim()), key=lambda d: -stride[d]))
-    expected = 1
-    for d in reversed(perm):
-        if shape[d] != 1 and stride[d] != expected:
-            return None
-        expected *= shape[d]
-    return perm
+    return _layout.dense_order(t.shape, t.stride())
 
 
 def _in_memory_order(t: torch.Tensor, order):
@@ -136,10 +130,7 @@ def _in_memory_order(t: torch.Tensor, order):
 def _restore(flat: torch.Tensor, shape, order) -> torch.Tensor:
     if order is None:
         return flat.view(shape)
-    inverse = [0] * len(order)
-    for i, d in enumerate(order):
-        inverse[d] = i
-    return flat.view([shape[d] for d in order]).permute(inverse)
+    return flat.view([shape[d] for d in order]).permute(_layout.inverse(order))
 
 
 def _pack_bits(flat: torch.Tensor) -> torch.Tensor:
@@ -184,20 +175,12 @@ def _table(dtype, device, kind: str) -> torch.Tensor:
     return t
 
 
-_SHIFTS: dict = {}
-
-
 def _tracing() -> bool:
     return torch.compiler.is_compiling() or _saved_node() is not None
 
 
 def _shifts(device) -> torch.Tensor:
-    if _tracing():
-        return torch.arange(8, dtype=torch.uint8, device=device)  # a graph constant
-    s = _SHIFTS.get(device)
-    if s is None:
-        s = _SHIFTS[device] = torch.arange(8, dtype=torch.uint8, device=device)
-    return s
+    return torch.arange(8, dtype=torch.uint8, device=device)  # a graph constant
 
 
 def _pack_data(t: torch.Tensor, bits: bool, order) -> torch.Tensor:
@@ -215,7 +198,7 @@ def _unpack_data(data: torch.Tensor, bits: bool, shape, dtype, order) -> torch.T
 
 def _pack(t: torch.Tensor, bits: bool) -> _Packed:
     order = _memory_order(t)
-    return _Packed(_pack_data(t, bits, order), t.shape, t.dtype, bits, t.numel(), order)
+    return _Packed(_pack_data(t, bits, order), t.shape, t.dtype, bits, order)
 
 
 def _unpack(p) -> torch.Tensor:
@@ -272,7 +255,6 @@ def _keeps_values(node) -> bool:
 
 
 def _is_spike_node(node) -> bool:
-    import operator
     while node is not None and node.op == "call_function" and \
             node.target is not operator.getitem:
         if not _keeps_values(node) or not node.args or \
