@@ -309,6 +309,11 @@ def worker(a):
             del first
             if whole_run:
                 case["peak_mib"] = peak_since(base)
+                if a.breakdown and graphed:
+                    # a second capture, the first graph freed with its pool
+                    clean()
+                    case["peak_breakdown"] = benchlib.peak_breakdown(
+                        lambda: benchlib.graphed(step)())
             else:
                 base = clean()
                 step()
@@ -455,7 +460,8 @@ def main():
     p.add_argument("--parallel", type=int, default=1,
                    help="workers at a time, one GPU each (a machine of that many GPUs)")
     p.add_argument("--breakdown", action="store_true",
-                   help="also list what is allocated at an eager or compiled step's peak")
+                   help="also list what is allocated at the peak of an eager or "
+                   "compiled step, or of a CUDA graph's warm-up and capture")
     p.add_argument("--out", default=os.path.join(HERE, "results", "networks", "results.json"))
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--net", help=argparse.SUPPRESS)

@@ -129,8 +129,10 @@ def test_channels_last_network(device, compiled):
         xi = _channels_last(x) if channels_last else x
         functional.reset_net(model)
         model.zero_grad(set_to_none=True)
-        loss = nn.functional.cross_entropy(run(xi).mean(0), y)
-        loss.backward()
+        # TF32 convolutions (cuDNN's default) round each layout differently
+        with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+            loss = nn.functional.cross_entropy(run(xi).mean(0), y)
+            loss.backward()
         for h in hooks:
             h.remove()
         if channels_last and not compiled:
@@ -141,7 +143,9 @@ def test_channels_last_network(device, compiled):
     (l_cl, g_cl), (l_c, g_c) = results
     torch.testing.assert_close(l_cl, l_c, **TOL)
     for a, b in zip(g_cl, g_c):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+        # cuDNN sums a channels-last convolution in another order than a
+        # contiguous one; a wrong layout would be off by the gradient's scale
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4 * b.abs().max().item())
 
 
 def _snntorch_leaky():
