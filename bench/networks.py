@@ -362,7 +362,9 @@ def run_all(a):
     jobs = [(n, s) for n in a.nets.split(",") for s in a.systems.split(",")]
     runs: list = [None] * len(jobs)
     running: dict = {}  # slot -> (job index, process, start, limit)
-    pending = list(range(len(jobs)))
+    # the compiled systems, the longest, first: the shortest run of the
+    # whole table over N GPUs (the results keep the table's order)
+    pending = sorted(range(len(jobs)), key=lambda i: "compile" not in jobs[i][1])
     while pending or running:
         for slot in range(a.parallel):
             if slot in running or not pending:
