@@ -174,6 +174,10 @@ def worker(a):
     tokens = a.system.split("-")
     graphed, channels_last = "graphed" in tokens, "cl" in tokens
     system = "-".join(t for t in tokens if t not in ("graphed", "cl"))
+    compact = None  # ours-bits..., ours-bytes...: ours... inside compact_spikes
+    for form in ("bits", "bytes"):
+        if system.startswith(f"ours-{form}"):
+            compact, system = form, "ours" + system[len(f"ours-{form}"):]
     shape = NETS[net_name]
     T, batch = a.T or shape["T"], a.batch or shape["batch"]
     dev = torch.device(a.device)
@@ -226,10 +230,8 @@ def worker(a):
                 net = flexsn.convert(net)
                 model = net
                 case["call_path"] = flexsn.call_path()
-                if system.startswith(("ours-bits", "ours-bytes")):
-                    bits = system.startswith("ours-bits")
-                    ctx = lambda: flexsn.compact_spikes(bits=bits)  # noqa: E731
-                    system = "ours" + system[len("ours-bits"):]
+                if compact:
+                    ctx = lambda: flexsn.compact_spikes(bits=compact == "bits")  # noqa: E731
             if system.endswith(("compile", "compile-ro")):
                 import torch._inductor.config as inductor_config
                 # Inductor's channels-last layout choice for convolutions
