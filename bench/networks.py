@@ -417,32 +417,29 @@ def run_all(a):
 
 def plot(png, paths):
     """Step time against peak memory, one panel per network and dtype. A
-    later results file adds only the systems the earlier ones lack."""
+    later results file adds only the (network, dtype, system) cases the
+    earlier ones lack."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    runs, seen = [], set()
+    points: dict = {}  # (net, dtype) -> {system: case}
     for path in paths:
         for r in json.load(open(path))["runs"]:
-            if (r["net"], r["system"]) not in seen:
-                seen.add((r["net"], r["system"]))
-                runs.append(r)
-    panels = sorted({(r["net"], c["dtype"]) for r in runs for c in r.get("cases", [])
-                     if "step_ms" in c}, key=lambda p: (p[0] != "resnet18", p))
+            for c in r.get("cases", []):
+                if "step_ms" in c:
+                    points.setdefault((r["net"], c["dtype"]), {}).setdefault(r["system"], c)
+    panels = sorted(points, key=lambda p: (p[0] != "resnet18", p[1] != "float32", p))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.2),
                              squeeze=False)
-    for ax, (net_name, dtype) in zip(axes[0], panels):
-        for r in runs:
-            for c in r.get("cases", []):
-                if r["net"] != net_name or c["dtype"] != dtype or "step_ms" not in c:
-                    continue
-                ours = r["system"].startswith("ours")
-                ax.scatter(c["peak_mib"], c["step_ms"], marker="o" if ours else "s",
-                           color="tab:red" if ours else "tab:blue")
-                ax.annotate(r["system"], (c["peak_mib"], c["step_ms"]), fontsize=6,
-                            xytext=(3, 2), textcoords="offset points")
+    for ax, panel in zip(axes[0], panels):
+        for system, c in points[panel].items():
+            ours = system.startswith("ours")
+            ax.scatter(c["peak_mib"], c["step_ms"], marker="o" if ours else "s",
+                       color="tab:red" if ours else "tab:blue")
+            ax.annotate(system, (c["peak_mib"], c["step_ms"]), fontsize=6,
+                        xytext=(3, 2), textcoords="offset points")
         ax.set_yscale("log")
-        ax.set_title(f"{net_name}, {dtype}")
+        ax.set_title(f"{panel[0]}, {panel[1]}")
         ax.set_xlabel("peak memory of a training step (MiB)")
         ax.set_ylabel("training step (ms, log)")
         ax.grid(alpha=0.3, which="both")
