@@ -6,8 +6,8 @@ Formulations, each a pack of a 0/1 tensor into 1 bit per element and its
 unpack back to the dtype:
 
   package   what `flexsn.compact_spikes()` runs eagerly (flexsn._spikes)
-  ops       the formulation it traces into a compiled graph (shifts and a
-            sum; unpack by shifts and a mask), run eagerly op by op
+  ops       the formulation it traces into a compiled graph for that
+            device, run eagerly op by op
   compiled  that formulation under torch.compile: one fused kernel each
 
 Per shape, dtype and formulation: pack and unpack in ms, eager (CUDA events

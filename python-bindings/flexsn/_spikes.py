@@ -138,13 +138,20 @@ def _pack_bits(flat: torch.Tensor) -> torch.Tensor:
     Eagerly two launches: the rows of 8 times the weights 1, 2, ..., 128
     (sums of at most 255, exact in every float type and in TF32), then the
     cast; the host's cost per launch, not the bytes, dominates at a network
-    layer's sizes. In a compiled graph, shifts and a sum that Inductor
-    fuses."""
+    layer's sizes. In a compiled graph, one kernel that Inductor fuses:
+    shifts and a sum on the GPU, the weights' multiply-sum on the CPU."""
     n = flat.numel()
     if not _tracing():
         if n % 8:
             flat = torch.nn.functional.pad(flat, (0, 8 - n % 8))
         return (flat.view(-1, 8) @ _table(flat.dtype, flat.device, "weights")).to(torch.uint8)
+    if flat.device.type == "cpu":
+        # Inductor's CPU code vectorizes a float multiply-sum over each 8
+        # but not a uint8 shift-sum: 0.7 against 77 ms for 4M spikes
+        if n % 8:
+            flat = torch.nn.functional.pad(flat, (0, 8 - n % 8))
+        weights = 2.0 ** torch.arange(8, device=flat.device)
+        return (flat.view(-1, 8) * weights).sum(-1).to(torch.uint8)
     ones = (flat != 0).to(torch.uint8)
     if n % 8:
         ones = torch.nn.functional.pad(ones, (0, 8 - n % 8))
@@ -153,10 +160,17 @@ def _pack_bits(flat: torch.Tensor) -> torch.Tensor:
 
 def _unpack_bits(packed: torch.Tensor, n, dtype: torch.dtype) -> torch.Tensor:
     """Eagerly two launches: the byte as an index, then each byte's 8 values
-    gathered from a table of the 256 patterns."""
+    gathered from a table of the 256 patterns. In a compiled graph, shifts
+    and a mask on the GPU, the gather on the CPU."""
     if not _tracing():
         table = _table(dtype, packed.device, "patterns")
         return torch.nn.functional.embedding(packed.int(), table).reshape(-1)[:n]
+    if packed.device.type == "cpu":
+        # the same gather as eagerly, which Inductor's CPU code runs 4x
+        # faster than shifts and a mask
+        k = torch.arange(8, device=packed.device)
+        table = ((torch.arange(256, device=packed.device).unsqueeze(-1) >> k) & 1).to(dtype)
+        return table[packed.long()].reshape(-1)[:n]
     return ((packed.unsqueeze(-1) >> _shifts(packed.device)) & 1).reshape(-1)[:n].to(dtype)
 
 

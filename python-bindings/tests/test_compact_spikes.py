@@ -49,6 +49,22 @@ def test_pack_round_trip(device, dtype, bits):
         assert torch.equal(y.reshape(-1), x)
 
 
+@pytest.mark.parametrize("device", [_device_param(d) for d in DEVICES])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_compiled_bit_round_trip(device, dtype):
+    """The formulation a compiled graph packs and unpacks with (each
+    device's own), at sizes that are and are not whole bytes: the bytes are
+    the eager pack's and the values come back."""
+    pack = torch.compile(_spikes._pack_bits, dynamic=False)
+    unpack = torch.compile(_spikes._unpack_bits, dynamic=False)
+    g = torch.Generator().manual_seed(4)
+    for n in (5, 64, 4099):
+        x = (torch.rand(n, generator=g) < 0.3).to(device, dtype)
+        p = pack(x)
+        assert p.dtype == torch.uint8 and torch.equal(p, _spikes._pack_bits(x))
+        assert torch.equal(unpack(p, n, dtype), x)
+
+
 def _mlp(device):
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(6, 32), flexsn.neuron.LIFNode(step_mode="m"),
