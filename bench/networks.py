@@ -45,7 +45,7 @@ neuron states and gradients of earlier steps freed before), the first step's tim
 the loss and the first layer's weight gradient (compared across systems:
 the same weights and input; and the last timed step's, a replay's for the
 graphs, which must match), the bytes of what autograd saves (by kind: spikes,
-other floats, integers; sj and ours), and the neuron layers' floor: the
+other floats, integers; sj, ours and their compiled forms), and the neuron layers' floor: the
 bytes a fused LIF training step must move (input, spikes and one saved
 sequence written; output gradient and the saved sequence read, input
 gradient written) over the copy bandwidth measured in the same run.
@@ -242,7 +242,10 @@ def worker(a):
                 torch._dynamo.reset()
                 model = torch.compile(net, mode="reduce-overhead"
                                       if system.endswith("-ro") else None)
-            if system in ("sj", "ours") and not graphed and ctx is None:
+            if system in ("sj", "ours", "sj-compile", "sj-torch-compile", "ours-compile") \
+                    and not graphed and ctx is None:
+                # compiled: what the compiled forward hands its backward
+                # (the hooks guard a graph of their own: one more compile)
                 case["saved_mib"] = saved_bytes(net, forward)
 
             def step():
