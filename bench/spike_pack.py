@@ -29,7 +29,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from benchlib import copy_bandwidth, timed  # noqa: E402
+from benchlib import copy_bandwidth, graphed, timed  # noqa: E402
 
 from flexsn import _spikes  # noqa: E402
 
@@ -71,20 +71,6 @@ def formulations():
     return {"package": package, "ops": ops, "compiled": compiled}
 
 
-def replayed(fn, reps, device):
-    """fn captured in a CUDA graph, the replay's median time (ms)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    return timed(graph.replay, reps, device)
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--shapes", default="4x64x64x16x16,250x256x256")
@@ -114,10 +100,10 @@ def main():
                     row["pack_ms"] = timed(lambda: make(flat, n, dtype), a.reps, device)
                     row["unpack_ms"] = timed(lambda: unpack(packed), a.reps, device)
                     if device.type == "cuda":
-                        row["pack_replayed_ms"] = replayed(lambda: make(flat, n, dtype),
-                                                           a.reps, device)
-                        row["unpack_replayed_ms"] = replayed(lambda: unpack(packed),
-                                                             a.reps, device)
+                        row["pack_replayed_ms"] = timed(
+                            graphed(lambda: make(flat, n, dtype)), a.reps, device)
+                        row["unpack_replayed_ms"] = timed(
+                            graphed(lambda: unpack(packed)), a.reps, device)
                 except Exception as e:  # noqa: BLE001 (reported, the next one runs)
                     row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
                 rows.append(row)
