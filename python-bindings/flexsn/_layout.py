@@ -26,7 +26,8 @@ def plan(x: torch.Tensor, params: Sequence = ()) -> Optional[tuple]:
     first) being the one under which `x` is contiguous; None when x is
     contiguous already, not dense, T is not its outermost dimension, or a
     parameter is not a scalar (a parameter broadcast over a step is laid
-    out by its own shape, not x's)."""
+    out by its own shape, not x's). `params`: every tensor the kernels
+    take besides the sequences, closed-over ones included."""
     if x.dim() < 3 or x.is_contiguous():
         return None
     if any(isinstance(p, torch.Tensor) and p.numel() != 1 for p in params):

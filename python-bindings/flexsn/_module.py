@@ -196,6 +196,16 @@ class FlexSNKernel:
         r = (r,) if isinstance(r, torch.Tensor) else tuple(r)
         return len(r) - self.num_states
 
+    def kernel_params(self, static_inputs=None) -> Optional[list]:
+        """Every parameter tensor a call's compiled kernels take, the ones
+        the core closes over included; None when the call would not run
+        compiled kernels (the torch loop, whose core reads its own tensors;
+        a lazily rebuilt core before its rebuild)."""
+        if self.backend == "torch" or not isinstance(self.compiled, _compiled.CompiledCore):
+            return None
+        statics = self.static_inputs if static_inputs is None else static_inputs
+        return self.compiled.param_tensors(statics)
+
     def params(self, static_inputs=None) -> list:
         statics = self.static_inputs if static_inputs is None else static_inputs
         if self.compiled is None:
@@ -459,14 +469,17 @@ class FlexSN(nn.Module):
 
     def _layout(self, inputs) -> Optional[tuple]:
         """_layout.plan for the permutation under which every input sequence
-        is contiguous, or None: step mode 's', inputs of other shapes or
-        strides than the first, states not of a step's shape, or a
-        parameter that is not a scalar."""
+        is contiguous, or None: step mode 's', no compiled kernels, inputs
+        of other shapes or strides than the first, states not of a step's
+        shape, or a parameter (a closed-over tensor too) that is not a
+        scalar."""
         if self.step_mode != "m" or not inputs or len(inputs) != self.num_inputs or \
                 not all(isinstance(x, torch.Tensor) for x in inputs):
             return None
         x = inputs[0]
-        params = [p for p in self.static_inputs if isinstance(p, torch.Tensor)]
+        params = None if self.backend == "torch" else self.kernel.kernel_params(self.static_inputs)
+        if params is None:
+            return None
         layout = _layout.plan(x, params)
         if layout is None or any(y.shape != x.shape or y.stride() != x.stride()
                                  for y in inputs[1:]):

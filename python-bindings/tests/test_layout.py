@@ -71,6 +71,31 @@ def test_channels_last_in_channels_last_out(device, make):
     torch.testing.assert_close(xc.grad, x0.grad, **TOL)
 
 
+@pytest.mark.parametrize("backend", [None, "torch"])
+def test_closed_over_tensor_keeps_the_contiguous_path(backend):
+    """A core that closes over a per-channel tensor: the kernels take it
+    laid out by the step's own shape, so a channels-last input runs on a
+    contiguous copy. C = H = W makes a permuted run broadcast the tensor
+    over the wrong axis without an error; the results must be the
+    contiguous ones."""
+    C = 4
+    threshold = torch.linspace(0.5, 1.5, C).view(C, 1, 1)
+
+    def core(x, v):
+        h = v + (x - v) / 2
+        s = flexsn.surrogate.Sigmoid()(h - threshold)
+        return s, h * (1 - s)
+    torch.manual_seed(5)
+    x = torch.rand(3, 2, C, C, C) * 3
+    outs = []
+    for xi in (_channels_last(x), x):
+        n = flexsn.FlexSN(core, num_inputs=1, num_states=1, num_outputs=1, step_mode="m",
+                          backend=backend)
+        outs.append(n(xi))
+    assert outs[0].is_contiguous()
+    assert torch.equal(outs[0], outs[1])
+
+
 @pytest.mark.parametrize("make", [_sj_lif, _our_lif], ids=["spikingjelly", "flexsn"])
 @pytest.mark.parametrize("view", ["strided", "time-inner"])
 def test_other_layouts_run_contiguous(make, view):
