@@ -130,7 +130,8 @@ class Scan:
         kernel = self.seqs if want_seqs else self.finals
         kernel.static_inputs = params = tuple(params)
         states = None if states is None else list(states)
-        every = kernel.kernel_params(params) if isinstance(x, torch.Tensor) else None
+        every = kernel.kernel_params(params) \
+            if isinstance(x, torch.Tensor) and not x.is_contiguous() else None
         layout = None if every is None else _layout.plan(x, every)
         if layout is not None and states is not None:
             if all(isinstance(s, torch.Tensor) and s.shape == x.shape[1:] for s in states):
