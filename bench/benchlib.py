@@ -108,3 +108,68 @@ def peak_breakdown(fn, top=10):
         by_place[place] = by_place.get(place, 0) + e["size"]
     ranked = sorted(by_place.items(), key=lambda kv: -kv[1])[:top]
     return [(round(size / 2**20, 1), place) for place, size in ranked]
+
+
+# (category, name fragments), first match wins: cuDNN's batch norms and
+# layout changes before its convolutions, convolutions' implicit GEMMs
+# before plain GEMMs
+_KERNEL_CATEGORIES = (
+    ("neuron", ("core_forward", "core_backward", "core_infer", "lif", "neuron",
+                "spike", "flexsn")),
+    ("batch norm", ("batch_norm", "batchnorm", "bn_fw", "bn_bw", "welford")),
+    ("layout change", ("nchwtonhwc", "nhwctonchw", "transpose", "permute")),
+    ("convolution", ("conv", "fprop", "dgrad", "wgrad", "implicit", "winograd",
+                     "cudnn", "xmma")),
+    ("matmul", ("gemm", "gemv", "cublas", "cutlass", "matmul", "addmm", "::mm", "bmm")),
+    ("pooling", ("pool",)),
+    ("reduction", ("reduce", "sum", "mean", "norm")),
+)
+
+
+def kernel_category(name: str) -> str:
+    """The kind of work a kernel (or, off the GPU, an operator) does, from
+    its name."""
+    low = name.lower()
+    for category, fragments in _KERNEL_CATEGORIES:
+        if any(f in low for f in fragments):
+            return category
+    return "elementwise and other"
+
+
+def profile_by_category(fn, steps: int, device, top: int = 8) -> dict:
+    """fn() run `steps` times under torch.profiler: the device's time per
+    step (ms) by kernel category, and the `top` kernels by time. On the CPU,
+    operators' own CPU time instead (a smoke run: no kernels)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU] + \
+        ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    fn()  # outside the trace: one-off work
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync()
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            fn()
+        sync()
+    by_category: dict = {}
+    kernels = []
+    for e in prof.key_averages():
+        if device.type == "cuda":
+            if e.device_type != DeviceType.CUDA:
+                continue
+            us = e.self_device_time_total
+        else:
+            if not e.key.startswith("aten::"):
+                continue
+            us = e.self_cpu_time_total
+        if us <= 0:
+            continue
+        ms = us / 1e3 / steps
+        category = kernel_category(e.key)
+        by_category[category] = by_category.get(category, 0.0) + ms
+        kernels.append((round(ms, 4), category, e.key[:90]))
+    kernels.sort(reverse=True)
+    return {"ms_per_step": {k: round(v, 4) for k, v in
+                            sorted(by_category.items(), key=lambda kv: -kv[1])},
+            "top_kernels": kernels[:top]}
+

@@ -52,7 +52,7 @@ gradient written) over the copy bandwidth measured in the same run.
 
     python3 bench/networks.py [--nets resnet18,shd] [--systems ...]
         [--dtypes float32,bfloat16] [--reps 20] [--timeout 300] [--breakdown]
-        [--parallel N]
+        [--profile] [--parallel N]
         [--out bench/results/networks/results.json]
     python3 bench/networks.py --plot PNG RESULTS.json...   (time vs memory)
 """
@@ -300,20 +300,21 @@ def worker(a):
             base = clean() if whole_run else 0
             if graphed and dev.type != "cuda":
                 raise RuntimeError("a CUDA graph needs a GPU")
-            if graphed:
-                # the step captured once and replayed: the device's time.
-                # Gradients set to None in the step, as in PyTorch's
-                # whole-network capture: the backward allocates them from the
-                # graph's pool, late, as eagerly, and each replay rewrites
-                # them (the check of the last step's gradient below).
-                case["step_ms"] = timed(benchlib.graphed(step), a.reps, dev)
-            else:
-                case["step_ms"] = timed(step, a.reps, dev)
+            # graphed: the step captured once and replayed, the device's
+            # time. Gradients set to None in the step, as in PyTorch's
+            # whole-network capture: the backward allocates them from the
+            # graph's pool, late, as eagerly, and each replay rewrites them
+            # (the check of the last step's gradient below).
+            run = benchlib.graphed(step) if graphed else step
+            case["step_ms"] = timed(run, a.reps, dev)
             # the last timed step's gradient (a replay's, for the graphs)
             case["grad_sum_last"] = first.grad.double().abs().sum().item()
             del first
             if whole_run:
                 case["peak_mib"] = peak_since(base)
+                if a.profile:
+                    case["profile"] = benchlib.profile_by_category(run, 5, dev)
+                run = None  # a graph and its pool
                 if a.breakdown and graphed:
                     # a second capture, the first graph freed with its pool
                     clean()
@@ -323,6 +324,8 @@ def worker(a):
                 base = clean()
                 step()
                 case["peak_mib"] = peak_since(base)
+                if a.profile:
+                    case["profile"] = benchlib.profile_by_category(step, 5, dev)
                 if a.breakdown and dev.type == "cuda":
                     clean()
                     case["peak_breakdown"] = benchlib.peak_breakdown(step)
@@ -352,6 +355,11 @@ def _report(net_name, system, run):
                  if "neuron_floor_ms" in c else ""), flush=True)
         for mib, place in c.get("peak_breakdown", []):
             print(f"    at the peak {mib:8.1f} MiB  {place}", flush=True)
+        if "profile" in c:
+            print("    per step: " + ", ".join(f"{k} {v:.3f} ms" for k, v in
+                                              c["profile"]["ms_per_step"].items()), flush=True)
+            for ms, category, name in c["profile"]["top_kernels"]:
+                print(f"      {ms:8.4f} ms  {category:21s} {name}", flush=True)
 
 
 def _read(f) -> str:
@@ -383,7 +391,8 @@ def run_all(a):
                 env["CUDA_VISIBLE_DEVICES"] = str(slot)
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--net", net_name,
                    "--system", system, "--dtypes", a.dtypes, "--reps", str(a.reps),
-                   "--device", a.device] + (["--breakdown"] if a.breakdown else [])
+                   "--device", a.device] + (["--breakdown"] if a.breakdown else []) \
+                + (["--profile"] if a.profile else [])
             if a.T:
                 cmd += ["--T", str(a.T)]
             if a.batch:
@@ -466,6 +475,9 @@ def main():
     p.add_argument("--breakdown", action="store_true",
                    help="also list what is allocated at the peak of an eager or "
                    "compiled step, or of a CUDA graph's warm-up and capture")
+    p.add_argument("--profile", action="store_true",
+                   help="also profile 5 steps (replays, for the graphs): the device's "
+                   "time per step by kernel category")
     p.add_argument("--out", default=os.path.join(HERE, "results", "networks", "results.json"))
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--net", help=argparse.SUPPRESS)
