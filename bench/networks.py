@@ -36,6 +36,8 @@ and under bfloat16 autocast. Systems, each in its own process:
                     compiled step in CUDA graphs
   ...-cl...         the same in channels-last (resnet18): the weights and
                     each step of the input laid out channels-last
+  ...-rc...         the same inside flexsn.recompute_states(): each neuron
+                    keeps only its input, its backward runs its forward again
 
 Per system and dtype: median step time over --reps (CUDA events around the
 step), the peak memory allocated beyond the weights and the input (during
@@ -45,7 +47,7 @@ neuron states and gradients of earlier steps freed before), the first step's tim
 the loss and the first layer's weight gradient (compared across systems:
 the same weights and input; and the last timed step's, a replay's for the
 graphs, which must match), the bytes of what autograd saves (by kind: spikes,
-other floats, integers; sj, ours and their compiled forms), and the neuron layers' floor: the
+other floats, integers; sj, ours, their compiled and -rc forms), and the neuron layers' floor: the
 bytes a fused LIF training step must move (input, spikes and one saved
 sequence written; output gradient and the saved sequence read, input
 gradient written) over the copy bandwidth measured in the same run.
@@ -58,6 +60,7 @@ gradient written) over the copy bandwidth measured in the same run.
 """
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -74,7 +77,8 @@ SYSTEMS = (["sj"] + [f"sj-memopt-{level}" for level in (1, 2, 3, 4)]
               "sj-compile-ro", "ours-compile-ro", "sj-cl", "ours-cl", "sj-cl-graphed",
               "ours-cl-graphed", "ours-bits-cl-graphed", "sj-compile-cl-ro",
               "ours-compile-cl-ro", "ours-bits-compile", "ours-bits-compile-ro",
-              "ours-bits-compile-cl-ro"])
+              "ours-bits-compile-cl-ro", "ours-rc", "ours-rc-compile", "ours-bits-rc-compile",
+              "ours-bits-rc-compile-ro", "ours-cl-rc-graphed", "ours-bits-cl-rc-graphed"])
 NETS = {"resnet18": dict(T=4, batch=64), "shd": dict(T=250, batch=256)}
 
 
@@ -172,8 +176,8 @@ def worker(a):
     from spikingjelly.activation_based import functional, memopt
     net_name = a.net
     tokens = a.system.split("-")
-    graphed, channels_last = "graphed" in tokens, "cl" in tokens
-    system = "-".join(t for t in tokens if t not in ("graphed", "cl"))
+    graphed, channels_last, recompute = "graphed" in tokens, "cl" in tokens, "rc" in tokens
+    system = "-".join(t for t in tokens if t not in ("graphed", "cl", "rc"))
     compact = None  # ours-bits..., ours-bytes...: ours... inside compact_spikes
     for form in ("bits", "bytes"):
         if system.startswith(f"ours-{form}"):
@@ -225,8 +229,14 @@ def worker(a):
                 net = flexsn.convert(net)
                 model = net
                 case["call_path"] = flexsn.call_path()
-                if compact:
-                    ctx = lambda: flexsn.compact_spikes(bits=compact == "bits")  # noqa: E731
+                if compact or recompute:
+                    def ctx():
+                        stack = contextlib.ExitStack()
+                        if compact:
+                            stack.enter_context(flexsn.compact_spikes(bits=compact == "bits"))
+                        if recompute:
+                            stack.enter_context(flexsn.recompute_states())
+                        return stack
             if system.endswith(("compile", "compile-ro")):
                 import torch._inductor.config as inductor_config
                 # Inductor's channels-last layout choice for convolutions
@@ -283,10 +293,15 @@ def worker(a):
             # bound to this stream, which a capture on another must not meet
             del loss
             if system in ("sj", "ours", "sj-compile", "sj-torch-compile", "ours-compile") \
-                    and not graphed and ctx is None:
+                    and not graphed and not compact:
                 # after the first step, whose time holds every one-off cost
                 # (compiled: what the compiled forward hands its backward)
-                case["saved_mib"] = saved_bytes(net, forward)
+                def forward_in_ctx():
+                    if ctx is None:
+                        return forward()
+                    with ctx():
+                        return forward()
+                case["saved_mib"] = saved_bytes(net, forward_in_ctx)
             if system == "sj":
                 elements = neuron_elements(net, forward)
                 floor_bytes = elements * (24 if dtype == torch.float32 else 12)

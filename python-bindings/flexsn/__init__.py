@@ -22,6 +22,7 @@ _LAZY = {
     "convert": ".spikingjelly",
     "compact_spikes": "._spikes",
     "mark_spikes": "._spikes",
+    "recompute_states": "._compiled",
     "spikingjelly": None,
     "snntorch": None,
     "norse": None,
@@ -29,7 +30,8 @@ _LAZY = {
 }
 
 __all__ = ["FlexSN", "FlexSNKernel", "surrogate", "neuron", "from_snntorch",
-           "from_norse", "convert", "compact_spikes", "mark_spikes", "FlexSNError",
+           "from_norse", "convert", "compact_spikes", "mark_spikes", "recompute_states",
+           "FlexSNError",
            "UnsupportedOpError", "FallbackWarning", "library_version", "call_path"]
 
 

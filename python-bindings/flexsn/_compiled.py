@@ -11,6 +11,7 @@ per-step tensors.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from typing import Callable, Optional, Sequence
 
@@ -103,13 +104,17 @@ def _leaf_positions(num_inputs: int, num_states: int, num_params: int) -> dict:
     return positions
 
 
-def call_result(outs, rest, final: bool, want_seqs: bool):
+def call_result(outs, rest, final: bool, want_seqs: bool, own_finals: bool = False):
     """A call's (outputs, state sequences or None, final states), as
     run_compiled returns it, from a kernel's outputs and its state results
     `rest` (final states when `final`, else state sequences, whose last
-    steps are the final states)."""
+    steps are the final states). `own_finals`: final states taken from
+    unwanted sequences are copies, so that the sequences are freed (for a
+    recompute pair, nothing else holds them)."""
     if final:
         return outs, None, rest
+    if own_finals and not want_seqs:
+        return outs, None, [q[-1].clone() for q in rest]
     return outs, (rest if want_seqs else None), [q[-1] for q in rest]
 
 
@@ -146,6 +151,31 @@ class InferPrep:
         return call_result(outs, rest, not want_seqs, want_seqs)
 
 
+_recompute_depth = 0
+
+
+def recompute_active() -> bool:
+    return _recompute_depth > 0
+
+
+@contextlib.contextmanager
+def recompute_states():
+    """Training calls made inside keep for their backward only what the
+    forward read (inputs, initial states, parameters), not the state
+    sequences and saved values the forward wrote: the backward runs the
+    forward kernel again to get those back (the same kernel on the same
+    tensors: the same values, bit for bit). Fewer bytes live between the
+    forward and the backward where a neuron keeps more than its input (a
+    bf16 LIF keeps its input and its state sequence), for one more
+    forward scan per backward. Exact; under torch.compile too."""
+    global _recompute_depth
+    _recompute_depth += 1
+    try:
+        yield
+    finally:
+        _recompute_depth -= 1
+
+
 class TrainPair:
     """One training forward and its backward, bound. The forward takes the
     leaves (inputs, initial states, parameters; an initial state None:
@@ -159,10 +189,10 @@ class TrainPair:
 
     def __init__(self, program, fwd_name: str, bwd_name: str, final: bool, index: int,
                  num_inputs: int, num_states: int, num_outputs: int, num_params: int,
-                 non_differentiable):
+                 non_differentiable, recompute: bool = False):
         n = num_inputs + num_states + num_params
         leaves = _leaf_positions(num_inputs, num_states, num_params)
-        self.final = final
+        self.final, self.recompute = final, recompute
         self.forward = _program.Bound(program.launcher(fwd_name, index), leaves)
         self.out_ix = [self.forward.index(("output", k)) for k in range(num_outputs)]
         state_key = "final_state" if final else "state_seq"
@@ -194,7 +224,7 @@ class TrainPair:
             self.forward.native, self.backward.native, self.out_ix, self.state_ix,
             self.kept_ix, [int(r) for r in self.leaf_read],
             [-1 if ix is None else ix for ix in self.grad_ix],
-            list(non_differentiable))
+            list(non_differentiable), recompute)
         _native.note_training(self.native, self.forward.native, self.backward.native,
                               self.out_ix + self.state_ix)
 
@@ -241,13 +271,13 @@ class TrainPrep:
         self._spike_outputs = compiled.spike_outputs
         self._pairs = {}
 
-    def _bound(self, final: bool) -> TrainPair:
-        pair = self._pairs.get(final)
+    def _bound(self, final: bool, recompute: bool = False) -> TrainPair:
+        pair = self._pairs.get((final, recompute))
         if pair is None:
             names = ("core_forward_final", "core_backward_final") if final else \
                 ("core_forward", "core_backward")
-            pair = self._pairs[final] = TrainPair(self._program, *names, final,
-                                                  self._index, *self._counts)
+            pair = self._pairs[final, recompute] = TrainPair(
+                self._program, *names, final, self._index, *self._counts, recompute)
             # where its operators return spike outputs, for compact_spikes()
             # inside compiled graphs (the train operator returns outputs first)
             _spikes.note_spike_results(pair.native,
@@ -265,8 +295,11 @@ class TrainPrep:
         """The final-state pair, or None where the compiler built none."""
         return self._bound(True) if self._has_final else None
 
-    def pair(self, want_seqs: bool) -> TrainPair:
-        return self._bound(not want_seqs and self._has_final)
+    def pair(self, want_seqs: bool, recompute: Optional[bool] = None) -> TrainPair:
+        """The pair a call runs; `recompute` None: as recompute_states() says."""
+        if recompute is None:
+            recompute = recompute_active()
+        return self._bound(not want_seqs and self._has_final, recompute)
 
     def preload(self, NCL: int, want_seqs: bool = True) -> None:
         self.pair(want_seqs).preload(NCL)
@@ -276,7 +309,7 @@ class TrainPrep:
         sequences or None, final states)."""
         pair = self.pair(want_seqs)
         outs, states = pair.run(leaves)
-        return call_result(outs, states, pair.final, want_seqs)
+        return call_result(outs, states, pair.final, want_seqs, own_finals=pair.recompute)
 
 
 def prepare_infer(compiled: CompiledCore, dtype, device, want_seqs: bool, p_dtypes,

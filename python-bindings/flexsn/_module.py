@@ -48,7 +48,8 @@ def _run_planned(owner, compiled, inputs, states):
     sequences or None, final states), or None when it has none or the call
     does not match it."""
     entry = owner.__dict__.get("_plans", _NO_PLANS)[_slot(states)]
-    if entry is None or entry[1] != owner._plan_key():
+    if entry is None or entry[1] != owner._plan_key() or \
+            (_compiled.recompute_active() and torch.is_grad_enabled()):
         return None  # (a matching key also means `compiled` is the plan's core)
     params = compiled.param_tensors(owner.static_inputs) if compiled.traced.params else ()
     args = list(inputs)

@@ -273,6 +273,10 @@ def _register_fakes() -> None:
     def _forward_fake(ident, leaves):
         return _results_like(_trainings[ident][0], leaves[0].shape, leaves[0])
 
+    @torch.library.register_fake(lib + "recompute")
+    def _recompute_fake(ident, leaves, after):
+        return _results_like(_trainings[ident][0], leaves[0].shape, leaves[0])
+
     @torch.library.register_fake(lib + "backward")
     def _backward_fake(ident, args, seq_shape):
         like = next(t for t in args if t is not None)

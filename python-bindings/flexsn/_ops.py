@@ -57,7 +57,7 @@ def _core(handle: str):
 
 
 def _binding_ids(handle: str, dtype, device, p_dtypes: tuple, p_scalar: tuple,
-                 mask, want_seqs: bool) -> tuple:
+                 mask, want_seqs: bool, recompute: bool = False) -> tuple:
     """(id, training, order, last_steps) of the binding a call of this
     configuration runs: an inference kernel (mask None; `order`: where its
     outputs, then its state results, are among its results) or a training
@@ -71,7 +71,7 @@ def _binding_ids(handle: str, dtype, device, p_dtypes: tuple, p_scalar: tuple,
         return prep.kernel.native, False, tuple(prep.out_ix + prep.rest_ix), False
     prep = _compiled.prepare_train(compiled, dtype, device, list(p_dtypes), list(p_scalar),
                                  list(mask))
-    pair = prep.pair(want_seqs)
+    pair = prep.pair(want_seqs, recompute)
     return pair.native, True, (), not pair.final and not want_seqs
 
 
@@ -105,16 +105,18 @@ def run(compiled, inputs, init_states, params, *, want_seqs: bool, grad_mask=Non
     ps, p_dtypes, p_scalar = _checks.flat_params(params, step, x.device)
     s0 = [None] * num_states if init_states is None else _checks.as_contiguous(init_states)
     args = _checks.as_contiguous(inputs) + s0 + ps
+    # read here, where Dynamo guards on it, not in the constant-result call
+    recompute = _compiled.recompute_active()
     ident, training, order, last_steps = _bindings_fn()(
         compiled._op_handle, x.dtype, x.device, tuple(p_dtypes), tuple(p_scalar),
-        None if mask is None else tuple(mask), want_seqs)
+        None if mask is None else tuple(mask), want_seqs, recompute)
     if training:
         res = torch.ops.flexsn_native.train(ident, args)
     else:
         res = torch.ops.flexsn_native.launch(ident, args)
         res = [res[i] for i in order]
     outs, rest = list(res[:num_outputs]), list(res[num_outputs:num_outputs + num_states])
-    if last_steps:
-        rest = [q[-1] for q in rest]
+    if last_steps:  # a recompute node keeps no sequence: the copies free them
+        rest = [q[-1].clone() if recompute and training else q[-1] for q in rest]
     # The state results are final states exactly when no sequences are wanted.
     return _compiled.call_result(outs, rest, not want_seqs, want_seqs)

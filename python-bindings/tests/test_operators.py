@@ -74,6 +74,8 @@ def test_operators_refuse_bad_calls():
         ops.launch(123456789, [torch.zeros(2, 2)])
     with pytest.raises(RuntimeError, match="no bound training #123456789"):
         ops.train(123456789, [torch.zeros(2, 2)])
+    with pytest.raises(RuntimeError, match="no bound training #123456789"):
+        ops.recompute(123456789, [torch.zeros(2, 2)], None)
     with pytest.raises(RuntimeError, match="null kernel handle"):
         ops.bind(0, 2, False, [0, 0], [1], ["float32"], [0])
     with pytest.raises(RuntimeError, match="read slot out of range"):
@@ -83,7 +85,7 @@ def test_operators_refuse_bad_calls():
     with pytest.raises(RuntimeError, match="result slot or shape out of range"):
         ops.bind(1, 2, False, [0, 0], [1], ["float32"], [7])
     with pytest.raises(RuntimeError, match="no bound kernel"):
-        ops.bind_train(123456789, 123456790, [], [], [], [], [], [])
+        ops.bind_train(123456789, 123456790, [], [], [], [], [], [], False)
 
 
 def test_plan_operators_refuse_bad_calls():

@@ -98,6 +98,9 @@ struct BoundTraining : c10::intrusive_ptr_target {
   // indices into (outputs..., state sequences...) with no gradient path
   std::vector<int64_t> nonDifferentiable;
   int64_t numLeaves = 0;
+  // the node keeps every leaf passed and none of the forward's kept
+  // results; its backward runs the forward again to get them back
+  bool recompute = false;
 };
 
 // The launch trace (tests): per launch, the binding's id, its pointer
@@ -195,8 +198,9 @@ int64_t bindTraining(int64_t forward, int64_t backward,
                      std::vector<int64_t> keptIndex,
                      std::vector<int64_t> leafRead,
                      std::vector<int64_t> gradIndex,
-                     std::vector<int64_t> nonDifferentiable) {
+                     std::vector<int64_t> nonDifferentiable, bool recompute) {
   auto bound = c10::make_intrusive<BoundTraining>();
+  bound->recompute = recompute;
   bound->forward = lookup(kernels, forward, "kernel");
   bound->backward = lookup(kernels, backward, "kernel");
   int64_t numForwardResults = bound->forward->results.size();
@@ -434,6 +438,17 @@ std::vector<at::Tensor> runBackward(const BoundTraining &bound,
              device->options());
 }
 
+/// forwardOp again in a recompute node's backward. `after` (a gradient
+/// the backward was given) is not read: it makes the call depend on the
+/// backward's inputs, so that a traced graph's partitioner keeps it in the
+/// backward instead of moving it into the forward and saving its results.
+std::vector<at::Tensor>
+recomputeOp(int64_t id, const c10::List<std::optional<at::Tensor>> &leaves,
+            const std::optional<at::Tensor> &after) {
+  (void)after;
+  return forwardOp(id, leaves);
+}
+
 /// runBackward of training binding `id`, as an operator.
 std::vector<at::Tensor>
 backwardOp(int64_t id, const c10::List<std::optional<at::Tensor>> &args,
@@ -469,6 +484,18 @@ callForward(const BoundTraining &bound, const std::vector<at::Tensor> &leaves) {
   return op.call(bound.id, asList(leaves));
 }
 
+std::vector<at::Tensor> callRecompute(const BoundTraining &bound,
+                                      const std::vector<at::Tensor> &leaves,
+                                      const at::Tensor &after) {
+  if (!traced(leaves))
+    return run(*bound.forward, leaves);
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("flexsn_native::recompute", "")
+                       .typed<decltype(recomputeOp)>();
+  return op.call(bound.id, asList(leaves),
+                 after.defined() ? std::optional<at::Tensor>(after) : std::nullopt);
+}
+
 std::vector<at::Tensor> callBackward(const BoundTraining &bound,
                                      const std::vector<at::Tensor> &args,
                                      c10::SymIntArrayRef seqShape) {
@@ -490,7 +517,9 @@ std::vector<at::Tensor> callBackward(const BoundTraining &bound,
 /// keep, its index, dtype and shape (which compiled autograd lifts into its
 /// graph as inputs; symbolic under torch.compile's dynamic shapes). The
 /// node marks nothing non-differentiable (compiled autograd refuses such
-/// nodes): trainOp detaches those results instead.
+/// nodes): trainOp detaches those results instead. A recompute binding
+/// saves every leaf passed and no kept results: its backward runs the
+/// forward kernel again for them.
 struct ScanNode : public torch::autograd::Function<ScanNode> {
   static variable_list forward(AutogradContext *ctx,
                                const c10::intrusive_ptr<BoundTraining> &bound,
@@ -514,7 +543,7 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
     toSave.reserve(leaves->size() + bound->keptIndex.size() + 1);
     for (size_t j = 0; j < leaves->size(); ++j) {
       const at::Tensor &leaf = (*leaves)[j];
-      bool keep = bound->leafRead[j];
+      bool keep = bound->leafRead[j] || bound->recompute;
       if (leaf.defined() && !keep) {
         c10::SymIntArrayRef sizes = leaf.sym_sizes();
         int64_t shape = sizes == seq ? 0 : sizes == seq.slice(1) ? 1 : 2;
@@ -526,8 +555,9 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
       }
       toSave.push_back(keep ? leaf : at::Tensor());
     }
-    for (int64_t i : bound->keptIndex)
-      toSave.push_back(results[i]);
+    if (!bound->recompute)
+      for (int64_t i : bound->keptIndex)
+        toSave.push_back(results[i]);
     toSave.push_back(keeperOf(bound));
     ctx->set_materialize_grads(false);
     ctx->save_for_backward(std::move(toSave));
@@ -552,6 +582,20 @@ struct ScanNode : public torch::autograd::Function<ScanNode> {
                     "run the core with backend='torch' for that");
     int64_t n = bound->numLeaves;
     std::vector<at::Tensor> args(saved.begin(), saved.end());
+    if (bound->recompute) {
+      // the forward again, on the same leaves: the same kept results, bit
+      // for bit; then the leaves the backward does not read are dropped
+      at::Tensor after;
+      for (const at::Tensor &g : grads)
+        if (g.defined() && !after.defined())
+          after = g;
+      std::vector<at::Tensor> again = callRecompute(*bound, args, after);
+      for (int64_t j = 0; j < n; ++j)
+        if (!bound->leafRead[j])
+          args[j] = at::Tensor();
+      for (int64_t i : bound->keptIndex)
+        args.push_back(again[i]);
+    }
     for (at::Tensor &g : grads)
       args.push_back(g.defined() && !g.is_contiguous() ? g.contiguous()
                                                        : std::move(g));
@@ -761,7 +805,7 @@ TORCH_LIBRARY(flexsn_native, m) {
         &bindKernel);
   m.def("bind_train(int forward, int backward, int[] output_index, "
         "int[] state_index, int[] kept_index, int[] leaf_read, "
-        "int[] grad_index, int[] non_differentiable) "
+        "int[] grad_index, int[] non_differentiable, bool recompute) "
         "-> int",
         &bindTraining);
   m.def("release(int id) -> ()", &release);
@@ -775,6 +819,7 @@ TORCH_LIBRARY(flexsn_native, m) {
   // implementations (flexsn/_native.py) serve torch.compile's tracing.
   m.def("launch(int id, Tensor?[] args) -> Tensor[]");
   m.def("forward(int id, Tensor?[] leaves) -> Tensor[]");
+  m.def("recompute(int id, Tensor?[] leaves, Tensor? after) -> Tensor[]");
   m.def("backward(int id, Tensor?[] args, SymInt[] seq_shape) -> Tensor[]");
   m.def("train(int id, Tensor?[] leaves) -> Tensor[]");
 }
@@ -782,12 +827,14 @@ TORCH_LIBRARY(flexsn_native, m) {
 TORCH_LIBRARY_IMPL(flexsn_native, CPU, m) {
   m.impl("launch", &launchOp);
   m.impl("forward", &forwardOp);
+  m.impl("recompute", &recomputeOp);
   m.impl("backward", &backwardOp);
 }
 
 TORCH_LIBRARY_IMPL(flexsn_native, CUDA, m) {
   m.impl("launch", &launchOp);
   m.impl("forward", &forwardOp);
+  m.impl("recompute", &recomputeOp);
   m.impl("backward", &backwardOp);
 }
 
