@@ -48,18 +48,23 @@ def _check(got, ref, what):
         assert_close(a, b, what=f"{what}, leaf {k}")
 
 
-def test_compiled_autograd(device):
+@pytest.mark.parametrize("recompute", [False, True], ids=["kept", "recomputed"])
+def test_compiled_autograd(device, recompute):
     """The forward runs eagerly; compiled autograd captures the backward
-    (the FlexSN node runs in it as an opaque call) and gives the plain
+    (the FlexSN node runs in it as an opaque call, and inside
+    recompute_states() its forward kernel again) and gives the plain
     backward's gradients, for a second step too (its cached graph)."""
+    import contextlib
+
     import torch._dynamo.compiled_autograd as ca
     torch._dynamo.reset()
+    ctx = flexsn.recompute_states if recompute else contextlib.nullcontext
 
     def go():
         out = []
         for seed in (1, 2):
             ref = _grads(device, lambda loss: loss.backward(), seed)
-            with ca._enable(torch.compile(backend="aot_eager")):
+            with ca._enable(torch.compile(backend="aot_eager")), ctx():
                 got = _grads(device, lambda loss: loss.backward(), seed)
             _check(got, ref, f"compiled autograd, step {seed}")
             out.append(got)
