@@ -48,8 +48,7 @@ def _run_planned(owner, compiled, inputs, states):
     sequences or None, final states), or None when it has none or the call
     does not match it."""
     entry = owner.__dict__.get("_plans", _NO_PLANS)[_slot(states)]
-    if entry is None or entry[1] != owner._plan_key() or \
-            (_compiled.recompute_active() and torch.is_grad_enabled()):
+    if entry is None or entry[1] != owner._plan_key():
         return None  # (a matching key also means `compiled` is the plan's core)
     params = compiled.param_tensors(owner.static_inputs) if compiled.traced.params else ()
     args = list(inputs)
@@ -262,7 +261,8 @@ class FlexSNKernel:
 
     def _plan_key(self) -> tuple:
         """What a call's plan also depends on besides the tensors."""
-        return (self.final_state, self.backend, self.compiled, self.requires_grad)
+        return (self.final_state, self.backend, self.compiled, self.requires_grad,
+                _compiled.recompute_active())
 
 
 class FlexSN(nn.Module):
@@ -409,7 +409,7 @@ class FlexSN(nn.Module):
         k = self.kernel
         return (self.step_mode, self.store_state_seqs, self.backend, k.backend,
                 k.compiled, type(self).init_states,
-                self.__dict__.get("_default_zero_states"))
+                self.__dict__.get("_default_zero_states"), _compiled.recompute_active())
 
     def _fast(self, inputs):
         """The call through the plan this module keeps for it (see

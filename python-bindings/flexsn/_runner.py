@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from . import _compiled, _native
+from . import _native
 from ._checks import as_contiguous, flat_params, requires_grad_mask
 from ._compiled import CompiledCore, InferPrep, call_result, prepare_infer, prepare_train
 from ._errors import FlexSNError
@@ -132,9 +132,8 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
     else:
         prep = prepare_train(compiled, first.dtype, device, p_dtypes, p_scalar, mask)
         prep.preload(NCL, want_seqs)
-    if plan is not None:  # none inside recompute_states(): its pairs differ
-        plan.append(None if mask is not None and _compiled.recompute_active() else
-                    _plan_for(prep, step, want_seqs, (inputs, init_states, params),
+    if plan is not None:
+        plan.append(_plan_for(prep, step, want_seqs, (inputs, init_states, params),
                               (xs, s0, ps)))
     return prep.run(xs + s0 + ps, want_seqs)
 

@@ -117,22 +117,35 @@ def test_backward_after_the_context():
     assert torch.equal(xi.grad, xr.grad)
 
 
-def test_plans_follow_the_context():
-    """A module's fast-path plan, recorded outside the context, is not taken
-    inside it (its node keeps the sequences), and works again after."""
+def test_plans_follow_the_context(monkeypatch):
+    """A module's fast-path plan is recorded per side of the context: one
+    made outside (its node keeps the sequences) is not taken inside, and
+    inside, the second call runs through the plan the first left."""
+    from flexsn import _runner
+    general = []
+    real = _runner.run_compiled
+
+    def spy(*args, **kwargs):
+        general.append(True)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(_runner, "run_compiled", spy)
     torch.manual_seed(3)
     n = _lif()
     x = torch.randn(4, 2, 16, dtype=torch.bfloat16)
-    sizes = []
+    sizes, paths = [], []
     for ctx in (contextlib.nullcontext, contextlib.nullcontext, flexsn.recompute_states,
-                contextlib.nullcontext):
+                flexsn.recompute_states, contextlib.nullcontext):
         n.reset()
         xi = x.clone().requires_grad_()
+        general.clear()
         with ctx():
             out, saved = _saved_bytes(lambda: n(xi))
         out.float().sum().backward()
         sizes.append(saved)
-    assert sizes[0] == sizes[1] == sizes[3] and sizes[2] < sizes[0]
+        paths.append("general" if general else "plan")
+    assert paths == ["general", "plan", "general", "plan", "general"]
+    assert sizes[0] == sizes[1] == sizes[4]
+    assert sizes[2] == sizes[3] < sizes[0]
 
 
 def test_under_torch_compile():
