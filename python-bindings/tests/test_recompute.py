@@ -237,3 +237,17 @@ def test_ddp(tmp_path, compiled):
         torch._dynamo.reset()
         gc.collect()
         dist.destroy_process_group()
+
+
+def test_input_changed_in_place_is_refused():
+    """The backward reruns the forward on the saved input: an input written
+    in place after the forward raises autograd's error instead of giving
+    gradients of other values."""
+    n = _lif()
+    x = torch.randn(4, 2, 8, requires_grad=True)
+    y = x * 2  # the neuron's input, an intermediate the caller then changes
+    with flexsn.recompute_states():
+        out = n(y)
+    y.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
