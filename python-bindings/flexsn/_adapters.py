@@ -139,25 +139,28 @@ class Scan:
             else:
                 layout = None  # malformed states: the checks name them in x's order
         if layout is not None:
-            perm, _, back, step_back = layout
+            perm, step, back, step_back = layout
             outs, seqs, finals = self._run(kernel, [x.permute(perm)], states, params,
-                                           want_seqs)
+                                           want_seqs, step if _layout.needs_param_views(every)
+                                           else None)
             return ([o.permute(back) for o in outs],
                     None if seqs is None else [q.permute(back) for q in seqs],
                     [f.permute(step_back) for f in finals])
         return self._run(kernel, [x], states, params, want_seqs)
 
-    def _run(self, kernel, inputs, states, params, want_seqs: bool):
+    def _run(self, kernel, inputs, states, params, want_seqs: bool, param_perm=None):
         from ._module import _keep_plan, _run_planned
         from ._checks import validate_sequences
         compiling = torch.compiler.is_compiling()
-        r = None if compiling else _run_planned(kernel, kernel.compiled, inputs, states)
+        # a plan takes the parameters laid out by their own shape
+        r = None if compiling or param_perm is not None else \
+            _run_planned(kernel, kernel.compiled, inputs, states)
         if r is None:
             validate_sequences(inputs, states, 1, self.num_states)
             record = None if compiling else []
             r = kernel.run(inputs, states, want_seqs=want_seqs, static_inputs=params,
-                           plan=record)
-            if record is not None:
+                           plan=record, param_perm=param_perm)
+            if record is not None and param_perm is None:
                 _keep_plan(kernel, states, record)
         outs, seqs, finals = r
         return list(outs), (list(seqs) if want_seqs else None), list(finals)

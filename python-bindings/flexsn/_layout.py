@@ -25,13 +25,15 @@ def plan(x: torch.Tensor, params: Sequence = ()) -> Optional[tuple]:
     """(permutation, step permutation, their inverses), the permutation (T
     first) being the one under which `x` is contiguous; None when x is
     contiguous already, not dense, T is not its outermost dimension, or a
-    parameter is not a scalar (a parameter broadcast over a step is laid
-    out by its own shape, not x's). `params`: every tensor the kernels
-    take besides the sequences, closed-over ones included."""
+    parameter does not broadcast to a step. `params`: every tensor the
+    kernels take besides the sequences, closed-over ones included; a call
+    on the permuted view takes each through param_view."""
     if x.dim() < 3 or x.is_contiguous():
         return None
-    if any(isinstance(p, torch.Tensor) and p.numel() != 1 for p in params):
-        return None
+    step_shape = tuple(x.shape[1:])
+    if any(isinstance(p, torch.Tensor) and p.numel() != 1 and
+           not _broadcasts(tuple(p.shape), step_shape) for p in params):
+        return None  # the general path names the shape, in x's own order
     if torch.compiler.is_compiling():
         return _make_plan(x)
     key = (x.shape, x.stride())
@@ -66,6 +68,28 @@ def dense_order(shape, stride, time_first: bool = False) -> Optional[tuple]:
             return None
         expected *= shape[d]
     return perm
+
+
+def _broadcasts(shape: tuple, step: tuple) -> bool:
+    if len(shape) > len(step):
+        return False
+    return all(a in (1, b) for a, b in zip(reversed(shape), reversed(step)))
+
+
+def needs_param_views(params: Sequence) -> bool:
+    """Whether a permuted call must lay out a parameter too: one that is
+    not a scalar (a scalar reads the same in any order)."""
+    return any(isinstance(p, torch.Tensor) and p.numel() != 1 for p in params)
+
+
+def param_view(p, step: tuple):
+    """Parameter `p` (broadcast to a step, right-aligned) as the permuted
+    step's kernels take it: the view that broadcasts to the step's
+    dimensions in the order `step`. A scalar as it is."""
+    if not isinstance(p, torch.Tensor) or p.numel() == 1:
+        return p
+    full = p.reshape((1,) * (len(step) - p.dim()) + tuple(p.shape))
+    return full.permute(step)
 
 
 def inverse(perm: tuple) -> tuple:

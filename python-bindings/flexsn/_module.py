@@ -47,6 +47,8 @@ def _run_planned(owner, compiled, inputs, states):
     FlexSNKernel, whose compiled core is `compiled`) keeps for it: (outputs, state
     sequences or None, final states), or None when it has none or the call
     does not match it."""
+    if owner.__dict__.get("_param_perm") is not None:
+        return None  # a plan's parameters are laid out by their own shape
     entry = owner.__dict__.get("_plans", _NO_PLANS)[_slot(states)]
     if entry is None or entry[1] != owner._plan_key():
         return None  # (a matching key also means `compiled` is the plan's core)
@@ -213,9 +215,11 @@ class FlexSNKernel:
         return self.compiled.param_tensors(statics)
 
     def run(self, inputs, init_states, *, want_seqs: bool, static_inputs=None,
-            out_dtypes=None, plan: Optional[list] = None):
+            out_dtypes=None, plan: Optional[list] = None, param_perm=None):
         """(outputs, state sequences or None, final states). `plan`: see
-        _runner.run_compiled (left empty when the call does not run there)."""
+        _runner.run_compiled (left empty when the call does not run there).
+        `param_perm`: the inputs are a permuted view (see _layout) and every
+        parameter tensor is laid out to match (compiled kernels only)."""
         statics = self.static_inputs if static_inputs is None else static_inputs
         device = inputs[0].device
         _check_device(self.backend, device)
@@ -230,12 +234,13 @@ class FlexSNKernel:
         mask = None
         if self.requires_grad is not None:
             mask = list(self.requires_grad) + [True] * len(self.compiled.traced.params)
+        params = self.compiled.param_tensors(statics)
+        if param_perm is not None:
+            params = [_layout.param_view(p, param_perm) for p in params]
         if torch.compiler.is_compiling():  # opaque custom ops: no graph break
-            return _ops.run(self.compiled, inputs, init_states,
-                            self.compiled.param_tensors(statics),
+            return _ops.run(self.compiled, inputs, init_states, params,
                             want_seqs=want_seqs, grad_mask=mask)
-        r = _runner.run_compiled(self.compiled, inputs, init_states,
-                                 self.compiled.param_tensors(statics),
+        r = _runner.run_compiled(self.compiled, inputs, init_states, params,
                                  want_seqs=want_seqs, grad_mask=mask, plan=plan)
         if _spikes._depth:
             _spikes.note_outputs(r[0], self.compiled.spike_outputs)
@@ -456,7 +461,8 @@ class FlexSN(nn.Module):
         plan: Optional[list] = None if compiling else []
         outs, seqs, finals = self.kernel.run(
             inputs, states, want_seqs=self.store_state_seqs,
-            static_inputs=self.static_inputs, out_dtypes=out_dtypes, plan=plan)
+            static_inputs=self.static_inputs, out_dtypes=out_dtypes, plan=plan,
+            param_perm=self.__dict__.get("_param_perm"))
         if plan is not None:
             # The next call with this configuration skips the checks above.
             _keep_plan(self, states, plan)
@@ -472,8 +478,8 @@ class FlexSN(nn.Module):
         """_layout.plan for the permutation under which every input sequence
         is contiguous, or None: step mode 's', no compiled kernels, inputs
         of other shapes or strides than the first, states not of a step's
-        shape, or a parameter (a closed-over tensor too) that is not a
-        scalar."""
+        shape, or a parameter (a closed-over tensor too) that does not
+        broadcast to a step."""
         if self.step_mode != "m" or not inputs or len(inputs) != self.num_inputs or \
                 not all(isinstance(x, torch.Tensor) for x in inputs):
             return None
@@ -500,9 +506,12 @@ class FlexSN(nn.Module):
         d = self.__dict__
         if d.get("states") is not None:
             d["states"] = [q.permute(step) for q in d["states"]]
+        if _layout.needs_param_views(self.kernel.kernel_params(self.static_inputs)):
+            d["_param_perm"] = step
         try:
             r = self.forward(*[x.permute(perm) for x in inputs])
         finally:  # the kept states back in the inputs' layout, whatever happened
+            d.pop("_param_perm", None)
             if d.get("states") is not None:
                 d["states"] = [q.permute(step_back) for q in d["states"]]
         if d.get("state_seqs") is not None:

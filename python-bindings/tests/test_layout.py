@@ -72,12 +72,12 @@ def test_channels_last_in_channels_last_out(device, make):
 
 
 @pytest.mark.parametrize("backend", [None, "torch"])
-def test_closed_over_tensor_keeps_the_contiguous_path(backend):
-    """A core that closes over a per-channel tensor: the kernels take it
-    laid out by the step's own shape, so a channels-last input runs on a
-    contiguous copy. C = H = W makes a permuted run broadcast the tensor
-    over the wrong axis without an error; the results must be the
-    contiguous ones."""
+def test_closed_over_tensor(backend):
+    """A core that closes over a per-channel tensor: the compiled kernels
+    take it laid out as the permuted step (the torch loop reads it itself,
+    on the input as given). C = H = W would let a tensor left in the
+    step's own order broadcast over the wrong axis without an error; the
+    results must be the contiguous ones."""
     C = 4
     threshold = torch.linspace(0.5, 1.5, C).view(C, 1, 1)
 
@@ -92,8 +92,56 @@ def test_closed_over_tensor_keeps_the_contiguous_path(backend):
         n = flexsn.FlexSN(core, num_inputs=1, num_states=1, num_outputs=1, step_mode="m",
                           backend=backend)
         outs.append(n(xi))
-    assert outs[0].is_contiguous()
+    if backend is None:
+        assert outs[0].stride() == _channels_last(x).stride()
     assert torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("device", [_device_param(d) for d in DEVICES])
+def test_per_channel_parameters(device):
+    """Parameters that are not scalars (a learnable per-channel decay and a
+    per-channel threshold, snnTorch's Leaky; a per-channel FlexSN static
+    input) run channels-last laid out as the permuted step: the same
+    values and gradients, parameters' included, and the input's strides
+    kept."""
+    snn = pytest.importorskip("snntorch")
+    C = 4
+    torch.manual_seed(6)
+    x = torch.rand(3, 2, C, C, C, device=device) * 2
+    g = torch.randn_like(x)
+
+    def leaky():
+        beta = torch.linspace(0.5, 0.9, C).view(C, 1, 1)
+        thr = torch.linspace(0.8, 1.2, C).view(C, 1, 1)
+        return flexsn.from_snntorch(snn.Leaky(beta=beta, threshold=thr, learn_beta=True))
+
+    def gated():
+        gain = nn.Parameter(torch.linspace(0.5, 1.5, C).view(C, 1, 1))
+
+        def core(x, v, gain):
+            h = v + (x * gain - v) / 2
+            s = flexsn.surrogate.Sigmoid()(h - 1.0)
+            return s, h * (1 - s)
+        return flexsn.FlexSN(core, num_inputs=1, num_states=1, num_outputs=1,
+                             step_mode="m", static_inputs=(gain,))
+    for make in (leaky, gated):
+        runs = []
+        for layout in (_channels_last, lambda t: t.clone()):
+            torch.manual_seed(0)
+            n = make().to(device)
+            xi = layout(x).requires_grad_()
+            out = n(xi)
+            out = out[0] if isinstance(out, tuple) else out
+            (out * layout(g)).sum().backward()
+            grads = [p.grad.clone() for p in n.parameters() if p.grad is not None]
+            runs.append((xi, out, grads))
+        (xc, oc, gc_), (x0, o0, g0) = runs
+        assert oc.stride() == xc.stride()
+        assert torch.equal(oc, o0)
+        torch.testing.assert_close(xc.grad, x0.grad, **TOL)
+        assert len(gc_) == len(g0) >= 1
+        for a, b in zip(gc_, g0):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("make", [_sj_lif, _our_lif], ids=["spikingjelly", "flexsn"])
