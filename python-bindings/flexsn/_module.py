@@ -436,9 +436,9 @@ class FlexSN(nn.Module):
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def forward(self, *inputs):
-        layout = self._layout(inputs)
-        if layout is not None:
-            return self._forward_permuted(layout, inputs)
+        planned = self._layout(inputs)
+        if planned is not None:
+            return self._forward_permuted(*planned, inputs)
         compiling = torch.compiler.is_compiling()  # Dynamo traces the general path
         if not compiling and "_plans" in self.__dict__:  # a call has left plans
             r = self._fast(inputs)
@@ -475,11 +475,12 @@ class FlexSN(nn.Module):
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _layout(self, inputs) -> Optional[tuple]:
-        """_layout.plan for the permutation under which every input sequence
-        is contiguous, or None: step mode 's', no compiled kernels, inputs
-        of other shapes or strides than the first, states not of a step's
-        shape, or a parameter (a closed-over tensor too) that does not
-        broadcast to a step."""
+        """(_layout.plan for the permutation under which every input
+        sequence is contiguous, whether a parameter must be laid out to
+        match), or None: step mode 's', no compiled kernels, inputs of other
+        shapes or strides than the first, states not of a step's shape, or
+        a parameter (a closed-over tensor too) that does not broadcast to a
+        step."""
         if self.step_mode != "m" or not inputs or len(inputs) != self.num_inputs or \
                 not all(isinstance(x, torch.Tensor) for x in inputs):
             return None
@@ -497,16 +498,17 @@ class FlexSN(nn.Module):
         if states is not None and not all(isinstance(q, torch.Tensor) and
                                           q.shape == x.shape[1:] for q in states):
             return None
-        return layout
+        return layout, _layout.needs_param_views(params)
 
-    def _forward_permuted(self, layout: tuple, inputs):
-        """forward() on the inputs' contiguous permuted views, its results
-        and the states it keeps in the inputs' layout."""
+    def _forward_permuted(self, layout: tuple, param_views: bool, inputs):
+        """forward() on the inputs' contiguous permuted views (`param_views`:
+        the parameters laid out to match), its results and the states it
+        keeps in the inputs' layout."""
         perm, step, back, step_back = layout
         d = self.__dict__
         if d.get("states") is not None:
             d["states"] = [q.permute(step) for q in d["states"]]
-        if _layout.needs_param_views(self.kernel.kernel_params(self.static_inputs)):
+        if param_views:
             d["_param_perm"] = step
         try:
             r = self.forward(*[x.permute(perm) for x in inputs])

@@ -116,7 +116,7 @@ def run(compiled, inputs, init_states, params, *, want_seqs: bool, grad_mask=Non
         res = torch.ops.flexsn_native.launch(ident, args)
         res = [res[i] for i in order]
     outs, rest = list(res[:num_outputs]), list(res[num_outputs:num_outputs + num_states])
-    if last_steps:  # a recompute node keeps no sequence: the copies free them
-        rest = [q[-1].clone() if recompute and training else q[-1] for q in rest]
-    # The state results are final states exactly when no sequences are wanted.
-    return _compiled.call_result(outs, rest, not want_seqs, want_seqs)
+    # The state results are final states when no sequences are wanted,
+    # unless they are sequences of which the call takes the last steps.
+    return _compiled.call_result(outs, rest, not want_seqs and not last_steps, want_seqs,
+                                 own_finals=recompute and training)

@@ -141,17 +141,16 @@ def _pack_bits(flat: torch.Tensor) -> torch.Tensor:
     layer's sizes. In a compiled graph, one kernel that Inductor fuses:
     shifts and a sum on the GPU, the weights' multiply-sum on the CPU."""
     n = flat.numel()
-    if not _tracing():
+    tracing = _tracing()
+    if not tracing or flat.device.type == "cpu":
         if n % 8:
             flat = torch.nn.functional.pad(flat, (0, 8 - n % 8))
-        return (flat.view(-1, 8) @ _table(flat.dtype, flat.device, "weights")).to(torch.uint8)
-    if flat.device.type == "cpu":
+        rows = flat.view(-1, 8)
+        if not tracing:
+            return (rows @ _table(flat.dtype, flat.device, "weights")).to(torch.uint8)
         # Inductor's CPU code vectorizes a float multiply-sum over each 8
         # but not a uint8 shift-sum: 0.7 against 77 ms for 4M spikes
-        if n % 8:
-            flat = torch.nn.functional.pad(flat, (0, 8 - n % 8))
-        weights = 2.0 ** torch.arange(8, device=flat.device)
-        return (flat.view(-1, 8) * weights).sum(-1).to(torch.uint8)
+        return (rows * _make_table("weights", flat.device)).sum(-1).to(torch.uint8)
     ones = (flat != 0).to(torch.uint8)
     if n % 8:
         ones = torch.nn.functional.pad(ones, (0, 8 - n % 8))
@@ -168,8 +167,7 @@ def _unpack_bits(packed: torch.Tensor, n, dtype: torch.dtype) -> torch.Tensor:
     if packed.device.type == "cpu":
         # the same gather as eagerly, which Inductor's CPU code runs 4x
         # faster than shifts and a mask
-        k = torch.arange(8, device=packed.device)
-        table = ((torch.arange(256, device=packed.device).unsqueeze(-1) >> k) & 1).to(dtype)
+        table = _make_table("patterns", packed.device).to(dtype)
         return table[packed.long()].reshape(-1)[:n]
     return ((packed.unsqueeze(-1) >> _shifts(packed.device)) & 1).reshape(-1)[:n].to(dtype)
 
@@ -177,15 +175,21 @@ def _unpack_bits(packed: torch.Tensor, n, dtype: torch.dtype) -> torch.Tensor:
 _TABLES: dict = {}
 
 
+def _make_table(kind: str, device) -> torch.Tensor:
+    """'weights': [8] of 2^k (float32); 'patterns': [256, 8], row b the bits
+    of b (int64). Made by ops, so that a traced caller records them."""
+    k = torch.arange(8, device=device)
+    if kind == "weights":
+        return 2.0 ** k
+    return (torch.arange(256, device=device).unsqueeze(-1) >> k) & 1
+
+
 def _table(dtype, device, kind: str) -> torch.Tensor:
-    """'weights': [8] of 2^k; 'patterns': [256, 8], row b the bits of b."""
+    """_make_table's table in `dtype` on `device`, made once (eager calls)."""
     key = (dtype, device, kind)
     t = _TABLES.get(key)
     if t is None:
-        k = torch.arange(8)
-        t = (2.0 ** k) if kind == "weights" else \
-            ((torch.arange(256).unsqueeze(-1) >> k) & 1)
-        t = _TABLES[key] = t.to(device=device, dtype=dtype)
+        t = _TABLES[key] = _make_table(kind, device).to(dtype)
     return t
 
 
