@@ -65,12 +65,15 @@ def copy_bandwidth(device=torch.device("cuda"), mib=256):
     return 2 * a.numel() * 4 / (timed(lambda: b.copy_(a), 20, device) * 1e-3)
 
 
-def peak_breakdown(fn, top=10):
-    """What fn() has allocated at its peak (a GPU run), grouped by where:
-    [(MiB, place)], largest first. A place is the innermost Python frame
-    outside PyTorch (file:line function), or "backward" for what the
-    autograd engine allocates. Memory allocated before fn() is not
-    counted."""
+def peak_breakdown(fn, top=10, points=24) -> dict:
+    """What fn() has allocated at its peak (a GPU run), grouped by where,
+    and when the peak comes. "places": [(MiB, place)], largest first, a
+    place the innermost Python frame outside PyTorch (file:line function),
+    or "backward" for what the autograd engine allocates; "peak_at": the
+    peak's position in fn()'s allocator events (0 its start, 1 its end);
+    "curve_mib": the live MiB at `points` evenly spaced events; "peak_place":
+    where the allocation that made the peak came from. Memory allocated
+    before fn() is not counted."""
     torch.cuda.synchronize()
     torch.cuda.memory._record_memory_history(stacks="python", max_entries=1_000_000,
                                              clear_history=True)
@@ -81,8 +84,20 @@ def peak_breakdown(fn, top=10):
     finally:
         torch.cuda.memory._record_memory_history(enabled=None)
 
+    def place_of(e):
+        frames = e.get("frames", [])
+        if frames and frames[0].get("name") == "<module>":  # outermost first
+            frames = frames[::-1]
+        for f in frames:
+            name = f.get("filename", "")
+            if "/torch/" not in name and not name.startswith("<"):
+                return f"{name.rsplit('/', 1)[-1]}:{f.get('line')} {f.get('name')}"
+        return "backward"
+
+    samples = {round(i * (len(events) - 1) / max(points - 1, 1)) for i in range(points)}
+
     def replay(stop=None):
-        live, cur, peak, peak_at = {}, 0, 0, 0
+        live, cur, peak, peak_at, curve = {}, 0, 0, 0, []
         for i, e in enumerate(events[:stop]):
             if e["action"] == "alloc":
                 live[e["addr"]] = e
@@ -91,23 +106,19 @@ def peak_breakdown(fn, top=10):
                     peak, peak_at = cur, i + 1
             elif e["action"] == "free_completed" and e["addr"] in live:
                 cur -= live.pop(e["addr"])["size"]
-        return live, peak_at
-    _, peak_at = replay()
-    live, _ = replay(peak_at)
+            if i in samples:
+                curve.append(round(cur / 2**20, 1))
+        return live, peak_at, curve
+    _, peak_at, curve = replay()
+    live, _, _ = replay(peak_at)
     by_place: dict = {}
     for e in live.values():
-        place = "backward"
-        frames = e.get("frames", [])
-        if frames and frames[0].get("name") == "<module>":  # outermost first
-            frames = frames[::-1]
-        for f in frames:
-            name = f.get("filename", "")
-            if "/torch/" not in name and not name.startswith("<"):
-                place = f"{name.rsplit('/', 1)[-1]}:{f.get('line')} {f.get('name')}"
-                break
+        place = place_of(e)
         by_place[place] = by_place.get(place, 0) + e["size"]
     ranked = sorted(by_place.items(), key=lambda kv: -kv[1])[:top]
-    return [(round(size / 2**20, 1), place) for place, size in ranked]
+    return {"places": [(round(size / 2**20, 1), place) for place, size in ranked],
+            "peak_at": round(peak_at / max(len(events), 1), 3), "curve_mib": curve,
+            "peak_place": place_of(events[peak_at - 1]) if peak_at else None}
 
 
 # (category, name fragments), first match wins: cuDNN's batch norms and
@@ -138,7 +149,8 @@ def kernel_category(name: str) -> str:
 
 def profile_by_category(fn, steps: int, device, top: int = 8) -> dict:
     """fn() run `steps` times under torch.profiler: the device's time per
-    step (ms) by kernel category, and the `top` kernels by time. On the CPU,
+    step (ms) by kernel category, the `top` kernels by time, and every
+    kernel as [ms per step, launches per step, category, name]. On the CPU,
     operators' own CPU time instead (a smoke run: no kernels)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
@@ -167,9 +179,10 @@ def profile_by_category(fn, steps: int, device, top: int = 8) -> dict:
         ms = us / 1e3 / steps
         category = kernel_category(e.key)
         by_category[category] = by_category.get(category, 0.0) + ms
-        kernels.append((round(ms, 4), category, e.key[:90]))
+        kernels.append((round(ms, 4), e.count / steps, category, e.key[:160]))
     kernels.sort(reverse=True)
     return {"ms_per_step": {k: round(v, 4) for k, v in
                             sorted(by_category.items(), key=lambda kv: -kv[1])},
-            "top_kernels": kernels[:top]}
+            "top_kernels": [(ms, category, name[:90]) for ms, _, category, name in kernels[:top]],
+            "kernels": kernels}
 

@@ -368,8 +368,12 @@ def _report(net_name, system, run):
               + (f"  saved {c['saved_mib']}" if "saved_mib" in c else "")
               + (f"  neuron floor {c['neuron_floor_ms']:.3f} ms"
                  if "neuron_floor_ms" in c else ""), flush=True)
-        for mib, place in c.get("peak_breakdown", []):
-            print(f"    at the peak {mib:8.1f} MiB  {place}", flush=True)
+        if "peak_breakdown" in c:
+            bd = c["peak_breakdown"]
+            print(f"    peak at {bd['peak_at']:.2f} of the step, made by {bd['peak_place']}; "
+                  f"live MiB over the step: {bd['curve_mib']}", flush=True)
+            for mib, place in bd["places"]:
+                print(f"    at the peak {mib:8.1f} MiB  {place}", flush=True)
         if "profile" in c:
             print("    per step: " + ", ".join(f"{k} {v:.3f} ms" for k, v in
                                               c["profile"]["ms_per_step"].items()), flush=True)
@@ -384,7 +388,7 @@ def _read(f) -> str:
 
 def run_all(a):
     """Each (network, system) in its own worker process; with --parallel N,
-    N at a time, worker i on GPU i (CUDA_VISIBLE_DEVICES), so that a table
+    N at a time, worker i on the i-th visible GPU, so that a table
     of many systems fits one run on a machine of N GPUs."""
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     jobs = [(n, s) for n in a.nets.split(",") for s in a.systems.split(",")]
@@ -393,6 +397,12 @@ def run_all(a):
     # the compiled systems, the longest, first: the shortest run of the
     # whole table over N GPUs (the results keep the table's order)
     pending = sorted(range(len(jobs)), key=lambda i: "compile" not in jobs[i][1])
+    # worker i on the i-th GPU this process may use, so that two tables can
+    # share one machine (CUDA_VISIBLE_DEVICES=0,1 and =2,3)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    gpus = visible.split(",") if visible else [str(i) for i in range(a.parallel)]
+    if a.parallel > len(gpus):
+        raise SystemExit(f"--parallel {a.parallel} but CUDA_VISIBLE_DEVICES names {len(gpus)} GPUs")
     while pending or running:
         for slot in range(a.parallel):
             if slot in running or not pending:
@@ -403,7 +413,7 @@ def run_all(a):
             if system == "sj-torch-compile":
                 env["SJ_LIF_CUDA_IMPLEMENTATION"] = "torch"
             if a.parallel > 1:
-                env["CUDA_VISIBLE_DEVICES"] = str(slot)
+                env["CUDA_VISIBLE_DEVICES"] = gpus[slot]
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--net", net_name,
                    "--system", system, "--dtypes", a.dtypes, "--reps", str(a.reps),
                    "--device", a.device] + (["--breakdown"] if a.breakdown else []) \

@@ -158,12 +158,15 @@ def _pack_bits(flat: torch.Tensor) -> torch.Tensor:
 
 
 def _unpack_bits(packed: torch.Tensor, n, dtype: torch.dtype) -> torch.Tensor:
-    """Eagerly two launches: the byte as an index, then each byte's 8 values
-    gathered from a table of the 256 patterns. In a compiled graph, shifts
-    and a mask on the GPU, the gather on the CPU."""
+    """Eagerly three launches: the byte as an index; each byte's 8 flags,
+    one 8-byte word, taken from a table of the 256 patterns; the flags cast
+    to the dtype. (A gather of 8-element rows of the dtype is 5-20x slower
+    on the GPU: PyTorch's gather kernels move a row's elements one by one.)
+    In a compiled graph, shifts and a mask on the GPU, the gather on the
+    CPU."""
     if not _tracing():
-        table = _table(dtype, packed.device, "patterns")
-        return torch.nn.functional.embedding(packed.int(), table).reshape(-1)[:n]
+        words = _table(torch.int64, packed.device, "words")
+        return words.take(packed.long()).view(torch.uint8)[:n].to(dtype)
     if packed.device.type == "cpu":
         # the same gather as eagerly, which Inductor's CPU code runs 4x
         # faster than shifts and a mask
@@ -177,11 +180,15 @@ _TABLES: dict = {}
 
 def _make_table(kind: str, device) -> torch.Tensor:
     """'weights': [8] of 2^k (float32); 'patterns': [256, 8], row b the bits
-    of b (int64). Made by ops, so that a traced caller records them."""
+    of b (int64); 'words': [256], word b the 8 bytes of pattern b (int64).
+    Made by ops, so that a traced caller records them."""
     k = torch.arange(8, device=device)
     if kind == "weights":
         return 2.0 ** k
-    return (torch.arange(256, device=device).unsqueeze(-1) >> k) & 1
+    patterns = (torch.arange(256, device=device).unsqueeze(-1) >> k) & 1
+    if kind == "words":
+        return patterns.to(torch.uint8).view(torch.int64).reshape(256)
+    return patterns
 
 
 def _table(dtype, device, kind: str) -> torch.Tensor:
