@@ -78,7 +78,8 @@ SYSTEMS = (["sj"] + [f"sj-memopt-{level}" for level in (1, 2, 3, 4)]
               "ours-cl-graphed", "ours-bits-cl-graphed", "sj-compile-cl-ro",
               "ours-compile-cl-ro", "ours-bits-compile", "ours-bits-compile-ro",
               "ours-bits-compile-cl-ro", "ours-rc", "ours-rc-compile", "ours-bits-rc-compile",
-              "ours-bits-rc-compile-ro", "ours-cl-rc-graphed", "ours-bits-cl-rc-graphed"])
+              "ours-bits-rc-compile-ro", "ours-rc-graphed", "ours-cl-rc-graphed",
+              "ours-bits-cl-rc-graphed"])
 NETS = {"resnet18": dict(T=4, batch=64), "shd": dict(T=250, batch=256)}
 
 
