@@ -174,6 +174,35 @@ def test_under_torch_compile():
     assert got[2] < want[2] and again[2] == want[2]
 
 
+def test_compiled_final_states_free_their_sequences():
+    """Under torch.compile inside the context, a final state the call keeps
+    (the module's v) is a step of its own, not a view holding the whole
+    state sequence (Inductor drops a plain clone), and a loss on it sends
+    its gradient back as without the context."""
+    torch.manual_seed(6)
+    net = nn.Sequential(nn.Linear(6, 16), _lif(), nn.Linear(16, 3))
+    lif = net[1]
+    x = torch.randn(5, 4, 6)
+    torch._dynamo.reset()
+    compiled = torch.compile(net)
+
+    def step(ctx):
+        lif.reset()
+        net.zero_grad(set_to_none=True)
+        with ctx(), torch.autocast("cpu", dtype=torch.bfloat16):
+            out = compiled(x)
+            final = lif.v
+            loss = out.float().pow(2).mean() + final.float().pow(2).sum()
+        loss.backward()
+        return final, loss.detach(), [p.grad.clone() for p in net.parameters()]
+    want = step(contextlib.nullcontext)
+    got = step(flexsn.recompute_states)
+    step_bytes = got[0].numel() * got[0].element_size()
+    assert got[0].untyped_storage().nbytes() == step_bytes
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    assert all(torch.equal(a, b) for a, b in zip(got[2], want[2]))
+
+
 def test_converted_spikingjelly_cnn():
     """A converted SpikingJelly conv-BN-LIF network under bf16 autocast:
     loss and gradients unchanged, fewer bytes saved."""
