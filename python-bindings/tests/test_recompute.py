@@ -280,3 +280,23 @@ def test_input_changed_in_place_is_refused():
     y.add_(1.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         out.sum().backward()
+
+
+def test_last_steps_operator():
+    """flexsn::last_steps: owned copies of each sequence's last step, its
+    fake and gradient checked by torch.library.opcheck, channels-last
+    strides kept."""
+    from flexsn import _ops  # noqa: F401 (defines the operator)
+    seqs = [torch.randn(4, 2, 3, requires_grad=True),
+            torch.randn(4, 2, 3, 5, 5).permute(0, 1, 3, 4, 2).contiguous()
+            .permute(0, 1, 4, 2, 3).requires_grad_()]
+    torch.library.opcheck(torch.ops.flexsn.last_steps.default, (seqs,))
+    out = torch.ops.flexsn.last_steps(seqs)
+    for q, o in zip(seqs, out):
+        assert torch.equal(o, q[-1]) and o.stride() == q[-1].stride()
+        assert o.untyped_storage().data_ptr() != q.untyped_storage().data_ptr()
+    sum(o.sum() for o in out).backward()
+    for q in seqs:
+        want = torch.zeros_like(q)
+        want[-1] = 1
+        assert torch.equal(q.grad, want)
