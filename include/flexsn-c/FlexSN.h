@@ -58,9 +58,9 @@ typedef struct flexsn_program flexsn_program;
  *   cuda-home=PATH
  *   differentiate=1  (or `differentiate`: also the training kernels)
  *   save-ops=OP,OP   (with differentiate: saved intermediates; auto: a
- *                    minimum cut chooses them and, where the backward
- *                    then reads no state sequence, adds the final-state
- *                    pair F_forward_final / F_backward_final)
+ *                    minimum cut chooses them and, for a core with
+ *                    states, adds the final-state pair F_forward_final /
+ *                    F_backward_final)
  * A malformed or unknown word is an error naming it. Errors carry MLIR's
  * diagnostics with their source locations. */
 int flexsn_program_create(const char *mlir_source, flexsn_target target,

@@ -233,8 +233,9 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
                : primal;
   if (finalPair && !first)
     return makeError("no " + funcName + "_forward_final: the saving policy "
-                     "built no final-state pair (the backward reads a state "
-                     "sequence, or save-ops is not auto)");
+                     "built no final-state pair (the core has no state, "
+                     "its scan gives final states already, or nothing "
+                     "takes a gradient)");
   auto firstSpec = kernelOf(first, training ? StringRef("forward") : kind);
   if (!firstSpec)
     return firstSpec.takeError();

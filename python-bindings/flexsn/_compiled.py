@@ -198,8 +198,10 @@ class TrainPair:
         state_key = "final_state" if final else "state_seq"
         self.state_ix = [self.forward.index((state_key, s)) for s in range(num_states)]
         # Kept for the backward: every state sequence (the caller may hold
-        # them anyway), then the saved values.
-        kept = [] if final else [("state_seq", s) for s in range(num_states)]
+        # them anyway), or, of a final-state pair, the sequences it writes
+        # because the backward reads them; then the saved values.
+        kept = [k for k in self.forward.result_keys if k[0] == "state_seq"] if final \
+            else [("state_seq", s) for s in range(num_states)]
         kept += [k for k in self.forward.result_keys if k[0] == "saved"]
         self.kept_ix = [self.forward.index(k) for k in kept]
         back = dict(leaves)
@@ -249,10 +251,10 @@ class TrainPair:
 class TrainPrep:
     """The training kernels of one configuration, compiled with the
     automatic saving policy (the compiler's minimum cut, save-ops=auto): a
-    core whose backward reads no state sequence also has a final-state
-    pair, which a call that wants no state sequences runs: its forward
-    writes final states, not sequences, and nothing but the saved values
-    stays alive for its backward. Each pair is bound on first use: on the
+    core with states also has a final-state pair, which a call that wants
+    no state sequences runs: its forward writes final states, and state
+    sequences only where the backward reads them, and nothing else but the
+    saved values stays alive for its backward. Each pair is bound on first use: on the
     CPU binding a kernel JIT-compiles it, so a configuration that only
     ever runs one pair compiles two kernels, not four."""
 

@@ -131,21 +131,39 @@ def test_state_sequences_run_the_sequence_pair(device):
     go()
 
 
-def test_rematerializing_cores_have_no_final_pair(device):
-    """Where the cut keeps rematerializing, nothing changes: bf16 storage
-    (a saved f32 value costs more than the bf16 input and state), and the
-    tutorial core (its backward needs a state)."""
-    m = flexsn.FlexSN(lif(), 1, 1, backend=device.type)
-    x = torch.randn(4, 8, device=device, dtype=torch.bfloat16).requires_grad_()
-    m(x).sum().backward()
-    prep = _prep(m)
-    assert prep.final is None
-    assert prep.seqs.leaf_read[0], "the bf16 backward reads its input"
-    t = flexsn.FlexSN(tutorial(), 2, 2, 2, backend=device.type)
-    a, b = (torch.randn(4, 8, device=device).requires_grad_() for _ in range(2))
-    s1, s2 = t(a, b)
-    (s1.sum() + s2.sum()).backward()
-    assert _prep(t).final is None
+def test_rematerializing_cores_keep_their_sequences_in_the_final_pair(device):
+    """Where the cut keeps rematerializing (bf16 storage: a saved f32 value
+    costs more than the bf16 input and state; the tutorial core: its
+    backward needs its states), the final-state pair's forward writes the
+    state sequences the backward reads besides the final states, and its
+    backward takes the final states' gradients: outputs, final states and
+    every gradient (through the final states too) equal the sequence
+    pair's, bit for bit."""
+    torch.manual_seed(3)
+    cases = [(lif(), 1, 1, 1, torch.bfloat16), (tutorial(), 2, 2, 2, torch.float32)]
+    for core, n_in, n_st, n_out, dtype in cases:
+        m = flexsn.FlexSN(core, n_in, n_st, n_out, backend=device.type)
+        xs = [(torch.randn(5, 8, device=device) * 2).to(dtype) for _ in range(n_in)]
+        s0 = [torch.randn(8, device=device).to(dtype) for _ in range(n_st)]
+        out = m(*[x.clone().requires_grad_() for x in xs])
+        sum(o.float().sum() for o in (out if isinstance(out, tuple) else (out,))).backward()
+        prep = _prep(m)
+        final = prep.final
+        assert final is not None
+        assert {("state_seq", s) for s in range(n_st)} & set(final.forward.result_keys)
+        got = []
+        for pair in (final, prep.seqs):
+            leaves = [t.clone().requires_grad_() for t in xs + s0]
+            outs, states = pair.run(leaves)
+            finals = states if pair is final else [q[-1] for q in states]
+            loss = sum((o.float() * (k + 2)).sum() for k, o in enumerate(outs)) + \
+                sum((f.float() ** 2).sum() for f in finals)
+            loss.backward()
+            got.append([t.detach() for t in outs + finals] + [t.grad for t in leaves])
+        assert got[0][-len(xs + s0)] is not None  # the inputs' gradients
+        for a, b in zip(*got):
+            assert (a is None) == (b is None)
+            assert a is None or torch.equal(a, b)
 
 
 @pytest.mark.parametrize("want_seqs", [False, True])

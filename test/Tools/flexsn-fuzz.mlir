@@ -28,8 +28,8 @@
 // PFILE-SAME: --prefetch=3 --check
 // The auto saving policy (a minimum cut), same cores:
 // RUN: flexsn-fuzz --count=20 --seed=11 --save-ops=auto --out=%t.a | FileCheck %s --check-prefix=AOK
-// (80 kernels, plus the final-state pair of the 4 cores that have one)
-// AOK: flexsn-fuzz: 20 cores (seed 11, #0-#19, cpu), 88 kernels run, 0 mismatches, 0 errors, 0 crashes;
+// (80 kernels, plus the final-state pair of the 13 cores that have one)
+// AOK: flexsn-fuzz: 20 cores (seed 11, #0-#19, cpu), 106 kernels run, 0 mismatches, 0 errors, 0 crashes;
 // RUN: not flexsn-fuzz --prefetch=33 --count=1 --out=%t.p9 2>&1 | FileCheck %s --check-prefix=P9
 // P9: flexsn-fuzz: --prefetch=33: 0 (chosen per kernel) to 32 steps
 // RUN: not flexsn-fuzz --l2-prefetch=257 --count=1 --out=%t.l2 2>&1 | FileCheck %s --check-prefix=L2

@@ -52,7 +52,10 @@ func.func @lif(%x: tensor<?x?xf32>, %v0: tensor<?xf32>)
 
 // The same neuron with bf16 storage: a saved value is an f32 sequence (8
 // bytes written and read), against 2 for reading x and 4 for the state
-// sequence. Rematerialization stays, and without a final-state pair.
+// sequence. Rematerialization stays. The final-state pair's forward writes
+// the final state and, for its backward, the state sequence (the new state
+// stored as an extra output of a final_states scan); the backward takes the
+// final state's gradient, not [T, NCL] rows of zeros.
 // CHECK-LABEL: func.func @lif_bf16_forward(
 // CHECK-NOT: "saved"
 // CHECK-SAME: flexsn.kernel = "forward"
@@ -61,7 +64,17 @@ func.func @lif(%x: tensor<?x?xf32>, %v0: tensor<?xf32>)
 // CHECK-SAME: flexsn.role = "state_seq"
 // CHECK-NOT: "saved"
 // CHECK-SAME: flexsn.kernel = "backward"
-// CHECK-NOT: func.func @lif_bf16_forward_final
+// CHECK-LABEL: func.func @lif_bf16_forward_final(
+// CHECK-SAME: -> (tensor<?x?xbf16> {flexsn.index = 0 : i64, flexsn.role = "output"}, tensor<?xbf16> {flexsn.index = 0 : i64, flexsn.role = "final_state"}, tensor<?x?xbf16> {flexsn.index = 0 : i64, flexsn.role = "state_seq"})
+// CHECK: flexsn.scan final_states ins({{.*}}) -> (tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xbf16>)
+// CHECK: %[[V:.*]] = arith.mulf
+// CHECK: flexsn.yield %{{.*}}, %[[V]], %[[V]] : f32, f32, f32
+// CHECK-LABEL: func.func @lif_bf16_backward_final(
+// CHECK-SAME: flexsn.role = "input"
+// CHECK-SAME: flexsn.role = "state_seq"
+// CHECK-SAME: flexsn.role = "grad_final_state"
+// CHECK-NOT: "grad_state_seq"
+// CHECK-SAME: flexsn.kernel = "backward"
 func.func @lif_bf16(%x: tensor<?x?xbf16>, %v0: tensor<?xbf16>)
     -> (tensor<?x?xbf16>, tensor<?x?xbf16>) {
   %s, %v = flexsn.scan ins(%x : tensor<?x?xbf16>) states(%v0 : tensor<?xbf16>) -> (tensor<?x?xbf16>, tensor<?x?xbf16>) {
@@ -84,14 +97,18 @@ func.func @lif_bf16(%x: tensor<?x?xbf16>, %v0: tensor<?xbf16>)
 
 // A state the backward needs directly (v' = v * x: its adjoint reads both):
 // no cut avoids the state sequence, so nothing is saved (the sequences are
-// written anyway) and no final-state pair is built.
+// written anyway), and the final-state pair writes that sequence too.
 // CHECK-LABEL: func.func @gate_forward(
 // CHECK-NOT: "saved"
 // CHECK-SAME: flexsn.kernel = "forward"
 // CHECK-LABEL: func.func @gate_backward(
 // CHECK-SAME: flexsn.role = "input"
 // CHECK-SAME: flexsn.role = "state_seq"
-// CHECK-NOT: func.func @gate_forward_final
+// CHECK-LABEL: func.func @gate_forward_final(
+// CHECK-SAME: flexsn.role = "final_state"}, tensor<?x?xf32> {flexsn.index = 0 : i64, flexsn.role = "state_seq"})
+// CHECK-LABEL: func.func @gate_backward_final(
+// CHECK-SAME: flexsn.role = "state_seq"
+// CHECK-SAME: flexsn.role = "grad_final_state"
 func.func @gate(%x: tensor<?x?xf32>, %v0: tensor<?xf32>)
     -> (tensor<?x?xf32>, tensor<?x?xf32>) {
   %o, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {

@@ -17,6 +17,18 @@
 // RUN: flexsn-run %flexsn_src_root/examples/lif.mlir --variant=backward_final --save-ops=auto --check --T=9 --ncl=777 --seed=7 | FileCheck %s --check-prefix=FINAL
 // RUN: flexsn-run %flexsn_src_root/examples/lif_soft_detach.mlir --variant=backward_final --save-ops=auto --check --T=9 --ncl=777 --seed=8 | FileCheck %s --check-prefix=FINAL
 // RUN: flexsn-run %flexsn_src_root/examples/lif.mlir --variant=forward_final --save-ops=auto --check --T=9 --ncl=777 --seed=9 | FileCheck %s --check-prefix=FFINAL
+// A core whose backward reads its state sequences (two_in_two_state, and
+// lif in bf16): the pair's forward writes those sequences besides the
+// final states, and its backward reads them and the final states'
+// gradients.
+// RUN: flexsn-run %flexsn_src_root/examples/two_in_two_state.mlir --variant=backward_final --save-ops=auto --check --T=9 --ncl=777 --seed=10 | FileCheck %s --check-prefix=SFINAL
+// RUN: flexsn-run %flexsn_src_root/examples/lif.mlir --dtype=bf16 --variant=backward_final --save-ops=auto --check --T=9 --ncl=777 --seed=11 | FileCheck %s --check-prefix=SFINAL
+// SFINAL: kernel {{.*}}_backward_final
+// SFINAL: state_seq #0 (training forward)
+// SFINAL: final_state #0 (training forward)
+// SFINAL: grad_input #0 vs reference adjoint
+// SFINAL-NOT: FAIL
+// SFINAL: check: ok
 // FINAL: kernel lif{{.*}}_backward_final
 // FINAL: final_state #0 (training forward)
 // FINAL: grad_input #0 vs reference adjoint

@@ -4,9 +4,9 @@
 // builds @f_forward (the training forward) and @f_backward (the reverse-time
 // scan that rematerializes the body and runs its adjoint). Under the `auto`
 // saving policy it chooses the values the forward saves by a minimum cut of
-// the step's dataflow, and, when the backward then reads no state sequence,
-// adds @f_forward_final and @f_backward_final (final states in, final-state
-// gradients out).
+// the step's dataflow, and, for a scan with states, adds @f_forward_final
+// and @f_backward_final (final states out, and only the state sequences the
+// backward reads; final-state gradients in).
 //
 //===----------------------------------------------------------------------===//
 
@@ -135,6 +135,9 @@ private:
   /// Building @f_forward_final / @f_backward_final: the forward writes final
   /// states, the backward takes their gradients.
   bool finalPair = false;
+  /// The states whose sequences the backward reads: the final-state pair's
+  /// forward writes these as well, after its saved values.
+  llvm::BitVector finalSeqs;
   Type computeType;
   int64_t tDim = ShapedType::kDynamic, nclDim = ShapedType::kDynamic;
   /// Body ops whose result the forward saves, in body order.
@@ -437,6 +440,14 @@ void Differentiator::buildForward() {
   }
   for (unsigned k = 0; k < savedOps.size(); ++k)
     results.add(seqType(computeType), ArgMeaning::Saved, k);
+  SmallVector<unsigned> seqStates;
+  if (finalPair)
+    for (unsigned i : finalSeqs.set_bits()) {
+      seqStates.push_back(i);
+      results.add(seqType(cast<RankedTensorType>(scan.getInitStates()[i].getType())
+                              .getElementType()),
+                  ArgMeaning::StateSeq, i);
+    }
 
   func::FuncOp fwd = createFunc(finalPair ? "_forward_final" : "_forward",
                                 "forward", args, results);
@@ -444,13 +455,16 @@ void Differentiator::buildForward() {
   OpBuilder b = OpBuilder::atBlockBegin(&entry);
   ValueRange a = entry.getArguments();
   unsigned numIn = scan.getNumInputs(), numSt = scan.getNumStates(),
-           numOut = scan.getNumOutputs(), numSaved = savedOps.size();
-  // The scan's results are its outputs (the primal's, then the saved
-  // values) followed by its states; the function returns outputs, state
-  // sequences, saved values.
+           numOut = scan.getNumOutputs(), numSaved = savedOps.size(),
+           numSeq = seqStates.size();
+  // The scan's results are its outputs (the primal's, the saved values,
+  // then, in the final-state pair, the state sequences the backward reads,
+  // as outputs: its states give final states) followed by its states; the
+  // function returns outputs, state results, saved values, those sequences.
   SmallVector<Type> types = results.types();
   SmallVector<Type> scanTypes(ArrayRef<Type>(types).take_front(numOut));
-  llvm::append_range(scanTypes, ArrayRef<Type>(types).take_back(numSaved));
+  llvm::append_range(scanTypes,
+                     ArrayRef<Type>(types).slice(numOut + numSt, numSaved + numSeq));
   llvm::append_range(scanTypes, ArrayRef<Type>(types).slice(numOut, numSt));
   auto newScan = ScanOp::create(
       b, scan.getLoc(), scanTypes, a.take_front(numIn), ValueRange{},
@@ -464,6 +478,9 @@ void Differentiator::buildForward() {
   SmallVector<Value> values(yield.getValues().take_front(numOut));
   for (Operation *op : savedOps)
     values.push_back(map.lookup(op->getResult(0)));
+  // A state's new value, stored as an output, is what its sequence holds.
+  for (unsigned i : seqStates)
+    values.push_back(yield.getValues()[numOut + i]);
   llvm::append_range(values, yield.getValues().drop_front(numOut));
   b.setInsertionPoint(yield);
   YieldOp::create(b, yield.getLoc(), values);
@@ -472,7 +489,7 @@ void Differentiator::buildForward() {
   ResultRange r = newScan.getResults();
   SmallVector<Value> ret(r.take_front(numOut));
   llvm::append_range(ret, r.take_back(numSt));
-  llvm::append_range(ret, r.slice(numOut, numSaved));
+  llvm::append_range(ret, r.slice(numOut, numSaved + numSeq));
   func::ReturnOp::create(b, scan.getLoc(), ret);
 }
 
@@ -826,16 +843,17 @@ LogicalResult Differentiator::run() {
   FailureOr<func::FuncOp> bwd = buildBackward();
   if (failed(bwd))
     return failure();
-  // The final-state pair, when the backward reads no state sequence: its
-  // forward writes final states instead of sequences, and its backward takes
-  // the final states' gradients ([NCL], not [T, NCL] rows of zeros).
+  // The final-state pair: its forward writes final states, and the state
+  // sequences only where the backward reads them; its backward takes the
+  // final states' gradients ([NCL], not [T, NCL] rows of zeros).
   if (!autoSave || scan.getFinalStates() || !scan.getNumStates())
     return success();
   StringRef seqRole = stringifyArgMeaning(ArgMeaning::StateSeq);
+  finalSeqs = llvm::BitVector(scan.getNumStates());
   for (unsigned i = 0, e = bwd->getNumArguments(); i < e; ++i)
     if (auto role = bwd->getArgAttrOfType<StringAttr>(i, kRoleAttr))
       if (role.getValue() == seqRole)
-        return success();
+        finalSeqs.set(bwd->getArgAttrOfType<IntegerAttr>(i, kIndexAttr).getInt());
   finalPair = true;
   buildForward();
   return buildBackward();

@@ -49,10 +49,11 @@ def FlexSNDifferentiate : Pass<"flexsn-differentiate", "ModuleOp"> {
     minimum cut of the step's dataflow between the leaves (an input costs
     its bytes, read by the backward; a state its sequence, written and
     read) and what the adjoint reads (a saved value costs a compute-type
-    sequence written and read; recomputation is free). When the backward
-    then reads no state sequence, `@f_forward_final` (final states instead
-    of sequences) and `@f_backward_final` (the final states' gradients) are
-    added beside `@f_forward` and `@f_backward`.
+    sequence written and read; recomputation is free). For a scan with
+    states, `@f_forward_final` (final states, and only the state sequences
+    the backward reads) and `@f_backward_final` (the final states'
+    gradients, not sequences of zeros but the last step) are added beside
+    `@f_forward` and `@f_backward`.
 
     Adjoint rules come from `AdjointOpInterface`; a body op without one is
     an error that names it. The primal must be a forward-time scan without
