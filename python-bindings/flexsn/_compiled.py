@@ -104,17 +104,13 @@ def _leaf_positions(num_inputs: int, num_states: int, num_params: int) -> dict:
     return positions
 
 
-def call_result(outs, rest, final: bool, want_seqs: bool, own_finals: bool = False):
+def call_result(outs, rest, final: bool, want_seqs: bool):
     """A call's (outputs, state sequences or None, final states), as
     run_compiled returns it, from a kernel's outputs and its state results
     `rest` (final states when `final`, else state sequences, whose last
-    steps are the final states). `own_finals`: final states taken from
-    unwanted sequences are copies, so that the sequences are freed (for a
-    recompute pair, nothing else holds them)."""
+    steps are the final states)."""
     if final:
         return outs, None, rest
-    if own_finals and not want_seqs:
-        return outs, None, [q[-1].clone() for q in rest]
     return outs, (rest if want_seqs else None), [q[-1] for q in rest]
 
 
@@ -311,7 +307,7 @@ class TrainPrep:
         sequences or None, final states)."""
         pair = self.pair(want_seqs)
         outs, states = pair.run(leaves)
-        return call_result(outs, states, pair.final, want_seqs, own_finals=pair.recompute)
+        return call_result(outs, states, pair.final, want_seqs)
 
 
 def prepare_infer(compiled: CompiledCore, dtype, device, want_seqs: bool, p_dtypes,

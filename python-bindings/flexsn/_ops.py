@@ -75,40 +75,6 @@ def _binding_ids(handle: str, dtype, device, p_dtypes: tuple, p_scalar: tuple,
     return pair.native, True, (), not pair.final and not want_seqs
 
 
-# A recompute pair's final states, when the call wants no sequences, are
-# copies of the sequences' last steps, so that the sequences are freed
-# after the forward (nothing else holds them). Inductor drops a clone whose
-# result has its source's sizes and strides (post_grad's remove_noop_ops),
-# which left each final state a view holding its whole sequence until the
-# module's next reset; the copy is therefore an operator of its own, opaque
-# to Inductor. Defined through the low-level Library API (no Dynamo import
-# at first use), with a fake and an autograd formula: a final state's
-# gradient goes to its sequence's last step.
-_lib = torch.library.Library("flexsn", "FRAGMENT")
-_lib.define("last_steps(Tensor[] seqs) -> Tensor[]")
-
-
-def _last_steps(seqs):
-    return [q[-1].clone() for q in seqs]
-
-
-_lib.impl("last_steps", _last_steps, "CompositeExplicitAutograd")
-torch.library.register_fake("flexsn::last_steps",
-                            lambda seqs: [torch.empty_like(q[-1]) for q in seqs], lib=_lib)
-
-
-def _last_steps_setup(ctx, inputs, output):
-    ctx.shapes = [q.shape for q in inputs[0]]
-
-
-def _last_steps_backward(ctx, grads):
-    return [None if g is None else torch.select_scatter(g.new_zeros(shape), g, 0, -1)
-            for shape, g in zip(ctx.shapes, grads)]
-
-
-torch.library.register_autograd("flexsn::last_steps", _last_steps_backward,
-                                setup_context=_last_steps_setup, lib=_lib)
-
 _bindings = None
 
 
@@ -150,8 +116,6 @@ def run(compiled, inputs, init_states, params, *, want_seqs: bool, grad_mask=Non
         res = torch.ops.flexsn_native.launch(ident, args)
         res = [res[i] for i in order]
     outs, rest = list(res[:num_outputs]), list(res[num_outputs:num_outputs + num_states])
-    if recompute and training and last_steps and rest:
-        return outs, None, list(torch.ops.flexsn.last_steps(rest))
     # The state results are final states when no sequences are wanted,
     # unless they are sequences of which the call takes the last steps.
     return _compiled.call_result(outs, rest, not want_seqs and not last_steps, want_seqs)

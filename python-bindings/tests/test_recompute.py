@@ -176,9 +176,9 @@ def test_under_torch_compile():
 
 def test_compiled_final_states_free_their_sequences():
     """Under torch.compile inside the context, a final state the call keeps
-    (the module's v) is a step of its own, not a view holding the whole
-    state sequence (Inductor drops a plain clone), and a loss on it sends
-    its gradient back as without the context."""
+    (the module's v) is a step of its own (the final-state pair writes it),
+    not a view holding the whole state sequence, and a loss on it sends its
+    gradient back as without the context."""
     torch.manual_seed(6)
     net = nn.Sequential(nn.Linear(6, 16), _lif(), nn.Linear(16, 3))
     lif = net[1]
@@ -281,22 +281,3 @@ def test_input_changed_in_place_is_refused():
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         out.sum().backward()
 
-
-def test_last_steps_operator():
-    """flexsn::last_steps: owned copies of each sequence's last step, its
-    fake and gradient checked by torch.library.opcheck, channels-last
-    strides kept."""
-    from flexsn import _ops  # noqa: F401 (defines the operator)
-    seqs = [torch.randn(4, 2, 3, requires_grad=True),
-            torch.randn(4, 2, 3, 5, 5).permute(0, 1, 3, 4, 2).contiguous()
-            .permute(0, 1, 4, 2, 3).requires_grad_()]
-    torch.library.opcheck(torch.ops.flexsn.last_steps.default, (seqs,))
-    out = torch.ops.flexsn.last_steps(seqs)
-    for q, o in zip(seqs, out):
-        assert torch.equal(o, q[-1]) and o.stride() == q[-1].stride()
-        assert o.untyped_storage().data_ptr() != q.untyped_storage().data_ptr()
-    sum(o.sum() for o in out).backward()
-    for q in seqs:
-        want = torch.zeros_like(q)
-        want[-1] = 1
-        assert torch.equal(q.grad, want)

@@ -782,14 +782,10 @@ runPlan(int64_t id, const c10::List<std::optional<at::Tensor>> &args) {
   if (plan->training) {
     std::vector<at::Tensor> results =
         train(plan->training, asTensors(args));
-    // (a recompute node keeps no sequence: copies of the last steps free
-    // the sequences, as the package's own call does)
     if (plan->lastSteps)
       for (size_t i = plan->training->outputIndex.size(); i < results.size();
            ++i)
-        results[i] = plan->training->recompute
-                         ? results[i].select(0, -1).clone()
-                         : results[i].select(0, -1);
+        results[i] = results[i].select(0, -1);
     return results;
   }
   std::vector<at::Tensor> results = run(*plan->kernel, asTensors(args));
