@@ -250,9 +250,9 @@ class TrainPrep:
     core with states also has a final-state pair, which a call that wants
     no state sequences runs: its forward writes final states, and state
     sequences only where the backward reads them, and nothing else but the
-    saved values stays alive for its backward. Each pair is bound on first use: on the
-    CPU binding a kernel JIT-compiles it, so a configuration that only
-    ever runs one pair compiles two kernels, not four."""
+    saved values stays alive for its backward. Each pair is bound on first
+    use: on the CPU binding a kernel JIT-compiles it, so a configuration
+    that only ever runs one pair compiles two kernels, not four."""
 
     def __init__(self, compiled: "CompiledCore", dtype, device: torch.device, p_dtypes, p_scalar,
                  mask):

@@ -444,9 +444,8 @@ void Differentiator::buildForward() {
   if (finalPair)
     for (unsigned i : finalSeqs.set_bits()) {
       seqStates.push_back(i);
-      results.add(seqType(cast<RankedTensorType>(scan.getInitStates()[i].getType())
-                              .getElementType()),
-                  ArgMeaning::StateSeq, i);
+      auto state = cast<RankedTensorType>(scan.getInitStates()[i].getType());
+      results.add(seqType(state.getElementType()), ArgMeaning::StateSeq, i);
     }
 
   func::FuncOp fwd = createFunc(finalPair ? "_forward_final" : "_forward",
@@ -463,8 +462,8 @@ void Differentiator::buildForward() {
   // function returns outputs, state results, saved values, those sequences.
   SmallVector<Type> types = results.types();
   SmallVector<Type> scanTypes(ArrayRef<Type>(types).take_front(numOut));
-  llvm::append_range(scanTypes,
-                     ArrayRef<Type>(types).slice(numOut + numSt, numSaved + numSeq));
+  llvm::append_range(scanTypes, ArrayRef<Type>(types).slice(
+                                    numOut + numSt, numSaved + numSeq));
   llvm::append_range(scanTypes, ArrayRef<Type>(types).slice(numOut, numSt));
   auto newScan = ScanOp::create(
       b, scan.getLoc(), scanTypes, a.take_front(numIn), ValueRange{},
@@ -853,7 +852,8 @@ LogicalResult Differentiator::run() {
   for (unsigned i = 0, e = bwd->getNumArguments(); i < e; ++i)
     if (auto role = bwd->getArgAttrOfType<StringAttr>(i, kRoleAttr))
       if (role.getValue() == seqRole)
-        finalSeqs.set(bwd->getArgAttrOfType<IntegerAttr>(i, kIndexAttr).getInt());
+        finalSeqs.set(
+            bwd->getArgAttrOfType<IntegerAttr>(i, kIndexAttr).getInt());
   finalPair = true;
   buildForward();
   return buildBackward();
