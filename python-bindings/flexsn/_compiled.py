@@ -188,7 +188,7 @@ class TrainPair:
                  non_differentiable, recompute: bool = False):
         n = num_inputs + num_states + num_params
         leaves = _leaf_positions(num_inputs, num_states, num_params)
-        self.final, self.recompute = final, recompute
+        self.final = final
         self.forward = _program.Bound(program.launcher(fwd_name, index), leaves)
         self.out_ix = [self.forward.index(("output", k)) for k in range(num_outputs)]
         state_key = "final_state" if final else "state_seq"

@@ -31,8 +31,8 @@ def plan(x: torch.Tensor, params: Sequence = ()) -> Optional[tuple]:
     if x.dim() < 3 or x.is_contiguous():
         return None
     step_shape = tuple(x.shape[1:])
-    if any(isinstance(p, torch.Tensor) and p.numel() != 1 and
-           not _broadcasts(tuple(p.shape), step_shape) for p in params):
+    if any(_not_scalar(p) and not _broadcasts(tuple(p.shape), step_shape)
+           for p in params):
         return None  # the general path names the shape, in x's own order
     if torch.compiler.is_compiling():
         return _make_plan(x)
@@ -70,6 +70,10 @@ def dense_order(shape, stride, time_first: bool = False) -> Optional[tuple]:
     return perm
 
 
+def _not_scalar(p) -> bool:
+    return isinstance(p, torch.Tensor) and p.numel() != 1
+
+
 def _broadcasts(shape: tuple, step: tuple) -> bool:
     if len(shape) > len(step):
         return False
@@ -79,14 +83,14 @@ def _broadcasts(shape: tuple, step: tuple) -> bool:
 def needs_param_views(params: Sequence) -> bool:
     """Whether a permuted call must lay out a parameter too: one that is
     not a scalar (a scalar reads the same in any order)."""
-    return any(isinstance(p, torch.Tensor) and p.numel() != 1 for p in params)
+    return any(_not_scalar(p) for p in params)
 
 
 def param_view(p, step: tuple):
     """Parameter `p` (broadcast to a step, right-aligned) as the permuted
     step's kernels take it: the view that broadcasts to the step's
     dimensions in the order `step`. A scalar as it is."""
-    if not isinstance(p, torch.Tensor) or p.numel() == 1:
+    if not _not_scalar(p):
         return p
     full = p.reshape((1,) * (len(step) - p.dim()) + tuple(p.shape))
     return full.permute(step)

@@ -487,7 +487,7 @@ class FlexSN(nn.Module):
         x = inputs[0]
         if x.is_contiguous():  # the common call: no parameter lookup
             return None
-        params = None if self.backend == "torch" else self.kernel.kernel_params(self.static_inputs)
+        params = self.kernel.kernel_params(self.static_inputs) if self.compiled else None
         if params is None:
             return None
         layout = _layout.plan(x, params)
