@@ -218,17 +218,19 @@ class TrainPair:
         self.grad_ix = [keys.index(k) if k in keys else None for k in wanted]
         self._preloaded = None
         # Forward and backward as one C++ autograd node.
-        self.native = _native.ops().bind_train(
-            self.forward.native, self.backward.native, self.out_ix, self.state_ix,
-            self.kept_ix, [int(r) for r in self.leaf_read],
-            [-1 if ix is None else ix for ix in self.grad_ix],
-            list(non_differentiable), recompute)
+        layout = (self.out_ix, self.state_ix, self.kept_ix, [int(r) for r in self.leaf_read],
+                  [-1 if ix is None else ix for ix in self.grad_ix], list(non_differentiable),
+                  recompute)
+        key = _native.content_key("train", self.forward.native, self.backward.native, *layout)
+        self.native = _native.bind_shared(key, lambda key: _native.ops().bind_train(
+            self.forward.native, self.backward.native, *layout, key))
         _native.note_training(self.native, self.forward.native, self.backward.native,
                               self.out_ix + self.state_ix)
 
     def __del__(self):
-        _spikes.forget_spike_results(getattr(self, "native", None))
-        _native.release(getattr(self, "native", None))
+        native = getattr(self, "native", None)
+        if _native.release(native):
+            _spikes.forget_spike_results(native)
 
     def preload(self, NCL: int) -> None:
         """The backward's entry for NCL starts compiling in the background on

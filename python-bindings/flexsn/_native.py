@@ -223,16 +223,56 @@ def unavailable_message() -> str:
             f"PyTorch loops (backend 'torch'), much slower. To fix: {_fix}")
 
 
-def release(ident: Optional[int]) -> None:
-    """Drops a binding (bind / bind_train / bind_plan) that nothing will call
-    again."""
-    if ident is not None and _ops is not None:
+# Kernel and training bindings are named by a key derived from what they
+# do, not by a counter: a torch.compile'd graph holds the key as an integer
+# constant, and PyTorch's caches (Inductor's FX graph cache, AOTAutograd's
+# cache) reuse a graph across processes by its text. A counter's id would
+# name another binding in the next process (a recompute pair where the
+# cached graph was traced for the plain one, say); a key names the same
+# kernels, layout and autograd plumbing everywhere. Equal keys in one
+# process share one binding, counted.
+_refs: dict = {}
+_refs_lock = threading.RLock()  # a binding's __del__ may run inside bind_shared (GC)
+
+
+def content_key(*parts) -> int:
+    """A key in [2^62, 2^63) from `parts` (their reprs): stable across
+    processes, and above every counter id (plans' ids)."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "little") >> 2) | (1 << 62)
+
+
+def bind_shared(key: int, bind) -> int:
+    """The binding named `key`: one more use of it where it exists, else
+    `bind(key)` (which binds under that id)."""
+    with _refs_lock:
+        count = _refs.get(key)
+        if count is None:
+            if bind(key) != key:
+                raise FlexSNError(f"internal error: binding #{key} came back under another id")
+        _refs[key] = (count or 0) + 1
+    return key
+
+
+def release(ident: Optional[int]) -> bool:
+    """Drops one use of a binding (bind / bind_train / bind_plan); the
+    binding goes when nothing will call it again. True when it went."""
+    if ident is None or _ops is None:
+        return False
+    with _refs_lock:
+        count = _refs.get(ident)
+        if count is not None:
+            if count > 1:
+                _refs[ident] = count - 1
+                return False
+            del _refs[ident]
         _kernels.pop(ident, None)
         _trainings.pop(ident, None)
-        try:
-            _ops.release(ident)
-        except Exception:  # noqa: BLE001 (interpreter shutdown)
-            pass
+    try:
+        _ops.release(ident)
+    except Exception:  # noqa: BLE001 (interpreter shutdown)
+        pass
+    return True
 
 
 # What the fake implementations need of each binding: per kernel binding its

@@ -40,6 +40,9 @@ class Program:
 
     def __init__(self, handle: int, target: str):
         self.handle, self.target = handle, target
+        # what the program was compiled from (get_program sets it): part of
+        # its bindings' keys
+        self.digest = ""
         self.manifest = json.loads(_capi.program_manifest(handle))
         self.kernels = {k["name"]: k for k in self.manifest["kernels"]}
         self._launchers: dict[tuple, Launcher] = {}
@@ -170,6 +173,7 @@ def get_program(ir: str, target: str, chip: Optional[str] = None,
         program = _programs.get(key)
         if program is None:
             program = _compile(ir, target, options)
+            program.digest = hashlib.sha256("\0".join(key).encode()).hexdigest()
             _programs[key] = program
     return program
 
@@ -240,12 +244,15 @@ class Bound:
                        for slot, _, dtype, shape in launcher.allocs]
         # the key (meaning, index) of each result, in the order a call returns them
         self.result_keys = [key for _, key, _, _ in launcher.allocs]
-        self.native = _native.ops().bind(
-            launcher.handle, launcher.num_pointers, self.cuda,
-            [v for slot, position in self.reads for v in (slot, position)],
-            [slot for slot, _, _ in self.allocs],
-            [str(dtype).rsplit(".", 1)[-1] for _, dtype, _ in self.allocs],
-            [kind for _, _, kind in self.allocs])
+        reads = [v for slot, position in self.reads for v in (slot, position)]
+        slots = [slot for slot, _, _ in self.allocs]
+        dtypes = [str(dtype).rsplit(".", 1)[-1] for _, dtype, _ in self.allocs]
+        kinds = [kind for _, _, kind in self.allocs]
+        key = _native.content_key("kernel", launcher.program.digest, self.name, self.device,
+                                  launcher.num_pointers, self.cuda, reads, slots, dtypes, kinds)
+        self.native = _native.bind_shared(key, lambda key: _native.ops().bind(
+            launcher.handle, launcher.num_pointers, self.cuda, reads, slots, dtypes, kinds,
+            key))
         _native.note_kernel(self.native, [(dtype, kind) for _, dtype, kind in self.allocs])
 
     def __del__(self):

@@ -3,6 +3,7 @@ kernel: where they come from (built with the package, or for the installed
 PyTorch on first use), their checks and errors, and what the package does
 where they cannot load (PyTorch loops, one warning)."""
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -86,6 +87,38 @@ def test_operators_refuse_bad_calls():
         ops.bind(1, 2, False, [0, 0], [1], ["float32"], [7])
     with pytest.raises(RuntimeError, match="no bound kernel"):
         ops.bind_train(123456789, 123456790, [], [], [], [], [], [], False)
+
+
+def test_bindings_are_named_by_what_they_do():
+    """Kernel and training bindings take keys derived from their kernels,
+    layout and autograd plumbing (what a compiled graph names them by,
+    across processes): two modules of one core share each binding, counted,
+    so that it stays until its last user goes; a recomputing pair is
+    another key; a taken id is refused."""
+    ops = _native.ops()
+    x = torch.randn(3, 4, requires_grad=True)
+
+    def pair(recompute):
+        k = flexsn.FlexSNKernel(lif(), 1, 1, backend="cpu")
+        with flexsn.recompute_states() if recompute else contextlib.nullcontext():
+            k.run([x], [torch.zeros(4)], want_seqs=False)[0][0].sum().backward()
+        prep = next(p for p in k.compiled.prepared.values() if hasattr(p, "pair"))
+        return k, prep.pair(False, recompute)
+    (a, pa), (b, pb), (c, pc) = pair(False), pair(False), pair(True)
+    assert a.compiled is not b.compiled and pa is not pb
+    assert pa.native == pb.native and pa.native != pc.native
+    assert pa.native >= 1 << 62 and pa.forward.native == pc.forward.native
+    ident, users = pa.native, _native._refs[pa.native]
+    assert users >= 2
+    assert _native.bind_shared(ident, lambda key: pytest.fail("bound twice")) == ident
+    assert not _native.release(ident) and _native._refs[ident] == users
+    out = ops.train(ident, [x, None])[0]
+    out.sum().backward()
+    with pytest.raises(RuntimeError, match=f"binding id #{ident} is negative or already bound"):
+        ops.bind_train(pb.forward.native, pb.backward.native, pb.out_ix, pb.state_ix,
+                       pb.kept_ix, [1], [0], [], False, ident)
+    with pytest.raises(RuntimeError, match="binding id #-5 is negative or already bound"):
+        ops.bind(1, 2, False, [0, 0], [1], ["float32"], [0], -5)
 
 
 def test_plan_operators_refuse_bad_calls():

@@ -174,6 +174,54 @@ def test_under_torch_compile():
     assert got[2] < want[2] and again[2] == want[2]
 
 
+_CACHED_CHILD = """
+import sys, torch, flexsn
+from torch import nn
+torch.manual_seed(0)
+net = nn.Sequential(nn.Linear(6, 16), flexsn.neuron.LIFNode(step_mode='m'), nn.Linear(16, 3))
+compiled = torch.compile(net)
+x = torch.randn(5, 4, 6)
+ops = flexsn._native.ops()
+
+def launches(ctx):
+    net[1].reset()
+    ops.trace(True)
+    with ctx(), torch.autocast('cpu', dtype=torch.bfloat16):
+        loss = compiled(x).float().pow(2).mean()
+    loss.backward()
+    log, n, i = ops.trace(False), 0, 0
+    while i < len(log):  # per launch: id, pointer count, a flag per pointer
+        n, i = n + 1, i + 2 + log[i + 1]
+    return n
+import contextlib
+order = [flexsn.recompute_states, contextlib.nullcontext][::int(sys.argv[1])]
+print('launches', *[launches(ctx) for ctx in order])
+"""
+
+
+def test_compiled_graphs_mean_the_same_in_every_process(tmp_path):
+    """PyTorch's caches reuse a compiled graph across processes by its
+    text, and the graph names each training binding by an integer: one
+    process's plain call and the next process's first call inside
+    recompute_states() must not read as the same graph (the recomputing
+    backward launches the forward kernel once more)."""
+    import subprocess
+    from conftest import child_python
+    argv, env = child_python()
+    env.update(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
+               TORCHINDUCTOR_FX_GRAPH_CACHE="1", TORCHINDUCTOR_AUTOGRAD_CACHE="1")
+
+    def child(order):
+        r = subprocess.run(argv + ["-c", _CACHED_CHILD, order], env=env, capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return [int(v) for v in r.stdout.split("launches", 1)[1].split()]
+    plain_first = child("-1")  # plain, then recomputing; fills the cache
+    recompute_first = child("1")  # recomputing, then plain; from the cache
+    assert plain_first[1] == plain_first[0] + 1
+    assert recompute_first == plain_first[::-1]
+
+
 def test_compiled_final_states_free_their_sequences():
     """Under torch.compile inside the context, a final state the call keeps
     (the module's v) is a step of its own (the final-state pair writes it),

@@ -126,6 +126,20 @@ typename Table::mapped_type lookup(const Table &table, int64_t id,
   return it->second;
 }
 
+/// The id a new binding takes (the caller holds registryMutex): `wanted`
+/// where the caller names one (a key derived from what the binding does,
+/// so that a graph holding it means the same in every process), else the
+/// next of a counter that stays far below such keys.
+int64_t claimId(int64_t wanted) {
+  if (wanted == 0)
+    return nextId++;
+  TORCH_CHECK(wanted > 0 && !kernels.count(wanted) &&
+                  !trainings.count(wanted) && !plans.count(wanted),
+              "flexsn_native: binding id #", wanted,
+              " is negative or already bound");
+  return wanted;
+}
+
 c10::ScalarType dtypeNamed(const std::string &name) {
   if (name == "float32")
     return at::kFloat;
@@ -162,7 +176,7 @@ void *currentStream(const c10::Device &device) {
 int64_t bindKernel(int64_t kernel, int64_t numPointers, bool cuda,
                    std::vector<int64_t> reads, std::vector<int64_t> slots,
                    std::vector<std::string> dtypes,
-                   std::vector<int64_t> shapes) {
+                   std::vector<int64_t> shapes, int64_t wantedId) {
   TORCH_CHECK(kernel != 0, "flexsn_native.bind: null kernel handle");
   TORCH_CHECK(numPointers >= 0 && reads.size() % 2 == 0 &&
                   slots.size() == dtypes.size() &&
@@ -186,7 +200,7 @@ int64_t bindKernel(int64_t kernel, int64_t numPointers, bool cuda,
                               static_cast<BoundKernel::Shape>(shapes[i])});
   }
   std::lock_guard<std::mutex> lock(registryMutex);
-  bound->id = nextId++;
+  bound->id = claimId(wantedId);
   int64_t id = bound->id;
   kernels.emplace(id, std::move(bound));
   return id;
@@ -198,7 +212,8 @@ int64_t bindTraining(int64_t forward, int64_t backward,
                      std::vector<int64_t> keptIndex,
                      std::vector<int64_t> leafRead,
                      std::vector<int64_t> gradIndex,
-                     std::vector<int64_t> nonDifferentiable, bool recompute) {
+                     std::vector<int64_t> nonDifferentiable, bool recompute,
+                     int64_t wantedId) {
   auto bound = c10::make_intrusive<BoundTraining>();
   bound->recompute = recompute;
   bound->forward = lookup(kernels, forward, "kernel");
@@ -233,7 +248,7 @@ int64_t bindTraining(int64_t forward, int64_t backward,
   bound->gradIndex = std::move(gradIndex);
   bound->nonDifferentiable = std::move(nonDifferentiable);
   std::lock_guard<std::mutex> lock(registryMutex);
-  bound->id = nextId++;
+  bound->id = claimId(wantedId);
   int64_t id = bound->id;
   trainings.emplace(id, std::move(bound));
   return id;
@@ -801,12 +816,13 @@ runPlan(int64_t id, const c10::List<std::optional<at::Tensor>> &args) {
 TORCH_LIBRARY(flexsn_native, m) {
   m.def("init(int launch, int free, int stream) -> ()", &init);
   m.def("bind(int kernel, int num_pointers, bool cuda, int[] reads, "
-        "int[] result_slots, str[] result_dtypes, int[] result_shapes) -> int",
+        "int[] result_slots, str[] result_dtypes, int[] result_shapes, "
+        "int id=0) -> int",
         &bindKernel);
   m.def("bind_train(int forward, int backward, int[] output_index, "
         "int[] state_index, int[] kept_index, int[] leaf_read, "
-        "int[] grad_index, int[] non_differentiable, bool recompute) "
-        "-> int",
+        "int[] grad_index, int[] non_differentiable, bool recompute, "
+        "int id=0) -> int",
         &bindTraining);
   m.def("release(int id) -> ()", &release);
   m.def("trace(bool on) -> int[]", &trace);
