@@ -150,8 +150,10 @@ def kernel_category(name: str) -> str:
 def profile_by_category(fn, steps: int, device, top: int = 8) -> dict:
     """fn() run `steps` times under torch.profiler: the device's time per
     step (ms) by kernel category, the `top` kernels by time, and every
-    kernel as [ms per step, launches per step, category, name]. On the CPU,
-    operators' own CPU time instead (a smoke run: no kernels)."""
+    kernel as [ms per step, launches per step, category, name]; on a GPU
+    also the host's own CPU time per step by operator or runtime call
+    (`host_top`, [ms, calls per step, name]). On the CPU, operators' own
+    CPU time instead (a smoke run: no kernels)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
     activities = [ProfilerActivity.CPU] + \
@@ -165,7 +167,16 @@ def profile_by_category(fn, steps: int, device, top: int = 8) -> dict:
         sync()
     by_category: dict = {}
     kernels = []
-    for e in prof.key_averages():
+    host = []
+    averages = prof.key_averages()
+    if device.type == "cuda":
+        # the host's side of a step: operators and runtime calls by their
+        # own CPU time (a compiled step without graphs is bound by it)
+        host = sorted(((round(e.self_cpu_time_total / 1e3 / steps, 4), e.count / steps,
+                        e.key[:120]) for e in averages
+                       if e.device_type == DeviceType.CPU and e.self_cpu_time_total > 0),
+                      reverse=True)
+    for e in averages:
         if device.type == "cuda":
             if e.device_type != DeviceType.CUDA:
                 continue
@@ -184,5 +195,8 @@ def profile_by_category(fn, steps: int, device, top: int = 8) -> dict:
     return {"ms_per_step": {k: round(v, 4) for k, v in
                             sorted(by_category.items(), key=lambda kv: -kv[1])},
             "top_kernels": [(ms, category, name[:90]) for ms, _, category, name in kernels[:top]],
-            "kernels": kernels}
+            "kernels": kernels,
+            "launches_per_step": round(sum(k[1] for k in kernels), 1),
+            "host_ms_per_step": round(sum(h[0] for h in host), 4),
+            "host_top": host[:top * 3]}
 

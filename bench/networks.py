@@ -380,6 +380,12 @@ def _report(net_name, system, run):
                                               c["profile"]["ms_per_step"].items()), flush=True)
             for ms, category, name in c["profile"]["top_kernels"]:
                 print(f"      {ms:8.4f} ms  {category:21s} {name}", flush=True)
+            if c["profile"].get("host_top"):
+                print(f"    kernel launches per step {c['profile']['launches_per_step']}, "
+                      f"host CPU {c['profile']['host_ms_per_step']:.3f} ms per step, "
+                      "by its own time:", flush=True)
+                for ms, calls, name in c["profile"]["host_top"]:
+                    print(f"      {ms:8.4f} ms  {calls:6.1f} calls  {name}", flush=True)
 
 
 def _read(f) -> str:
