@@ -205,8 +205,7 @@ class FlexSNKernel:
         a lazily rebuilt core before its rebuild)."""
         if self.backend == "torch" or not isinstance(self.compiled, _compiled.CompiledCore):
             return None
-        statics = self.static_inputs if static_inputs is None else static_inputs
-        return self.compiled.param_tensors(statics)
+        return self.params(static_inputs)
 
     def params(self, static_inputs=None) -> list:
         statics = self.static_inputs if static_inputs is None else static_inputs
