@@ -8,7 +8,7 @@ Importing the package loads neither torch, the compiler library nor the
 GPU: the names below are loaded on first use.
 """
 
-from ._errors import FallbackWarning, FlexSNError, UnsupportedOpError
+from ._errors import FallbackWarning, FlexSNError, StepByStepWarning, UnsupportedOpError
 
 __version__ = "0.5.0"
 
@@ -23,6 +23,8 @@ _LAZY = {
     "compact_spikes": "._spikes",
     "mark_spikes": "._spikes",
     "recompute_states": "._compiled",
+    "multistep": "._multistep",
+    "MultiStep": "._multistep",
     "spikingjelly": None,
     "snntorch": None,
     "norse": None,
@@ -30,9 +32,9 @@ _LAZY = {
 }
 
 __all__ = ["FlexSN", "FlexSNKernel", "surrogate", "neuron", "from_snntorch",
-           "from_norse", "convert", "compact_spikes", "mark_spikes", "recompute_states",
+           "from_norse", "convert", "multistep", "MultiStep", "compact_spikes", "mark_spikes", "recompute_states",
            "FlexSNError",
-           "UnsupportedOpError", "FallbackWarning", "library_version", "call_path"]
+           "UnsupportedOpError", "FallbackWarning", "StepByStepWarning", "library_version", "call_path"]
 
 
 def __getattr__(name):

@@ -13,3 +13,8 @@ class UnsupportedOpError(FlexSNError):
 
 class FallbackWarning(UserWarning):
     """A core could not be compiled and runs as a Python loop instead."""
+
+
+class StepByStepWarning(UserWarning):
+    """flexsn.multistep cannot reorder a step exactly over the whole
+    sequence and runs it one step at a time; the message says why."""

@@ -4,13 +4,22 @@
 ``LIFBoxCell``, ``LICell``, ``IAFCell``, ``LIFAdExCell``,
 ``IzhikevichCell``), its multi-step module (``LIF``, ``LI``, ``IAF``,
 ``LIFAdEx``, ``Izhikevich``) or ``Lift(cell)``, and returns a module whose
-call ``(x_seq, state=None)`` on ``[T, ...]`` runs all T steps in one
-compiled scan and returns what Norse's multi-step module returns: the output
+call means what the given module's call means in Norse: a cell takes one
+step ``(x, state=None) -> (output, state)``, so a loop written for Norse
+runs unchanged; a multi-step module takes
+``[T, ...]`` and runs all T steps in one compiled scan, returning the output
 sequence and the final state (Norse's own state tuple; the stacked states
-with ``record_states=True``)::
+with ``record_states=True``). ``forward_sequence(x_seq, state=None)`` is
+that scan for either::
 
     lif = norse.torch.LIF(norse.torch.LIFParameters(v_th=torch.tensor(0.5)))
     z_seq, state = flexsn.from_norse(lif)(x_seq)
+    cell = flexsn.from_norse(norse.torch.LIFCell())
+    z, s = cell(x_seq[0])                          # one step
+    z_seq, s = cell.forward_sequence(x_seq)        # all T steps
+
+``flexsn.multistep`` runs a network of cells, written a step at a time,
+over whole sequences.
 
 Each step is Norse's ``*_feed_forward_step`` op for op, with the module's
 parameter object and ``dt`` read at every call: tensor fields are kernel
@@ -226,6 +235,11 @@ _CLASSES = {
 }
 
 
+# Norse's single-step modules: their call takes one step.
+_CELLS = (_m.LIFCell, _m.LIFBoxCell, _m.LICell, _m.IAFCell, _m.LIFAdExCell,
+          _m.IzhikevichCell)
+
+
 def _model_of(module) -> str:
     for cls in type(module).__mro__:
         if cls in _CLASSES:
@@ -239,14 +253,18 @@ def _model_of(module) -> str:
 
 
 class NorseNeuron(nn.Module):
-    """A Norse neuron run over ``[T, ...]`` by one compiled scan: ``forward(
-    x, state=None) -> (outputs [T, ...], final state)`` (see flexsn.norse).
-    The wrapped Norse module is ``self.module``: its ``p`` and ``dt`` are
-    read at each call."""
+    """A Norse neuron whose ``forward_sequence(x, state=None) -> (outputs
+    [T, ...], final state)`` is one compiled scan (see flexsn.norse). The
+    wrapped Norse module is ``self.module``: its ``p`` and ``dt`` are read at
+    each call. ``forward`` is one step when the module is a cell
+    (``single_step``), else the scan, as in Norse."""
 
     def __init__(self, module: nn.Module, superspike: str = "formula",
-                 backend: Optional[str] = None):
+                 backend: Optional[str] = None, single_step: Optional[bool] = None):
         super().__init__()
+        if single_step is None:
+            single_step = isinstance(module, _CELLS)
+        self.single_step = bool(single_step)
         if superspike not in SUPERSPIKE:
             raise ValueError(f"superspike must be one of {SUPERSPIKE}, got {superspike!r}")
         self.model = _MODELS[_model_of(module)]
@@ -329,6 +347,28 @@ class NorseNeuron(nn.Module):
         return self.model.state(**{f: values.get(f, 0.0) for f in self.model.state._fields})
 
     def forward(self, x: torch.Tensor, state: Optional[NamedTuple] = None):
+        """One step (a cell: the scan over that one step, Norse's cell
+        arithmetic), or all T steps of ``[T, ...]`` (a multi-step module), as
+        in Norse."""
+        if self.single_step:
+            if not isinstance(x, torch.Tensor):
+                raise TypeError(f"flexsn {self.model.name} takes a tensor, got "
+                                f"{type(x).__name__}")
+            out, _, final = self.scan_states(x.unsqueeze(0), state)
+            return out[0], final
+        return self.forward_sequence(x, state)
+
+    def forward_sequence(self, x: torch.Tensor, state: Optional[NamedTuple] = None):
+        """All T steps of `x` ``[T, ...]`` in one compiled scan: ``(outputs
+        [T, ...], final state)``, what Norse's multi-step module returns."""
+        record = bool(getattr(self.module, "record_states", False))
+        out, seqs, finals = self.scan_states(x, state, want_seqs=record)
+        return out, (seqs if record else finals)
+
+    def scan_states(self, x: torch.Tensor, state: Optional[NamedTuple] = None,
+                    want_seqs: bool = False):
+        """``(outputs [T, ...], state sequences or None, final state)`` of
+        the scan, the states as Norse's state tuples."""
         x = check_sequence(x, f"flexsn {self.model.name}")
         if torch.compiler.is_compiling():
             # Dynamo cannot read alpha's value back: inside a compiled graph
@@ -363,14 +403,13 @@ class NorseNeuron(nn.Module):
                                      f"not broadcast to one step of the input {step}") \
                         from None
             inits.append(s.contiguous())
-        record = bool(getattr(self.module, "record_states", False))
-        out, seqs, finals = scan(x, inits, params, want_seqs=record)
-        if record:
-            return out, self.model.state(*seqs)
-        return out, self.model.state(*finals)
+        out, seqs, finals = scan(x, inits, params, want_seqs=want_seqs)
+        return (out, None if seqs is None else self.model.state(*seqs),
+                self.model.state(*finals))
 
     def extra_repr(self) -> str:
-        return f"model={self.model.name}, superspike={self.superspike!r}"
+        return (f"model={self.model.name}, superspike={self.superspike!r}, "
+                f"single_step={self.single_step}")
 
 
 def from_norse(module: nn.Module, *, superspike: str = "formula",
@@ -382,6 +421,8 @@ def from_norse(module: nn.Module, *, superspike: str = "formula",
         return module
     if not isinstance(module, nn.Module):
         raise TypeError(f"from_norse takes a Norse module, got {type(module).__name__}")
+    single_step = isinstance(module, _CELLS)
     if isinstance(module, _m.Lift):
         module = module.lifted_module
-    return NorseNeuron(module, superspike=superspike, backend=backend)
+    return NorseNeuron(module, superspike=superspike, backend=backend,
+                       single_step=single_step)

@@ -4,12 +4,18 @@
 ``Synaptic``, ``Alpha``, ``Lapicque``, ``RLeaky`` / ``RSynaptic`` with
 ``all_to_all=False``) and returns the same neuron as a module of this file's
 classes (subclasses of snnTorch's, sharing the neuron's parameters and
-buffers), whose call on ``[T, ...]`` runs all T steps in one compiled scan
+buffers). A call means what it means in snnTorch: one time step, computed by
+snnTorch's own forward, so a loop written for snnTorch runs unchanged.
+``forward_sequence`` runs all T steps of ``[T, ...]`` in one compiled scan
 and returns what snnTorch's forward returns at each step, stacked over T::
 
     lif = snntorch.Leaky(beta=0.9)
     fused = flexsn.from_snntorch(lif)
-    spk_seq, mem_seq = fused(x_seq)          # x_seq: [T, B, ...]
+    spk, mem = fused(x_seq[0])                        # one step, as snnTorch
+    spk_seq, mem_seq = fused.forward_sequence(x_seq)  # x_seq: [T, B, ...]
+
+``flexsn.multistep`` runs a network of such neurons, written a step at a
+time, over whole sequences.
 
 The classes take snnTorch's constructor too: ``flexsn.snntorch.Leaky(beta=0.9)``.
 
@@ -25,9 +31,9 @@ spike with no gradient.
 
 States live where snnTorch keeps them (``mem``, ``syn``, ...), so
 ``init_leaky()``, ``reset_mem()``, ``detach_hidden()`` and
-``snntorch.utils.reset(net)`` act on them: a call without states continues
-from the stored ones (zeros when their shape is not one step of the input),
-and stores the final states.
+``snntorch.utils.reset(net)`` act on them: a ``forward_sequence`` call
+without states continues from the stored ones (zeros when their shape is not
+one step of the input), and stores the final states, as T calls would.
 """
 
 from __future__ import annotations
@@ -357,7 +363,15 @@ class _Fused:
         return scan
 
     # -- the call ----------------------------------------------------------
-    def forward(self, input_, *states, **named):
+    def forward(self, *args, **kwargs):
+        """One time step, computed by snnTorch's own forward: a call means
+        what it means in snnTorch (``forward_sequence`` takes ``[T, ...]``)."""
+        return super().forward(*args, **kwargs)
+
+    def forward_sequence(self, input_, *states, **named):
+        """All T steps of `input_` ``[T, ...]`` in one compiled scan: what T
+        calls of ``forward`` on ``input_[t]`` return, stacked over T, with
+        the final states stored where those calls leave them."""
         spec = _SPECS[self._flexsn_base]
         name = type(self).__name__
         x = check_sequence(input_, name)
