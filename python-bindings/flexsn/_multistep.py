@@ -688,15 +688,19 @@ class MultiStep(nn.Module):
         kind = _kind(self.module)
         if kind in ("norse", "stepmode", "snntorch") and len(inputs) == 1:
             if kind == "norse":
-                if state is None and not _has_state_arg(self.module):
-                    return self._loop(inputs, None, T)
+                fn = _norse()
+                if not (isinstance(self.module, fn._CELLS) or
+                        (isinstance(self.module, fn.NorseNeuron) and
+                         self.module.single_step)):
+                    raise TypeError(f"multistep takes a module computing one step; Norse "
+                                    f"{type(self.module).__name__} takes [T, ...] already")
                 w = self._norse_of(self.module)
                 out, _, final = w.scan_states(inputs[0], state)
                 return out, final
             if kind == "snntorch" and self._neurons.get(id(self.module)):
                 self._warn(self._neurons[id(self.module)])
                 return self._loop(inputs, None, T)
-            r = _neuron(self, self.module, kind, list(inputs), {}, T)
+            r = _neuron(self, self.module, kind, [_Seq(inputs[0])], {}, T)
             return _stacked(r, T)
         if state is not None or _has_state_arg(self.module):
             return self._loop(inputs, state, T, "the step takes a state argument")

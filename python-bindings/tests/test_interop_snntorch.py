@@ -32,8 +32,12 @@ def _compare(make, device, T, shape=(3, 5), scale=0.8, shift=0.4):
     ref = make().to(device)
     ours = flexsn.from_snntorch(copy.deepcopy(ref))
     x = (torch.randn(T, *shape, device=device) * scale + shift).requires_grad_()
+    stepped = flexsn.from_snntorch(copy.deepcopy(ref))
     want = _loop(ref, x)
-    got = _as_tuple(ours(x))
+    got = _as_tuple(ours.forward_sequence(x))
+    # a call is one step, as in snnTorch: the same loop gives the same values
+    for w, g in zip(want, _loop(stepped, x)):
+        torch.testing.assert_close(g, w, rtol=RTOL, atol=ATOL)
     assert len(want) == len(got)
     for w, g in zip(want, got):
         torch.testing.assert_close(g, w, rtol=RTOL, atol=ATOL)
@@ -112,7 +116,7 @@ def test_rsynaptic_reset_now(device):
     x = torch.randn(20, 4, device=device) + 0.5
     ours = flexsn.from_snntorch(snn.RSynaptic(alpha=0.7, beta=0.9, all_to_all=False, V=0.3,
                                               reset_delay=False).to(device))
-    spk, syn, mem = ours(x)
+    spk, syn, mem = ours.forward_sequence(x)
     s, i, v = torch.zeros(4, device=device), torch.zeros(4, device=device), \
         torch.zeros(4, device=device)
     for t in range(20):
@@ -160,12 +164,12 @@ def test_state_semantics(device):
     ours = flexsn.from_snntorch(snn.Leaky(beta=0.8).to(device))
     x = torch.randn(6, 3, device=device) + 0.5
     want = _loop(ref, x)
-    spk1, mem1 = ours(x[:3])
-    spk2, mem2 = ours(x[3:])  # continues from the stored mem
+    spk1, mem1 = ours.forward_sequence(x[:3])
+    spk2, mem2 = ours.forward_sequence(x[3:])  # continues from the stored mem
     torch.testing.assert_close(torch.cat([mem1, mem2]), want[1])
     ours.init_leaky()
     mem0 = torch.full((3,), 0.7, device=device)
-    spk, mem = ours(x, mem0)
+    spk, mem = ours.forward_sequence(x, mem0)
     ref.init_leaky()
     want = [ref(x[t], mem0 if t == 0 else None) for t in range(6)]
     torch.testing.assert_close(mem, torch.stack([w[1] for w in want]))
@@ -173,7 +177,7 @@ def test_state_semantics(device):
     su.reset(net)
     assert ours.mem.numel() == 0 or not ours.mem.any()
     with pytest.raises(TypeError, match="init_hidden"):
-        flexsn.from_snntorch(snn.Leaky(0.8, init_hidden=True))(x, mem0)
+        flexsn.from_snntorch(snn.Leaky(0.8, init_hidden=True)).forward_sequence(x, mem0)
 
 
 def test_shared_parameters_and_state_dict():
@@ -182,10 +186,10 @@ def test_shared_parameters_and_state_dict():
     assert ours.beta is lif.beta
     assert isinstance(ours, snn.Leaky)
     assert set(ours.state_dict()) == set(lif.state_dict())
-    ours(torch.randn(4, 2)).__getitem__(1).sum().backward()
+    ours.forward_sequence(torch.randn(4, 2)).__getitem__(1).sum().backward()
     assert lif.beta.grad is not None
     built = flexsn.snntorch.Leaky(beta=0.8)
-    torch.testing.assert_close(built(torch.ones(3, 2))[1][:, 0],
+    torch.testing.assert_close(built.forward_sequence(torch.ones(3, 2))[1][:, 0],
                                torch.tensor([1.0, 1.8, 1.44]))
 
 
@@ -194,22 +198,22 @@ def test_reset_follows_state_dict():
     changes the dynamics, as in snnTorch."""
     x = torch.ones(4, 2)
     ours = flexsn.from_snntorch(snn.Leaky(beta=0.8))
-    subtract = ours(x)[1]
+    subtract = ours.forward_sequence(x)[1]
     zero = snn.Leaky(beta=0.8, reset_mechanism="zero")
     ours.load_state_dict(zero.state_dict())
     ours.init_leaky()
-    torch.testing.assert_close(ours(x)[1], _loop(zero, x)[1])
+    torch.testing.assert_close(ours.forward_sequence(x)[1], _loop(zero, x)[1])
     assert not torch.equal(ours.mem, subtract[-1])
 
 
 def test_pickle_and_deepcopy():
     ours = flexsn.from_snntorch(snn.Leaky(beta=0.8, spike_grad=ss.fast_sigmoid(slope=7)))
     x = torch.randn(5, 3)
-    want = ours(x)
+    want = ours.forward_sequence(x)
     for copy_ in (pickle.loads(pickle.dumps(ours)), copy.deepcopy(ours)):
         copy_.init_leaky()
         ours.init_leaky()
-        torch.testing.assert_close(copy_(x)[1], ours(x)[1])
+        torch.testing.assert_close(copy_.forward_sequence(x)[1], ours.forward_sequence(x)[1])
         assert flexsn.snntorch.surrogate_of(copy_).scale_in == 7
     assert want[0].shape == (5, 3)
 
@@ -236,10 +240,10 @@ def test_refusals():
         flexsn.from_snntorch(Mine(beta=0.9))
     ours = flexsn.from_snntorch(snn.Leaky(beta=0.9))
     with pytest.raises(ValueError, match="time dimension"):
-        ours(torch.tensor(1.0))
+        ours.forward_sequence(torch.tensor(1.0))
     with pytest.raises(TypeError, match="floating-point"):
-        ours(torch.ones(3, 2, dtype=torch.int64))
-    assert ours(torch.zeros(0, 4))[0].shape == (0, 4)
+        ours.forward_sequence(torch.ones(3, 2, dtype=torch.int64))
+    assert ours.forward_sequence(torch.zeros(0, 4))[0].shape == (0, 4)
 
 
 def test_torch_compile():
@@ -248,9 +252,9 @@ def test_torch_compile():
     torch.manual_seed(2)
     x = (torch.randn(10, 4, 8) + 0.5).requires_grad_()
     ours = flexsn.from_snntorch(snn.Synaptic(alpha=0.5, beta=0.9))
-    want = ours(x)
+    want = ours.forward_sequence(x)
     gw = torch.autograd.grad(want[2].sum(), x)
     ours.init_synaptic()
-    got = torch.compile(ours, backend="aot_eager", fullgraph=True)(x)
+    got = torch.compile(ours.forward_sequence, backend="aot_eager", fullgraph=True)(x)
     torch.testing.assert_close(got[2], want[2])
     torch.testing.assert_close(torch.autograd.grad(got[2].sum(), x), gw)

@@ -223,7 +223,7 @@ def test_channels_last_network(device, compiled):
 
 def _snntorch_leaky():
     snn = pytest.importorskip("snntorch")
-    return flexsn.from_snntorch(snn.Leaky(beta=0.8))
+    return flexsn.multistep(flexsn.from_snntorch(snn.Leaky(beta=0.8)))
 
 
 def _norse_lif():
