@@ -66,6 +66,14 @@ class _SeqState:
         self.seqs, self.final = seqs, final
 
 
+class _Ref:
+    """An earlier value of the step's graph, by position."""
+    __slots__ = ("i",)
+
+    def __init__(self, i: int):
+        self.i = i
+
+
 class _NotReorderable(Exception):
     """Why a step runs step by step."""
 
@@ -325,6 +333,7 @@ class _Program:
         try:
             self._trace(step, n_inputs)
             self._check()
+            self._build_plan()
         except _NotReorderable as e:
             self.reason = str(e)
 
@@ -472,36 +481,56 @@ class _Program:
         return False
 
     # -- running -------------------------------------------------------------
-    def run(self, owner: "MultiStep", inputs: list, T: int):
-        env = {}
-        for node, x in zip(self.inputs, inputs):
-            env[node] = _Seq(x) if isinstance(x, torch.Tensor) else x
-        for i, node in enumerate(self.slot_nodes):
-            m, k = self.slots[i]
-            env[node] = m.__dict__.get(k)
-        result = None
-        for node in self.gm.graph.nodes:
-            if node.op == "placeholder":
+    def _build_plan(self):
+        """The graph as plain tuples (what torch.compile's tracer reads
+        without following fx's own classes): (op, target, kind, args,
+        kwargs), arguments naming earlier values by _Ref(position)."""
+        nodes = list(self.gm.graph.nodes)
+        at = {n: i for i, n in enumerate(nodes)}
+        ref = lambda a: fx.node.map_arg(a, lambda n: _Ref(at[n]))  # noqa: E731
+        self.n_values = len(nodes)
+        self.input_at = [at[n] for n in self.inputs]
+        self.slot_at = [at[n] for n in self.slot_nodes]
+        self.writes_at = [(i, at[n]) for i, n in self.writes.items()]
+        self.plan = []
+        for n in nodes:
+            if n.op == "placeholder":
                 continue
-            if node.op == "output":
-                result = _load(env, node.args[0])
+            target, kind = n.target, None
+            if n.op == "call_module":
+                target = self.gm.get_submodule(n.target)
+                kind = _kind(target)
+            elif n.op == "get_attr":
+                target = _fetch(self.gm, n.target)
+            self.plan.append((at[n], n.op, target, kind, ref(n.args), ref(n.kwargs)))
+
+    def run(self, owner: "MultiStep", inputs: list, T: int):
+        env = [None] * self.n_values
+        for i, x in zip(self.input_at, inputs):
+            env[i] = _Seq(x) if isinstance(x, torch.Tensor) else x
+        for (m, k), i in zip(self.slots, self.slot_at):
+            env[i] = m.__dict__.get(k)
+        load = lambda a: tree_map(  # noqa: E731
+            lambda r: env[r.i] if isinstance(r, _Ref) else r, a,
+            is_leaf=lambda r: isinstance(r, _Ref))
+        result = None
+        for i, op, target, kind, args, kwargs in self.plan:
+            if op == "output":
+                result = load(args[0])
                 break
-            args, kwargs = _load(env, node.args), _load(env, node.kwargs)
-            env[node] = self._eval(owner, node, args, kwargs, T)
-        for i, node in self.writes.items():
-            m, k = self.slots[i]
-            v = env[node]
+            env[i] = self._eval(owner, op, target, kind, load(args), load(kwargs), T)
+        for slot, i in self.writes_at:
+            m, k = self.slots[slot]
+            v = env[i]
             m.__dict__[k] = v.final if isinstance(v, _SeqState) else \
                 v.data[-1] if isinstance(v, _Seq) else v
         return _stacked(result, T)
 
-    def _eval(self, owner, node, args, kwargs, T):
-        op = node.op
+    def _eval(self, owner, op, target, kind, args, kwargs, T):
         if op == "get_attr":
-            return _fetch(self.gm, node.target)
+            return target
         if op == "call_module":
-            m = self.gm.get_submodule(node.target)
-            kind = _kind(m)
+            m = target
             if kind in ("snntorch", "norse", "stepmode"):
                 return _neuron(owner, m, kind, args, kwargs, T)
             if kind == "bn" and (m.training or not m.track_running_stats) and \
@@ -512,11 +541,9 @@ class _Program:
                 return _Seq(_batch_norm_per_step(m, x))
             if _foldable_module(m, args, kwargs):
                 return _Seq(_fold(m, args[0].data))
-            if kind == "layer":
-                return _over_steps(m, args, kwargs)
             return _over_steps(m, args, kwargs)
         if op == "call_function":
-            fn = node.target
+            fn = target
             if fn is getattr and isinstance(args[0], (_Seq, _SeqState)):
                 if isinstance(args[0], _SeqState):
                     return _Seq(getattr(args[0].seqs, args[1]))
@@ -531,7 +558,7 @@ class _Program:
                 return _Seq(fn(*a, **k))
             return _over_steps(fn, args, kwargs)
         if op == "call_method":
-            name = node.target
+            name = target
             self_ = args[0]
             if isinstance(self_, _Seq) and name in _STEP_QUERIES:
                 a, k = _unwrap(args[1:], kwargs)
@@ -540,7 +567,7 @@ class _Program:
                 a, k = _unwrap(args, kwargs)
                 return _Seq(getattr(a[0], name)(*a[1:], **k))
             return _over_steps(lambda s, *a, **k: getattr(s, name)(*a, **k), args, kwargs)
-        raise RuntimeError(f"multistep: unexpected node {node.format_node()}")
+        raise RuntimeError(f"multistep: unexpected graph operation {op}")
 
 
 def _returned_at(m, kind, state_index) -> int:
@@ -557,10 +584,6 @@ def _fetch(root: nn.Module, target: str):
     owner, _, leaf = target.rpartition(".")
     m = root.get_submodule(owner) if owner else root
     return getattr(m, leaf)
-
-
-def _load(env, a):
-    return fx.node.map_arg(a, lambda n: env[n])
 
 
 def _stacked(result, T):
@@ -641,6 +664,11 @@ class MultiStep(nn.Module):
         for m in self.module.modules():
             if _kind(m) == "snntorch":
                 d["_neurons"][id(m)] = _prepare_snntorch(m)
+                # snntorch.utils.reset acts on the neurons of this list, which
+                # copies (deepcopy, pickle) of a network are not in
+                instances = _snntorch()._SpikingNeuron.instances
+                if not any(n is m for n in instances):
+                    instances.append(m)
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -681,6 +709,9 @@ class MultiStep(nn.Module):
                           f"{reason}", StepByStepWarning, stacklevel=3)
 
     def forward(self, *inputs, state: Any = None):
+        if len(inputs) == 2 and state is None and _has_state_arg(self.module) and \
+                not isinstance(inputs[1], torch.Tensor):
+            inputs, state = inputs[:1], inputs[1]  # Norse's (x, state) call
         T = _steps(inputs)
         fn = _norse()
         if fn is not None and _is_sequential_state(self.module):
