@@ -8,6 +8,7 @@ output spikes (every layer's spikes feed the backward). Neurons:
   snntorch       snn.Leaky(beta=0.95), the user's loop over T (each layer
                  stepped in turn, as snnTorch's tutorial writes it)
   snntorch-fused flexsn.from_snntorch of the same Leaky: each layer once over T
+                 (forward_sequence)
   norse          norse.torch.LIF(), the multi-step module (a Python loop)
   norse-fused    flexsn.from_norse of the same LIF
   linear-only    the two Linear layers alone over all T (no neuron): the
@@ -74,8 +75,9 @@ class Net(torch.nn.Module):
             if hasattr(self.lif1, "init_leaky"):  # a fused snnTorch neuron keeps its state
                 self.lif1.init_leaky()
                 self.lif2.init_leaky()
-            s1 = self.lif1(self.fc1(x))[0]
-            return self.lif2(self.fc2(s1))[0]
+            run = lambda n, v: n(v) if self.norse else n.forward_sequence(v)  # noqa: E731
+            s1 = run(self.lif1, self.fc1(x))[0]
+            return run(self.lif2, self.fc2(s1))[0]
         m1, m2, out = self.lif1.init_leaky(), self.lif2.init_leaky(), []
         for t in range(x.shape[0]):
             s1, m1 = self.lif1(self.fc1(x[t]), m1)
@@ -96,7 +98,8 @@ def layer_step(system, T, B, device):
         if multi:
             if hasattr(lif, "init_leaky"):
                 lif.init_leaky()
-            spk, mem = lif(x * scale)[:2]
+            run = lif.forward_sequence if hasattr(lif, "forward_sequence") else lif
+            spk, mem = run(x * scale)[:2]
             mem = mem if torch.is_tensor(mem) else mem.v
         else:
             m, outs, mems = lif.init_leaky(), [], []
