@@ -510,9 +510,15 @@ class _Program:
             env[i] = _Seq(x) if isinstance(x, torch.Tensor) else x
         for (m, k), i in zip(self.slots, self.slot_at):
             env[i] = m.__dict__.get(k)
-        load = lambda a: tree_map(  # noqa: E731
-            lambda r: env[r.i] if isinstance(r, _Ref) else r, a,
-            is_leaf=lambda r: isinstance(r, _Ref))
+
+        def load(a):  # a plain walk: pytree's costs microseconds per node
+            if type(a) is _Ref:
+                return env[a.i]
+            if type(a) in (tuple, list):
+                return type(a)(load(v) for v in a)
+            if type(a) is dict:
+                return {k: load(v) for k, v in a.items()}
+            return a
         result = None
         for i, op, target, kind, args, kwargs in self.plan:
             if op == "output":
@@ -661,6 +667,8 @@ class MultiStep(nn.Module):
         d["_programs"] = {}
         d["_norse"] = {}
         d["_warned"] = set()
+        d["_root"] = ("sequential_state" if _is_sequential_state(self.module)
+                      else _kind(self.module), _has_state_arg(self.module))
         for m in self.module.modules():
             if _kind(m) == "snntorch":
                 d["_neurons"][id(m)] = _prepare_snntorch(m)
@@ -672,7 +680,7 @@ class MultiStep(nn.Module):
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        for k in ("_programs", "_norse", "_neurons", "_warned"):
+        for k in ("_programs", "_norse", "_neurons", "_warned", "_root"):
             state.pop(k, None)
         return state
 
@@ -709,14 +717,14 @@ class MultiStep(nn.Module):
                           f"{reason}", StepByStepWarning, stacklevel=3)
 
     def forward(self, *inputs, state: Any = None):
-        if len(inputs) == 2 and state is None and _has_state_arg(self.module) and \
+        root_kind, takes_state = self._root
+        if len(inputs) == 2 and state is None and takes_state and \
                 not isinstance(inputs[1], torch.Tensor):
             inputs, state = inputs[:1], inputs[1]  # Norse's (x, state) call
         T = _steps(inputs)
-        fn = _norse()
-        if fn is not None and _is_sequential_state(self.module):
+        if root_kind == "sequential_state":
             return self._sequential_state(inputs, state, T)
-        kind = _kind(self.module)
+        kind = root_kind
         if kind in ("norse", "stepmode", "snntorch") and len(inputs) == 1:
             if kind == "norse":
                 fn = _norse()
@@ -733,7 +741,7 @@ class MultiStep(nn.Module):
                 return self._loop(inputs, None, T)
             r = _neuron(self, self.module, kind, [_Seq(inputs[0])], {}, T)
             return _stacked(r, T)
-        if state is not None or _has_state_arg(self.module):
+        if state is not None or takes_state:
             return self._loop(inputs, state, T, "the step takes a state argument")
         program = self._program(len(inputs))
         if program.reason is not None:
@@ -746,7 +754,7 @@ class MultiStep(nn.Module):
         if reason is not None:
             self._warn(reason)
         outs = []
-        with_state = state is not None or _has_state_arg(self.module)
+        with_state = state is not None or self._root[1]
         for t in range(T):
             step = [x[t] if isinstance(x, torch.Tensor) else x for x in inputs]
             if with_state:

@@ -478,8 +478,10 @@ def from_snntorch(neuron, *, backend: Optional[str] = None):
     base = _spec_base(type(neuron))
     cls = _FUSED[base]
     fused = share_as(neuron, cls)
-    for k in _SPECS[base].states:  # fresh states
-        fused._buffers[k] = torch.zeros(0)
+    for k in _SPECS[base].states:  # fresh states, where the neuron kept its own
+        old = getattr(neuron, k, None)  # (snnTorch makes new states on that device)
+        fused._buffers[k] = torch.zeros(0, device=old.device if isinstance(
+            old, torch.Tensor) else None)
     fn = getattr(neuron, "state_function", None)
     if inspect.ismethod(fn) and fn.__self__ is neuron:
         fused.state_function = getattr(fused, fn.__name__)

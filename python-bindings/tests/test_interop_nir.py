@@ -130,8 +130,8 @@ def test_our_export_round_trip(tmp_path, device):
     y = loaded(x)
     # the exported model itself, run directly
     model = model.to(device)
-    s1 = model[1](model[0](x))[0]
-    direct = model[3](model[2](s1))[0]
+    s1 = model[1].forward_sequence(model[0](x))[0]
+    direct = model[3].forward_sequence(model[2](s1))[0]
     torch.testing.assert_close(y, direct)
     # saved again from the loaded module: identical
     fnir.save(loaded, tmp_path / "again.nir", dt=dt)

@@ -104,6 +104,9 @@ class _Tutorial5Step(nn.Module):
         super().__init__()
         self.fc1, self.lif1 = nn.Linear(784, 100), snn.Leaky(beta=0.95)
         self.fc2, self.lif2 = nn.Linear(100, 10), snn.Synaptic(alpha=0.9, beta=0.8)
+        self.reset()
+
+    def reset(self):  # after .to(device): snnTorch makes states where these are
         self.mem1 = self.lif1.init_leaky()
         self.syn2, self.mem2 = self.lif2.init_synaptic()
 
@@ -116,7 +119,7 @@ class _Tutorial5Step(nn.Module):
 def test_snntorch_states_through_attributes(device):
     torch.manual_seed(1)
     x = torch.rand(5, 4, 784, device=device) * 2
-    ref, ours, _ = _check_against_loop(_Tutorial5Step, x)
+    ref, ours, _ = _check_against_loop(_Tutorial5Step, x, reset=_Tutorial5Step.reset)
     for k in ("mem1", "syn2", "mem2"):
         torch.testing.assert_close(getattr(ours, k), getattr(ref, k), rtol=RTOL, atol=ATOL)
 
@@ -349,3 +352,59 @@ def test_multistep_of_a_converted_neuron_equals_forward_sequence():
     lif.init_synaptic()
     b = lif.forward_sequence(x)
     _close(a, b)
+
+
+def test_autocast_bf16(device):
+    """Under autocast the layers run in bf16 and the neurons scan bf16
+    sequences; the loop gives the same spikes up to bf16 rounding."""
+    torch.manual_seed(10)
+    net = nn.Sequential(nn.Linear(8, 16), snn.Leaky(beta=0.8, init_hidden=True),
+                        nn.Linear(16, 4), snn.Leaky(beta=0.8, init_hidden=True, output=True))
+    net = net.to(device)
+    ref = copy.deepcopy(net)
+    ms = flexsn.multistep(net)
+    x = torch.randn(6, 5, 8, device=device)
+    with torch.autocast(device.type, dtype=torch.bfloat16):
+        su.reset(ms)
+        spk, mem = ms(x)
+        su.reset(ref)
+        want = _loop(ref, x)
+    assert mem.dtype == torch.bfloat16
+    torch.testing.assert_close(mem.float(), want[1].float(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_graph_replay():
+    """A training step through multistep, captured in a CUDA graph and
+    replayed, gives the eager step's loss and gradients."""
+    torch.manual_seed(11)
+    dev = torch.device("cuda")
+    net = _tutorial7().to(dev)
+    ms = flexsn.multistep(net)
+    x = (torch.rand(5, 4, 2, 34, 34, device=dev) > 0.8).float()
+
+    def step():
+        su.reset(ms)
+        for p in ms.parameters():
+            p.grad = None
+        loss = ms(x)[1].square().mean()
+        loss.backward()
+        return loss
+
+    want = step().detach().clone()
+    grads = [p.grad.clone() for p in ms.parameters()]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            step()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        got = step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(got, want)
+    for p, g in zip(ms.parameters(), grads):
+        torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-5)
