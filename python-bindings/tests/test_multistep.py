@@ -392,11 +392,13 @@ def test_cuda_graph_replay():
         loss.backward()
         return loss
 
-    want = step().detach().clone()
-    grads = [p.grad.clone() for p in ms.parameters()]
+    # every eager call on the capturing stream, as PyTorch's whole-network
+    # capture asks: autograd runs the backward on the forward's stream
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
+        want = step().detach().clone()
+        grads = [p.grad.clone() for p in ms.parameters()]
         for _ in range(2):
             step()
     graph = torch.cuda.CUDAGraph()
