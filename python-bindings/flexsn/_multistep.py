@@ -492,6 +492,17 @@ class _Program:
         self.input_at = [at[n] for n in self.inputs]
         self.slot_at = [at[n] for n in self.slot_nodes]
         self.writes_at = [(i, at[n]) for i, n in self.writes.items()]
+        # each value is dropped after its last use: autograd keeps what the
+        # backward needs, and the rest would otherwise live to the last op
+        written = {at[n] for n in self.writes.values()}
+        last = {}
+        for n in nodes:
+            for used in n.all_input_nodes:
+                last[at[used]] = at[n]
+        done = {}
+        for v, user in last.items():
+            if v not in written:
+                done.setdefault(user, []).append(v)
         self.plan = []
         for n in nodes:
             if n.op == "placeholder":
@@ -502,7 +513,8 @@ class _Program:
                 kind = _kind(target)
             elif n.op == "get_attr":
                 target = _fetch(self.gm, n.target)
-            self.plan.append((at[n], n.op, target, kind, ref(n.args), ref(n.kwargs)))
+            self.plan.append((at[n], n.op, target, kind, ref(n.args), ref(n.kwargs),
+                              tuple(done.get(at[n], ()))))
 
     def run(self, owner: "MultiStep", inputs: list, T: int):
         env = [None] * self.n_values
@@ -520,16 +532,19 @@ class _Program:
                 return {k: load(v) for k, v in a.items()}
             return a
         result = None
-        for i, op, target, kind, args, kwargs in self.plan:
+        for i, op, target, kind, args, kwargs, dead in self.plan:
             if op == "output":
                 result = load(args[0])
                 break
             env[i] = self._eval(owner, op, target, kind, load(args), load(kwargs), T)
+            for d in dead:
+                env[d] = None
         for slot, i in self.writes_at:
             m, k = self.slots[slot]
             v = env[i]
+            # a copy of the last step: a view would keep the whole sequence
             m.__dict__[k] = v.final if isinstance(v, _SeqState) else \
-                v.data[-1] if isinstance(v, _Seq) else v
+                v.data[-1].clone() if isinstance(v, _Seq) else v
         return _stacked(result, T)
 
     def _eval(self, owner, op, target, kind, args, kwargs, T):
