@@ -410,3 +410,16 @@ def test_cuda_graph_replay():
     torch.testing.assert_close(got, want)
     for p, g in zip(ms.parameters(), grads):
         torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-5)
+
+
+def test_interop_page_runs():
+    """docs/interop.md's Python blocks, in order, as one program."""
+    import re
+    from pathlib import Path
+    text = (Path(__file__).parents[2] / "docs" / "interop.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) >= 3
+    scope = {"__name__": "interop_page"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", flexsn.StepByStepWarning)
+        exec(compile("\n".join(blocks), "docs/interop.md", "exec"), scope)  # noqa: S102
