@@ -32,9 +32,9 @@ _LAZY = {
 }
 
 __all__ = ["FlexSN", "FlexSNKernel", "surrogate", "neuron", "from_snntorch",
-           "from_norse", "convert", "multistep", "MultiStep", "compact_spikes", "mark_spikes", "recompute_states",
-           "FlexSNError",
-           "UnsupportedOpError", "FallbackWarning", "StepByStepWarning", "library_version", "call_path"]
+           "from_norse", "convert", "multistep", "MultiStep", "compact_spikes",
+           "mark_spikes", "recompute_states", "FlexSNError", "UnsupportedOpError",
+           "FallbackWarning", "StepByStepWarning", "library_version", "call_path"]
 
 
 def __getattr__(name):

@@ -108,8 +108,8 @@ def _sj_base():
 
 def _kind(m: nn.Module) -> Optional[str]:
     """"snntorch", "norse", "stepmode" (a module keeping states that has
-    SpikingJelly's step modes), "layer" (a stateless SpikingJelly layer),
-    "bn" or None (anything else)."""
+    SpikingJelly's step modes), "layer" (a stateless SpikingJelly layer,
+    traced as a leaf) or None (anything else)."""
     fs = _snntorch()
     if fs is not None and isinstance(m, fs._SpikingNeuron):
         return "snntorch"
@@ -124,11 +124,17 @@ def _kind(m: nn.Module) -> Optional[str]:
     if isinstance(m, (FlexSN, _BaseNode)) or (base is not None and
                                                isinstance(m, base.MemoryModule)):
         return "stepmode"
-    if isinstance(m, nn.modules.batchnorm._BatchNorm):
-        return "bn"
     if base is not None and isinstance(m, base.StepModule):
         return "layer"
     return None
+
+
+def _norse_step(m: nn.Module) -> bool:
+    """Whether `m` is a Norse module whose call is one step with a fused
+    form: a cell, or our wrapper of one."""
+    fn = _norse()
+    return fn is not None and (isinstance(m, fn._CELLS) or
+                               (isinstance(m, fn.NorseNeuron) and m.single_step))
 
 
 def _has_state_arg(m: nn.Module) -> bool:
@@ -207,17 +213,19 @@ def _fold(m: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return y.unflatten(0, x.shape[:2])
 
 
-def _foldable_module(m: nn.Module, args, kwargs) -> bool:
-    if kwargs or len(args) != 1 or not isinstance(args[0], _Seq) or args[0].data.dim() < 2:
+def _foldable_module(m: nn.Module, x: torch.Tensor) -> bool:
+    """Whether m computes each sample of x [T, B, ...] folded to [T*B, ...]
+    as it would each step."""
+    if x.dim() < 2:
         return False
     if isinstance(m, _FOLD_MODULES):
         return True
     if isinstance(m, nn.Flatten):
-        return m.start_dim >= 1 or (m.start_dim < 0 and m.start_dim + args[0].data.dim() >= 2)
+        return m.start_dim >= 1 or (m.start_dim < 0 and m.start_dim + x.dim() >= 2)
     if isinstance(m, nn.Unflatten):
         return isinstance(m.dim, int) and (m.dim >= 1 or m.dim < 0)
     if isinstance(m, (nn.Softmax, nn.LogSoftmax)):
-        return m.dim is not None and m.dim != 0 and m.dim >= -(args[0].data.dim() - 1)
+        return m.dim is not None and m.dim != 0 and m.dim >= -(x.dim() - 1)
     if isinstance(m, nn.modules.batchnorm._BatchNorm):
         return not (m.training or not m.track_running_stats)
     return False
@@ -365,7 +373,7 @@ class _Program:
         self.gm = fx.GraphModule(root, graph)
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
         self.inputs, self.slot_nodes = placeholders[:n_inputs], placeholders[n_inputs:]
-        slot_of = {node: i for i, node in enumerate(self.slot_nodes)}
+        self.slot_of = {node: i for i, node in enumerate(self.slot_nodes)}
         self.writes = {}  # slot index -> the node whose value it is given
         for m, b, a in zip(traced, before, after):
             for k in set(a) | set(b):
@@ -384,7 +392,6 @@ class _Program:
                 raise _NotReorderable(
                     f"the step writes {type(m).__name__}.{k}, a value carried from step "
                     "to step outside any known neuron")
-        self.slot_of = slot_of
 
     def _check(self):
         graph = self.gm.graph
@@ -437,12 +444,9 @@ class _Program:
             why = self.neurons.get(id(m))
             if why:
                 raise _NotReorderable(f"neuron {name}: {why}")
-        if kind == "norse":
-            fn = _norse()
-            if not isinstance(m, fn._CELLS) and not (isinstance(m, fn.NorseNeuron)
-                                                     and m.single_step):
-                raise _NotReorderable(f"Norse module {name} ({type(m).__name__}) has no "
-                                      "fused single-step form")
+        if kind == "norse" and not _norse_step(m):
+            raise _NotReorderable(f"Norse module {name} ({type(m).__name__}) has no "
+                                  "fused single-step form")
         if kind == "stepmode" and getattr(m, "step_mode", "s") != "s":
             raise _NotReorderable(f"{name} is in step mode {m.step_mode!r} inside a step")
         for i, arg in self._state_args(node, m, kind):
@@ -554,14 +558,8 @@ class _Program:
             m = target
             if kind in ("snntorch", "norse", "stepmode"):
                 return _neuron(owner, m, kind, args, kwargs, T)
-            if kind == "bn" and (m.training or not m.track_running_stats) and \
-                    isinstance(args[0], _Seq) and len(args) == 1 and not kwargs:
-                x = args[0].data
-                if owner.batch_norm == "folded":
-                    return _Seq(_fold(m, x))
-                return _Seq(_batch_norm_per_step(m, x))
-            if _foldable_module(m, args, kwargs):
-                return _Seq(_fold(m, args[0].data))
+            if len(args) == 1 and not kwargs and isinstance(args[0], _Seq):
+                return _stateless_module(owner, m, args[0])
             return _over_steps(m, args, kwargs)
         if op == "call_function":
             fn = target
@@ -681,6 +679,7 @@ class MultiStep(nn.Module):
         d["_neurons"] = {}  # id(snnTorch neuron) -> why it has no fused form
         d["_programs"] = {}
         d["_norse"] = {}
+        d["_subs"] = {}
         d["_warned"] = set()
         d["_root"] = ("sequential_state" if _is_sequential_state(self.module)
                       else _kind(self.module), _has_state_arg(self.module))
@@ -695,7 +694,7 @@ class MultiStep(nn.Module):
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        for k in ("_programs", "_norse", "_neurons", "_warned", "_root"):
+        for k in ("_programs", "_norse", "_subs", "_neurons", "_warned", "_root"):
             state.pop(k, None)
         return state
 
@@ -718,6 +717,15 @@ class MultiStep(nn.Module):
             w = self._norse[id(cell)] = fn.NorseNeuron(cell, superspike="released",
                                                        single_step=True)
         return w
+
+    def _sub_of(self, layer):
+        """multistep of a SequentialState's stateless-looking layer that holds
+        neurons, kept across calls; None for a layer without neurons."""
+        hit = self._subs.get(id(layer))
+        if hit is None or hit[0] is not layer:
+            sub = MultiStep(layer, self.batch_norm) if _has_neurons(layer) else None
+            hit = self._subs[id(layer)] = (layer, sub)
+        return hit[1]
 
     def _program(self, n_inputs: int) -> _Program:
         p = self._programs.get(n_inputs)
@@ -742,10 +750,7 @@ class MultiStep(nn.Module):
         kind = root_kind
         if kind in ("norse", "stepmode", "snntorch") and len(inputs) == 1:
             if kind == "norse":
-                fn = _norse()
-                if not (isinstance(self.module, fn._CELLS) or
-                        (isinstance(self.module, fn.NorseNeuron) and
-                         self.module.single_step)):
+                if not _norse_step(self.module):
                     raise TypeError(f"multistep takes a module computing one step; Norse "
                                     f"{type(self.module).__name__} takes [T, ...] already")
                 w = self._norse_of(self.module)
@@ -786,21 +791,19 @@ class MultiStep(nn.Module):
         net = self.module
         if len(inputs) != 1:
             raise TypeError(f"SequentialState takes one input, got {len(inputs)}")
-        fn = _norse()
         state = [None] * len(net) if state is None else list(state)
         x = _Seq(inputs[0])
         hidden = []
         for i, layer in enumerate(net):
             if net.stateful_layers[i]:
-                if not (isinstance(layer, fn._CELLS) or
-                        (isinstance(layer, fn.NorseNeuron) and layer.single_step)):
+                if not _norse_step(layer):
                     self._warn(f"layer {i} ({type(layer).__name__}) has no fused "
                                "single-step form")
                     return self._loop(inputs, state, T)
                 out, _, final = self._norse_of(layer).scan_states(x.data, state[i])
                 x, state[i] = _Seq(out), final
             else:
-                sub = MultiStep(layer, self.batch_norm) if _has_neurons(layer) else None
+                sub = self._sub_of(layer)
                 if sub is not None:
                     x = _Seq(sub(x.data))
                 else:
@@ -817,11 +820,13 @@ class MultiStep(nn.Module):
 
 
 def _stateless_module(owner, m, x: _Seq) -> _Seq:
-    if _kind(m) == "bn" and (m.training or not m.track_running_stats):
+    """A module without neurons applied to every step of x."""
+    if isinstance(m, nn.modules.batchnorm._BatchNorm) and \
+            (m.training or not m.track_running_stats):
         if owner.batch_norm == "folded":
             return _Seq(_fold(m, x.data))
         return _Seq(_batch_norm_per_step(m, x.data))
-    if _foldable_module(m, (x,), {}):
+    if _foldable_module(m, x.data):
         return _Seq(_fold(m, x.data))
     return _over_steps(m, (x,), {})
 

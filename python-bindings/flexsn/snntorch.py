@@ -362,12 +362,7 @@ class _Fused:
         self.__dict__["_flexsn_current"] = scan
         return scan
 
-    # -- the call ----------------------------------------------------------
-    def forward(self, *args, **kwargs):
-        """One time step, computed by snnTorch's own forward: a call means
-        what it means in snnTorch (``forward_sequence`` takes ``[T, ...]``)."""
-        return super().forward(*args, **kwargs)
-
+    # -- the call: forward is snnTorch's own (one step) ------------------------
     def forward_sequence(self, input_, *states, **named):
         """All T steps of `input_` ``[T, ...]`` in one compiled scan: what T
         calls of ``forward`` on ``input_[t]`` return, stacked over T, with
