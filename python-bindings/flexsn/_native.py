@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import math
 import os
 import shutil
 import subprocess
@@ -43,7 +44,7 @@ from ._errors import FlexSNError
 SOURCE = Path(__file__).resolve().parent / "csrc" / "FlexSNTorch.cpp"
 
 _lock = threading.Lock()
-_loaded = False
+_loaded = False  # set once the outcome (ops or a reason) is final
 _ops = None  # torch.ops.flexsn_native once loaded
 _reason = "not loaded yet"
 _fix = ("install a C++ compiler (g++) or set $CXX, then restart Python: the package "
@@ -173,33 +174,108 @@ def _stream_getter() -> int:
 
 
 def _load() -> None:
+    """Loads the operators once. Another thread asking meanwhile waits on
+    the lock for the outcome (a first build takes seconds), rather than
+    seeing "not loaded yet" and running its modules as PyTorch loops."""
     global _loaded, _ops, _reason, _fix, launch, train, run_plan
     with _lock:
         if _loaded:
             return
-        _loaded = True
         try:
-            lib = _capi.lib()
-        except FlexSNError as e:
-            _reason, _fix = str(e).strip(), "set FLEXSN_LIBRARY to libFlexSN.so's path"
-            return
-        try:
-            path, origin = _find()
-            torch.ops.load_library(str(path))
-            ops = torch.ops.flexsn_native
-            ops.init(ctypes.cast(lib.flexsn_kernel_launch, ctypes.c_void_p).value,
-                     ctypes.cast(lib.flexsn_free, ctypes.c_void_p).value,
-                     _stream_getter())
-        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
-            _reason = str(e).strip()
-            return
-        _ops = ops
-        _register_fakes()
-        # Each overload's own C++ callable where it has one: the overload
-        # object's __call__ is a Python frame around it.
-        launch, train, run_plan = (getattr(o, "_op", o) for o in (
-            ops.launch.default, ops.train.default, ops.run_plan.default))
-        _reason = f"{path} ({origin}, PyTorch {_base(torch.__version__)})"
+            _load_locked()
+        finally:
+            _loaded = True
+
+
+def _load_locked() -> None:
+    global _ops, _reason, _fix, launch, train, run_plan
+    try:
+        lib = _capi.lib()
+    except FlexSNError as e:
+        _reason, _fix = str(e).strip(), "set FLEXSN_LIBRARY to libFlexSN.so's path"
+        return
+    try:
+        path, origin = _find()
+        torch.ops.load_library(str(path))
+        ops = torch.ops.flexsn_native
+        _declare(ctypes.CDLL(str(path)))
+        address = lambda fn: ctypes.cast(fn, ctypes.c_void_p).value  # noqa: E731
+        _checked(_clib.flexsn_torch_init, address(lib.flexsn_kernel_launch),
+              address(lib.flexsn_free), address(lib.flexsn_program_destroy),
+              _stream_getter())
+    except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as e:
+        _reason = str(e).strip()
+        return
+    _ops = ops
+    _register_fakes()
+    # Each overload's own C++ callable where it has one: the overload
+    # object's __call__ is a Python frame around it.
+    launch, train, run_plan = (getattr(o, "_op", o) for o in (
+        ops.launch.default, ops.train.default, ops.run_plan.default))
+    _reason = f"{path} ({origin}, PyTorch {_base(torch.__version__)})"
+
+
+# The operator library's C entry points (the calls that take addresses,
+# which are no operators: see csrc/FlexSNTorch.cpp).
+_clib = None
+_DTYPE_CODES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.float64: 3}
+
+
+def _declare(clib: ctypes.CDLL) -> None:
+    global _clib
+    i64, vp, cp, sz = ctypes.c_int64, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t
+    p64 = ctypes.POINTER(i64)
+    for name, res, args in (
+            ("flexsn_torch_init", ctypes.c_int, [vp, vp, vp, vp, cp, sz]),
+            ("flexsn_torch_adopt_program", ctypes.c_int, [vp, cp, sz]),
+            ("flexsn_torch_drop_program", None, [vp]),
+            ("flexsn_torch_bind", i64, [vp, vp, cp, i64, ctypes.c_int, i64, i64, p64, i64, cp,
+                                        p64, i64, i64, cp, sz])):
+        fn = getattr(clib, name)
+        fn.restype, fn.argtypes = res, args
+    _clib = clib
+
+
+def _call(fn, *args) -> int:
+    """`fn(*args)` once the operators are loaded (see _checked)."""
+    if ops() is None:
+        raise FlexSNError(unavailable_message())
+    return _checked(fn, *args)
+
+
+def _checked(fn, *args) -> int:
+    """`fn(*args, error buffer)`: its result, or the RuntimeError it reports."""
+    error = ctypes.create_string_buffer(2048)
+    result = fn(*args, error, len(error))
+    if result < 0:
+        raise RuntimeError(f"flexsn_native: {error.value.decode(errors='replace')}")
+    return result
+
+
+def adopt_program(handle: int) -> None:
+    """Hands a libFlexSN program to the operators, which destroy it once
+    drop_program() was called and no kernel bound to it remains."""
+    _call(lambda *a: _clib.flexsn_torch_adopt_program(*a), handle)
+
+
+def drop_program(handle: int) -> None:
+    _clib.flexsn_torch_drop_program(handle)
+
+
+def bind_kernel(program: int, kernel: int, name: str, num_pointers: int, cuda: bool,
+                device: int, num_args: int, reads: list, read_names: list, results: list,
+                ident: int = 0) -> int:
+    """Binds `kernel` (of the adopted `program`) to calls of `num_args`
+    tensors: `reads` rows (slot, position, dtype, shape kind, optional),
+    `results` rows (slot, dtype, shape kind); shape kinds 0 [T, NCL], 1
+    [NCL], 2 one element. Returns its id (`ident` where not 0)."""
+    def flat(rows):
+        values = [v if not isinstance(v, torch.dtype) else _DTYPE_CODES[v]
+                  for row in rows for v in row]
+        return (ctypes.c_int64 * max(len(values), 1))(*values)
+    return _call(lambda *a: _clib.flexsn_torch_bind(*a), program, kernel, name.encode(), num_pointers,
+                 int(cuda), device, num_args, flat(reads), len(reads),
+                 "\n".join(read_names).encode(), flat(results), len(results), ident)
 
 
 def ops():
@@ -268,36 +344,74 @@ def release(ident: Optional[int]) -> bool:
             del _refs[ident]
         _kernels.pop(ident, None)
         _trainings.pop(ident, None)
-    try:
-        _ops.release(ident)
-    except Exception:  # noqa: BLE001 (interpreter shutdown)
-        pass
+        # under the lock: a bind_shared of the same key waits until the
+        # operators have dropped the old binding
+        try:
+            _ops.release(ident)
+        except Exception:  # noqa: BLE001 (interpreter shutdown)
+            pass
     return True
 
 
-# What the fake implementations need of each binding: per kernel binding its
-# results' (dtype, shape kind: 0 [T, *S], 1 [*S], 2 a [1] scalar); per
-# training binding its forward and backward kernel bindings and which of
-# the forward's results the autograd node returns.
+# What the fake implementations need of each binding: per kernel binding
+# its results' (dtype, shape kind: 0 [T, *S], 1 [*S], 2 a [1] scalar) and
+# what a call is checked against (the tensor count, the device, per read
+# (position, dtype, shape kind, may be None)); per training binding its
+# forward and backward kernel bindings and which of the forward's results
+# the autograd node returns.
 _kernels: dict = {}
 _trainings: dict = {}
 
 
-def note_kernel(ident: int, results: list) -> None:
-    _kernels[ident] = list(results)
+def note_kernel(ident: int, results: list, num_args: int, device: torch.device,
+                reads: list) -> None:
+    _kernels[ident] = (list(results), num_args, device, list(reads))
 
 
 def note_training(ident: int, forward: int, backward: int, returned: list) -> None:
     _trainings[ident] = (forward, backward, list(returned))
 
 
-def _results_like(ident: int, seq_shape, like: torch.Tensor) -> list:
+def _noted(table: dict, ident: int, what: str):
+    entry = table.get(ident)
+    if entry is None:
+        raise RuntimeError(f"flexsn_native: no bound {what} #{ident} (released, or never bound)")
+    return entry
+
+
+def _checked_results(ident: int, args, seq_shape) -> list:
+    """The results of kernel binding `ident` on `args` (fake or meta
+    tensors) at `seq_shape`, after the checks the operators make."""
+    results, num_args, device, reads = _noted(_kernels, ident, "kernel")
+    if len(args) != num_args:
+        raise RuntimeError(f"flexsn_native: the kernel takes {num_args} tensors (or None); "
+                           f"the call passes {len(args)}")
+    like = None
+    for j, t in enumerate(args):
+        if t is not None:
+            if t.device != device:
+                raise RuntimeError(f"flexsn_native: tensor #{j} of the call is on {t.device}; "
+                                   f"the kernel runs on {device}")
+            like = like if like is not None else t
+    if like is None:
+        raise RuntimeError("flexsn_native: a call without a tensor")
+    T, NCL = seq_shape[0], math.prod(seq_shape[1:])
+    for position, dtype, kind, optional in reads:
+        t = args[position]
+        if t is None:
+            if not optional:
+                raise RuntimeError(f"flexsn_native: tensor #{position} is None; the kernel "
+                                   "reads it")
+            continue
+        if t.dtype != dtype:
+            raise RuntimeError(f"flexsn_native: tensor #{position} is {t.dtype}; the kernel "
+                               f"was compiled for {dtype}")
+        want = T * NCL if kind == 0 else NCL if kind == 1 else 1
+        torch._check(t.numel() == want, lambda: f"flexsn_native: tensor #{position} holds "
+                     f"{t.numel()} elements; the kernel reads {want}")
     step = seq_shape[1:]
-    out = []
-    for dtype, kind in _kernels[ident]:
-        shape = seq_shape if kind == 0 else step if kind == 1 else (1,)
-        out.append(like.new_empty(shape, dtype=dtype))
-    return out
+    return [like.new_empty(seq_shape if kind == 0 else step if kind == 1 else (1,),
+                           dtype=dtype) for dtype, kind in results]
 
 
 def _register_fakes() -> None:
@@ -307,11 +421,13 @@ def _register_fakes() -> None:
 
     @torch.library.register_fake(lib + "launch")
     def _launch_fake(ident, args):
-        return _results_like(ident, args[0].shape, args[0])
+        if not args or args[0] is None or args[0].dim() < 1:
+            raise RuntimeError("flexsn_native: input #0 must be a [T, ...] tensor")
+        return _checked_results(ident, args, list(args[0].shape))
 
     @torch.library.register_fake(lib + "forward")
     def _forward_fake(ident, leaves):
-        return _results_like(_trainings[ident][0], leaves[0].shape, leaves[0])
+        return _launch_fake(_noted(_trainings, ident, "training")[0], leaves)
 
     @torch.library.register_fake(lib + "recompute")
     def _recompute_fake(ident, leaves, after):
@@ -319,11 +435,11 @@ def _register_fakes() -> None:
 
     @torch.library.register_fake(lib + "backward")
     def _backward_fake(ident, args, seq_shape):
-        like = next(t for t in args if t is not None)
-        return _results_like(_trainings[ident][1], list(seq_shape), like)
+        return _checked_results(_noted(_trainings, ident, "training")[1], args,
+                                list(seq_shape))
 
     @torch.library.register_fake(lib + "train")
     def _train_fake(ident, leaves):
-        forward, _, returned = _trainings[ident]
-        res = _results_like(forward, leaves[0].shape, leaves[0])
+        forward, _, returned = _noted(_trainings, ident, "training")
+        res = _launch_fake(forward, leaves)
         return [res[i] for i in returned]

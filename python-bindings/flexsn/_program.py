@@ -46,6 +46,8 @@ class Program:
         self.manifest = json.loads(_capi.program_manifest(handle))
         self.kernels = {k["name"]: k for k in self.manifest["kernels"]}
         self._launchers: dict[tuple, Launcher] = {}
+        # handed to the operators (which then own it) by its first binding
+        self.adopted = False
 
     def launcher(self, name: str, device: int) -> "Launcher":
         key = (name, device)
@@ -58,11 +60,21 @@ class Program:
             self._launchers[key] = launcher
         return launcher
 
+    def adopt(self) -> None:
+        """Hands the program to the operators: a kernel bound there keeps it
+        alive for as long as an autograd graph holds the binding."""
+        if not self.adopted:
+            _native.adopt_program(self.handle)
+            self.adopted = True
+
     def __del__(self):
         handle = getattr(self, "handle", None)
         if handle:
             try:
-                _capi.program_destroy(handle)
+                if self.adopted:
+                    _native.drop_program(handle)
+                else:
+                    _capi.program_destroy(handle)
             except Exception:
                 pass
 
@@ -199,9 +211,10 @@ class Launcher:
         ptrs = [a for a in info["args"] if a["kind"] == "ptr"]
         self.num_pointers = len(ptrs)
         # In launch order: (position, (meaning, index), may be null: the
-        # kernel then reads zeros) per read; (position, (meaning, index),
-        # dtype, shape rule) per result.
-        self.reads = [(i, (a["meaning"], a["meaning_index"]), a.get("optional", False))
+        # kernel then reads zeros, dtype, shape rule) per read; (position,
+        # (meaning, index), dtype, shape rule) per result.
+        self.reads = [(i, (a["meaning"], a["meaning_index"]), a.get("optional", False),
+                       DTYPES[a["dtype"]], a["shape"])
                       for i, a in enumerate(ptrs) if a["role"] not in WRITTEN]
         self.allocs = [(i, (a["meaning"], a["meaning_index"]), DTYPES[a["dtype"]], a["shape"])
                        for i, a in enumerate(ptrs) if a["role"] in WRITTEN]
@@ -214,6 +227,10 @@ class Launcher:
             _capi.kernel_preload(self.handle, NCL)
 
 
+def _device_of(cuda: bool, index: int) -> torch.device:
+    return torch.device("cuda", index) if cuda else torch.device("cpu")
+
+
 class Bound:
     """A launcher whose pointer arguments are bound once to positions: each
     read to an index of the tensor list a call passes (None at an optional
@@ -223,15 +240,19 @@ class Bound:
     which allocates the results and launches on a call."""
 
     __slots__ = ("name", "variant", "reads", "read_keys", "allocs", "cuda", "device",
-                 "result_keys", "native")
+                 "result_keys", "checks", "num_args", "native")
 
     SEQ, STEP, SCALAR = 0, 1, 2
 
     def __init__(self, launcher: Launcher, positions: dict):
         self.name, self.cuda, self.device = launcher.name, launcher.cuda, launcher.device
         self.variant = launcher.info["variant"]
-        self.reads, self.read_keys = [], []  # (slot, position); (meaning, index)
-        for slot, key, optional in launcher.reads:
+        kinds = {"[T, NCL]": self.SEQ, "[NCL]": self.STEP}
+        # (slot, position), and what the operator checks a tensor against
+        # there: (slot, position, dtype, shape kind, may be None); (meaning,
+        # index)
+        self.reads, self.read_keys, checked = [], [], []
+        for slot, key, optional, dtype, shape in launcher.reads:
             if key not in positions:
                 if optional:
                     continue
@@ -239,21 +260,29 @@ class Bound:
                                   f"{key[0]} #{key[1]}, which the call does not pass")
             self.reads.append((slot, positions[key]))
             self.read_keys.append(key)
-        kinds = {"[T, NCL]": self.SEQ, "[NCL]": self.STEP}
+            checked.append((slot, positions[key], dtype, kinds.get(shape, self.SCALAR),
+                            int(optional)))
         self.allocs = [(slot, dtype, kinds.get(shape, self.SCALAR))
                        for slot, _, dtype, shape in launcher.allocs]
         # the key (meaning, index) of each result, in the order a call returns them
         self.result_keys = [key for _, key, _, _ in launcher.allocs]
-        reads = [v for slot, position in self.reads for v in (slot, position)]
-        slots = [slot for slot, _, _ in self.allocs]
-        dtypes = [str(dtype).rsplit(".", 1)[-1] for _, dtype, _ in self.allocs]
-        kinds = [kind for _, _, kind in self.allocs]
+        # a call passes every position some kernel of its kind reads
+        num_args = max(positions.values(), default=-1) + 1
+        self.checks, self.num_args = checked, num_args
+        names = [f"{meaning} #{index}" for meaning, index in self.read_keys]
         key = _native.content_key("kernel", launcher.program.digest, self.name, self.device,
-                                  launcher.num_pointers, self.cuda, reads, slots, dtypes, kinds)
-        self.native = _native.bind_shared(key, lambda key: _native.ops().bind(
-            launcher.handle, launcher.num_pointers, self.cuda, reads, slots, dtypes, kinds,
-            key))
-        _native.note_kernel(self.native, [(dtype, kind) for _, dtype, kind in self.allocs])
+                                  launcher.num_pointers, self.cuda, num_args, checked,
+                                  self.allocs)
+
+        def bind(key):
+            launcher.program.adopt()
+            return _native.bind_kernel(launcher.program.handle, launcher.handle, self.name,
+                                       launcher.num_pointers, self.cuda, self.device,
+                                       num_args, checked, names, self.allocs, key)
+        self.native = _native.bind_shared(key, bind)
+        _native.note_kernel(self.native, [(dtype, kind) for _, dtype, kind in self.allocs],
+                            num_args, _device_of(self.cuda, self.device),
+                            [row[1:] for row in checked])
 
     def __del__(self):
         _native.release(getattr(self, "native", None))

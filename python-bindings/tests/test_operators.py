@@ -15,7 +15,7 @@ import torch
 import flexsn
 from conftest import assert_close, child_python
 from cores import lif, tutorial
-from flexsn import _native
+from flexsn import _native, _program
 
 
 def test_status_names_the_operators():
@@ -69,6 +69,15 @@ def test_double_backward_is_refused(device):
         go()
 
 
+def _lif_kernel():
+    """(program, launcher) of lif's CPU inference kernel."""
+    compiled = flexsn.FlexSNKernel(lif(), 1, 1, backend="cpu").compiled
+    n = len(compiled.traced.params)
+    ir = compiled.ir([torch.float32] * 2, [torch.float32] * n, [False] * n, [False] * (2 + n))
+    prog = _program.get_program(ir, "cpu")
+    return prog, prog.launcher("core_inference", 0)
+
+
 def test_operators_refuse_bad_calls():
     ops = _native.ops()
     with pytest.raises(RuntimeError, match="no bound kernel #123456789"):
@@ -77,14 +86,29 @@ def test_operators_refuse_bad_calls():
         ops.train(123456789, [torch.zeros(2, 2)])
     with pytest.raises(RuntimeError, match="no bound training #123456789"):
         ops.recompute(123456789, [torch.zeros(2, 2)], None)
-    with pytest.raises(RuntimeError, match="null kernel handle"):
-        ops.bind(0, 2, False, [0, 0], [1], ["float32"], [0])
-    with pytest.raises(RuntimeError, match="read slot out of range"):
-        ops.bind(1, 2, False, [5, 0], [1], ["float32"], [0])
-    with pytest.raises(RuntimeError, match="unknown result dtype 'int8'"):
-        ops.bind(1, 2, False, [0, 0], [1], ["int8"], [0])
-    with pytest.raises(RuntimeError, match="result slot or shape out of range"):
-        ops.bind(1, 2, False, [0, 0], [1], ["float32"], [7])
+    # nothing that takes an address is an operator
+    assert not hasattr(ops, "bind") and not hasattr(ops, "init")
+    prog, kernel = _lif_kernel()
+
+    def bind(reads=((0, 0, torch.float32, 0, 0),), results=((1, torch.float32, 0),),
+             program=prog.handle, handle=kernel.handle, num_args=2, ident=0):
+        return _native.bind_kernel(program, handle, "k", kernel.num_pointers, False, 0,
+                                   num_args, list(reads), ["input #0"] * len(reads),
+                                   list(results), ident)
+    with pytest.raises(RuntimeError, match="a null argument"):
+        bind(handle=0)
+    with pytest.raises(RuntimeError, match="slot 9 out of range or bound twice"):
+        bind(reads=[(9, 0, torch.float32, 0, 0)])
+    with pytest.raises(RuntimeError, match="slot 0 out of range or bound twice"):
+        bind(results=[(0, torch.float32, 0)])
+    with pytest.raises(RuntimeError, match="read position 5 outside a call of 2 tensors"):
+        bind(reads=[(0, 5, torch.float32, 0, 0)])
+    with pytest.raises(RuntimeError, match="unknown dtype code 7"):
+        bind(results=[(1, 7, 0)])
+    with pytest.raises(RuntimeError, match="unknown shape code 7"):
+        bind(results=[(1, torch.float32, 7)])
+    with pytest.raises(RuntimeError, match="the program was not adopted"):
+        bind(program=12345)
     with pytest.raises(RuntimeError, match="no bound kernel"):
         ops.bind_train(123456789, 123456790, [], [], [], [], [], [], False)
 
@@ -117,8 +141,11 @@ def test_bindings_are_named_by_what_they_do():
     with pytest.raises(RuntimeError, match=f"binding id #{ident} is negative or already bound"):
         ops.bind_train(pb.forward.native, pb.backward.native, pb.out_ix, pb.state_ix,
                        pb.kept_ix, [1], [0], [], False, ident)
+    prog, kernel = _lif_kernel()
+    prog.adopt()
     with pytest.raises(RuntimeError, match="binding id #-5 is negative or already bound"):
-        ops.bind(1, 2, False, [0, 0], [1], ["float32"], [0], -5)
+        _native.bind_kernel(prog.handle, kernel.handle, "k", kernel.num_pointers, False, 0, 1,
+                            [], [], [], -5)
 
 
 def test_plan_operators_refuse_bad_calls():
@@ -212,7 +239,7 @@ def test_launch_checks_input0_and_positions():
     ops = _native.ops()
     with pytest.raises(RuntimeError, match=r"input #0 must be a \[T, \.\.\.\] tensor with T > 0"):
         ops.launch(ident, [torch.zeros(0, 4), v])
-    with pytest.raises(RuntimeError, match="the call passes 1 tensors; the kernel reads #1"):
+    with pytest.raises(RuntimeError, match=r"takes 2 tensors \(or None\); the call passes 1"):
         ops.launch(ident, [x])
 
 

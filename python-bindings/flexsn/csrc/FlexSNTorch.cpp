@@ -21,11 +21,18 @@
 // would be).
 //
 // It links against libtorch only, never against libFlexSN.so or the CUDA
-// runtime: the package hands it the addresses of `flexsn_kernel_launch` and
-// `flexsn_free` of the library it loaded and of PyTorch's current-stream
-// getter (0 in a PyTorch without CUDA). It is built against one PyTorch
-// version; flexsn/_native.py loads it only under that version and builds it
-// for the installed one otherwise.
+// runtime: the package hands it the addresses of `flexsn_kernel_launch`,
+// `flexsn_free` and `flexsn_program_destroy` of the library it loaded and of
+// PyTorch's current-stream getter (0 in a PyTorch without CUDA). It is built
+// against one PyTorch version; flexsn/_native.py loads it only under that
+// version and builds it for the installed one otherwise.
+//
+// Operators are public: a user, a hand-edited or an exported graph can call
+// any of them with anything. So no operator takes an address (the package
+// passes addresses through the C functions at the end of this file, which
+// it calls by ctypes), and every launch checks each tensor against what the
+// kernel was compiled for (count, dtype, size of its role, contiguity,
+// device) before a pointer reaches the kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +44,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,10 +63,24 @@ using LaunchFn = int (*)(const void *kernel, void *const *ptrs, size_t numPtrs,
 using FreeFn = void (*)(void *ptr);
 // PyTorch's C shim: the current CUDA stream of a device (0 on success).
 using StreamFn = int32_t (*)(int32_t device, void **stream);
+using DestroyFn = void (*)(void *program);
 
 std::atomic<LaunchFn> launchFn{nullptr};
 std::atomic<FreeFn> freeFn{nullptr};
 std::atomic<StreamFn> streamFn{nullptr};
+std::atomic<DestroyFn> destroyFn{nullptr};
+
+/// One reference to a compiled program of libFlexSN (which owns its kernel
+/// handles): the package holds one while its Program lives, and so does
+/// every kernel bound to one of its kernels, so that a kernel an autograd
+/// graph still holds outlives the package's Program.
+struct ProgramRef {
+  void *handle;
+  ~ProgramRef() {
+    if (DestroyFn destroy = destroyFn.load())
+      destroy(handle);
+  }
+};
 
 /// One kernel's arguments bound to a call: each read pointer takes the
 /// tensor at a position of the call's list (undefined: a null pointer,
@@ -66,16 +88,27 @@ std::atomic<StreamFn> streamFn{nullptr};
 /// written pointer a fresh result.
 struct BoundKernel {
   enum Shape : int64_t { Seq = 0, Step = 1, Scalar = 2 };
+  struct Read {
+    int64_t slot, position;
+    c10::ScalarType dtype;
+    Shape shape; // T·NCL, NCL or one element
+    bool optional; // may be None: the kernel reads zeros
+    std::string name; // what it is, for errors ("init_state #0")
+  };
   struct Result {
     int64_t slot;
     c10::ScalarType dtype;
     Shape shape; // [T, *S], [*S], or a zeroed [1] (an accumulated scalar)
   };
   int64_t id = 0;
+  std::string name; // the kernel's, for errors
   const void *kernel = nullptr;
+  std::shared_ptr<ProgramRef> program; // owns `kernel`
   size_t numPointers = 0;
   bool cuda = false;
-  std::vector<std::pair<int64_t, int64_t>> reads; // (slot, position)
+  int64_t device = 0;  // a CUDA kernel's device index
+  int64_t numArgs = 0; // tensors (or None) a call passes
+  std::vector<Read> reads;
   std::vector<Result> results;
 };
 
@@ -109,12 +142,19 @@ std::atomic<bool> tracing{false};
 std::mutex traceMutex;
 std::vector<int64_t> traceLog;
 
+// The registries live until the process ends and are never destroyed: at
+// exit, destroying a binding would destroy its program in a libFlexSN that
+// may already be finalized.
 std::mutex registryMutex;
 int64_t nextId = 1;
-std::unordered_map<int64_t, std::shared_ptr<const BoundKernel>> kernels;
-std::unordered_map<int64_t, c10::intrusive_ptr<BoundTraining>> trainings;
+auto &kernels =
+    *new std::unordered_map<int64_t, std::shared_ptr<const BoundKernel>>;
+auto &trainings =
+    *new std::unordered_map<int64_t, c10::intrusive_ptr<BoundTraining>>;
 struct BoundPlan;
-std::unordered_map<int64_t, std::shared_ptr<const BoundPlan>> plans;
+auto &plans = *new std::unordered_map<int64_t, std::shared_ptr<const BoundPlan>>;
+// The package's references to its programs, by handle.
+auto &programs = *new std::unordered_map<void *, std::shared_ptr<ProgramRef>>;
 
 template <typename Table>
 typename Table::mapped_type lookup(const Table &table, int64_t id,
@@ -140,26 +180,6 @@ int64_t claimId(int64_t wanted) {
   return wanted;
 }
 
-c10::ScalarType dtypeNamed(const std::string &name) {
-  if (name == "float32")
-    return at::kFloat;
-  if (name == "float16")
-    return at::kHalf;
-  if (name == "bfloat16")
-    return at::kBFloat16;
-  if (name == "float64")
-    return at::kDouble;
-  TORCH_CHECK(false, "flexsn_native: unknown result dtype '", name, "'");
-}
-
-void init(int64_t launch, int64_t free, int64_t stream) {
-  TORCH_CHECK(launch != 0 && free != 0,
-              "flexsn_native.init: null function address");
-  launchFn.store(reinterpret_cast<LaunchFn>(static_cast<uintptr_t>(launch)));
-  freeFn.store(reinterpret_cast<FreeFn>(static_cast<uintptr_t>(free)));
-  streamFn.store(reinterpret_cast<StreamFn>(static_cast<uintptr_t>(stream)));
-}
-
 /// PyTorch's current CUDA stream on `device`.
 void *currentStream(const c10::Device &device) {
   StreamFn get = streamFn.load();
@@ -171,39 +191,6 @@ void *currentStream(const c10::Device &device) {
   TORCH_CHECK(get(device.has_index() ? device.index() : -1, &stream) == 0,
               "flexsn: cannot read the current CUDA stream of ", device);
   return stream;
-}
-
-int64_t bindKernel(int64_t kernel, int64_t numPointers, bool cuda,
-                   std::vector<int64_t> reads, std::vector<int64_t> slots,
-                   std::vector<std::string> dtypes,
-                   std::vector<int64_t> shapes, int64_t wantedId) {
-  TORCH_CHECK(kernel != 0, "flexsn_native.bind: null kernel handle");
-  TORCH_CHECK(numPointers >= 0 && reads.size() % 2 == 0 &&
-                  slots.size() == dtypes.size() &&
-                  slots.size() == shapes.size(),
-              "flexsn_native.bind: malformed layout");
-  auto bound = std::make_shared<BoundKernel>();
-  bound->kernel =
-      reinterpret_cast<const void *>(static_cast<uintptr_t>(kernel));
-  bound->numPointers = static_cast<size_t>(numPointers);
-  bound->cuda = cuda;
-  auto inRange = [&](int64_t slot) { return slot >= 0 && slot < numPointers; };
-  for (size_t i = 0; i < reads.size(); i += 2) {
-    TORCH_CHECK(inRange(reads[i]) && reads[i + 1] >= 0,
-                "flexsn_native.bind: read slot out of range");
-    bound->reads.emplace_back(reads[i], reads[i + 1]);
-  }
-  for (size_t i = 0; i < slots.size(); ++i) {
-    TORCH_CHECK(inRange(slots[i]) && shapes[i] >= 0 && shapes[i] <= 2,
-                "flexsn_native.bind: result slot or shape out of range");
-    bound->results.push_back({slots[i], dtypeNamed(dtypes[i]),
-                              static_cast<BoundKernel::Shape>(shapes[i])});
-  }
-  std::lock_guard<std::mutex> lock(registryMutex);
-  bound->id = claimId(wantedId);
-  int64_t id = bound->id;
-  kernels.emplace(id, std::move(bound));
-  return id;
 }
 
 int64_t bindTraining(int64_t forward, int64_t backward,
@@ -269,10 +256,69 @@ void release(int64_t id) {
   plans.erase(id);
 }
 
+const char *shapeName(BoundKernel::Shape shape) {
+  switch (shape) {
+  case BoundKernel::Seq:
+    return "T*NCL";
+  case BoundKernel::Step:
+    return "NCL";
+  case BoundKernel::Scalar:
+    break;
+  }
+  return "1";
+}
+
+/// Refuses a call of `bound` whose tensors are not what it was compiled for
+/// (at T steps of NCL neurons, on `device`), naming the first argument that
+/// is not and what was expected: the call's tensor count; per tensor passed,
+/// a strided dense tensor on the binding's device (type and index); per
+/// tensor the kernel reads, its dtype, element count (T*NCL, NCL or one
+/// element) and contiguity, and None only where the kernel reads zeros.
+void checkCall(const BoundKernel &bound, const std::vector<at::Tensor> &args,
+               int64_t T, int64_t NCL) {
+  TORCH_CHECK(static_cast<int64_t>(args.size()) == bound.numArgs,
+              "flexsn_native: kernel '", bound.name, "' takes ", bound.numArgs,
+              " tensors (or None); the call passes ", args.size());
+  c10::Device device = bound.cuda
+                           ? c10::Device(c10::kCUDA, bound.device)
+                           : c10::Device(c10::kCPU);
+  for (size_t j = 0; j < args.size(); ++j) {
+    const at::Tensor &t = args[j];
+    if (!t.defined())
+      continue;
+    TORCH_CHECK(t.device() == device, "flexsn_native: tensor #", j,
+                " of the call is on ", t.device(), "; kernel '", bound.name,
+                "' runs on ", device);
+    TORCH_CHECK(t.layout() == at::kStrided && !t.is_nested() && !t.is_neg() &&
+                    !t.is_conj(),
+                "flexsn_native: tensor #", j, " of the call is not a plain "
+                "dense tensor (layout ", t.layout(), ")");
+  }
+  for (const BoundKernel::Read &r : bound.reads) {
+    const at::Tensor &t = args[r.position];
+    if (!t.defined()) {
+      TORCH_CHECK(r.optional, "flexsn_native: tensor #", r.position, " (",
+                  r.name, ") is None; kernel '", bound.name, "' reads it");
+      continue;
+    }
+    TORCH_CHECK(t.scalar_type() == r.dtype, "flexsn_native: tensor #",
+                r.position, " (", r.name, ") is ", t.scalar_type(),
+                "; kernel '", bound.name, "' was compiled for ", r.dtype);
+    int64_t want = r.shape == BoundKernel::Seq    ? T * NCL
+                   : r.shape == BoundKernel::Step ? NCL
+                                                  : 1;
+    TORCH_CHECK(t.numel() == want, "flexsn_native: tensor #", r.position,
+                " (", r.name, ") holds ", t.numel(), " elements; kernel '",
+                bound.name, "' reads ", shapeName(r.shape), " = ", want,
+                " (T=", T, ", NCL=", NCL, ")");
+    TORCH_CHECK(t.is_contiguous(), "flexsn_native: tensor #", r.position,
+                " (", r.name, ") is not contiguous; kernel '", bound.name,
+                "' reads it as one dense block (pass .contiguous())");
+  }
+}
+
 /// Allocates `bound`'s results and launches it on `args` (input #0 first:
-/// it gives T and the per-step shape). Every tensor was checked by the
-/// Python layer (dtype, device, sizes, contiguity); this only refuses what
-/// would make the pointers meaningless.
+/// it gives T and the per-step shape), after checkCall.
 std::vector<at::Tensor> run(const BoundKernel &bound,
                             const std::vector<at::Tensor> &args,
                             at::IntArrayRef seqShape,
@@ -293,11 +339,20 @@ std::vector<at::Tensor> run(const BoundKernel &bound,
                             at::IntArrayRef seqShape,
                             at::TensorOptions options) {
   LaunchFn launch = launchFn.load();
-  TORCH_CHECK(launch, "flexsn_native: init() was not called");
+  TORCH_CHECK(launch, "flexsn_native: the package did not initialise the "
+                      "operators (flexsn_torch_init)");
   TORCH_CHECK(!seqShape.empty() && seqShape[0] > 0,
-              "flexsn_native: a [T, ...] call with T > 0");
+              "flexsn_native: a [T, ...] call with T > 0, not ", seqShape);
   int64_t T = seqShape[0];
-  int64_t NCL = c10::multiply_integers(seqShape) / T;
+  int64_t NCL = 1;
+  for (int64_t d : seqShape.slice(1))
+    TORCH_CHECK(d >= 0 && !__builtin_mul_overflow(NCL, d, &NCL),
+                "flexsn_native: the call's shape ", seqShape,
+                " is negative or overflows");
+  int64_t total = 0;
+  TORCH_CHECK(!__builtin_mul_overflow(T, NCL, &total),
+              "flexsn_native: the call's shape ", seqShape, " overflows");
+  checkCall(bound, args, T, NCL);
   // The pointer array on the stack for the usual kernel (a heap array past
   // that); zeroed: a pointer no read or result sets stays null.
   constexpr size_t kInlinePointers = 32;
@@ -308,13 +363,10 @@ std::vector<at::Tensor> run(const BoundKernel &bound,
     heapPointers.assign(bound.numPointers, nullptr);
     pointers = heapPointers.data();
   }
-  for (const auto &[slot, position] : bound.reads) {
-    TORCH_CHECK(position < static_cast<int64_t>(args.size()),
-                "flexsn_native: the call passes ", args.size(),
-                " tensors; the kernel reads #", position);
-    const at::Tensor &t = args[position];
+  for (const BoundKernel::Read &r : bound.reads) {
+    const at::Tensor &t = args[r.position];
     if (t.defined())
-      pointers[slot] = t.data_ptr();
+      pointers[r.slot] = t.data_ptr();
   }
   at::IntArrayRef stepShape = seqShape.slice(1);
   std::vector<at::Tensor> results;
@@ -814,11 +866,6 @@ runPlan(int64_t id, const c10::List<std::optional<at::Tensor>> &args) {
 } // namespace
 
 TORCH_LIBRARY(flexsn_native, m) {
-  m.def("init(int launch, int free, int stream) -> ()", &init);
-  m.def("bind(int kernel, int num_pointers, bool cuda, int[] reads, "
-        "int[] result_slots, str[] result_dtypes, int[] result_shapes, "
-        "int id=0) -> int",
-        &bindKernel);
   m.def("bind_train(int forward, int backward, int[] output_index, "
         "int[] state_index, int[] kept_index, int[] leaf_read, "
         "int[] grad_index, int[] non_differentiable, bool recompute, "
@@ -861,3 +908,149 @@ TORCH_LIBRARY_IMPL(flexsn_native, Autograd, m) { m.impl("train", &trainOp); }
 TORCH_LIBRARY_IMPL(flexsn_native, CompositeExplicitAutograd, m) {
   m.impl("train", &trainOp);
 }
+
+// The package's entry points that take addresses, called by ctypes (never
+// operators: see the head of this file). Each returns 0 (an id: > 0) on
+// success, else -1 with a message in `error` (of `errorSize` bytes).
+namespace {
+
+template <typename Fn>
+int64_t guarded(char *error, size_t errorSize, Fn fn) {
+  try {
+    return fn();
+  } catch (const c10::Error &e) {
+    std::snprintf(error, errorSize, "%s", e.what_without_backtrace());
+  } catch (const std::exception &e) {
+    std::snprintf(error, errorSize, "%s", e.what());
+  }
+  return -1;
+}
+
+c10::ScalarType dtypeOfCode(int64_t code) {
+  switch (code) {
+  case 0:
+    return at::kFloat;
+  case 1:
+    return at::kHalf;
+  case 2:
+    return at::kBFloat16;
+  case 3:
+    return at::kDouble;
+  }
+  TORCH_CHECK(false, "unknown dtype code ", code);
+}
+
+BoundKernel::Shape shapeOfCode(int64_t code) {
+  TORCH_CHECK(code >= 0 && code <= 2, "unknown shape code ", code);
+  return static_cast<BoundKernel::Shape>(code);
+}
+
+} // namespace
+
+extern "C" {
+
+/// The functions of the libFlexSN.so the package loaded (launch, free,
+/// program destroy) and PyTorch's current-stream getter (0: none).
+int flexsn_torch_init(void *launch, void *free, void *destroy, void *stream,
+                      char *error, size_t errorSize) {
+  return guarded(error, errorSize, [&]() -> int64_t {
+    TORCH_CHECK(launch && free && destroy, "a null function address");
+    launchFn.store(reinterpret_cast<LaunchFn>(launch));
+    freeFn.store(reinterpret_cast<FreeFn>(free));
+    destroyFn.store(reinterpret_cast<DestroyFn>(destroy));
+    streamFn.store(reinterpret_cast<StreamFn>(stream));
+    return 0;
+  });
+}
+
+/// The package takes over `program` (a libFlexSN program handle): it is
+/// destroyed when the package drops it and no bound kernel of it remains.
+int flexsn_torch_adopt_program(void *program, char *error, size_t errorSize) {
+  return guarded(error, errorSize, [&]() -> int64_t {
+    TORCH_CHECK(program, "a null program");
+    std::lock_guard<std::mutex> lock(registryMutex);
+    auto &ref = programs[program];
+    TORCH_CHECK(!ref, "program already adopted");
+    ref.reset(new ProgramRef{program});
+    return 0;
+  });
+}
+
+void flexsn_torch_drop_program(void *program) {
+  std::shared_ptr<ProgramRef> ref;
+  {
+    std::lock_guard<std::mutex> lock(registryMutex);
+    auto it = programs.find(program);
+    if (it == programs.end())
+      return;
+    ref = std::move(it->second);
+    programs.erase(it);
+  }
+  // destroyed here, outside the lock, unless a binding still holds it
+}
+
+/// Binds `kernel` of the adopted `program`, named `name`, with
+/// `numPointers` pointer arguments, on the CPU or CUDA device `device`, to
+/// calls of `numArgs` tensors: per read (`numReads` rows of 5 in `reads`:
+/// slot, position in the call, dtype code, shape code, optional) with its
+/// name (`readNames`, one per line), per result (`numResults` rows of 3:
+/// slot, dtype code, shape code). Returns its id: `wantedId` where given
+/// (not 0), else a fresh one.
+int64_t flexsn_torch_bind(void *program, void *kernel, const char *name,
+                          int64_t numPointers, int cuda, int64_t device,
+                          int64_t numArgs, const int64_t *reads,
+                          int64_t numReads, const char *readNames,
+                          const int64_t *results, int64_t numResults,
+                          int64_t wantedId, char *error, size_t errorSize) {
+  return guarded(error, errorSize, [&]() -> int64_t {
+    TORCH_CHECK(kernel && name && readNames &&
+                    (numReads == 0 || reads) && (numResults == 0 || results),
+                "a null argument");
+    TORCH_CHECK(numPointers >= 0 && numArgs >= 0 && numReads >= 0 &&
+                    numResults >= 0 && device >= 0,
+                "a negative count");
+    auto bound = std::make_shared<BoundKernel>();
+    bound->name = name;
+    bound->kernel = kernel;
+    bound->numPointers = static_cast<size_t>(numPointers);
+    bound->cuda = cuda != 0;
+    bound->device = device;
+    bound->numArgs = numArgs;
+    std::vector<bool> taken(numPointers, false);
+    auto claimSlot = [&](int64_t slot) {
+      TORCH_CHECK(slot >= 0 && slot < numPointers && !taken[slot],
+                  "pointer slot ", slot, " out of range or bound twice");
+      taken[slot] = true;
+    };
+    std::string names = readNames;
+    size_t from = 0;
+    for (int64_t i = 0; i < numReads; ++i) {
+      const int64_t *row = reads + 5 * i;
+      claimSlot(row[0]);
+      TORCH_CHECK(row[1] >= 0 && row[1] < numArgs, "read position ", row[1],
+                  " outside a call of ", numArgs, " tensors");
+      size_t to = names.find('\n', from);
+      std::string readName = names.substr(from, to - from);
+      from = to == std::string::npos ? names.size() : to + 1;
+      bound->reads.push_back({row[0], row[1], dtypeOfCode(row[2]),
+                              shapeOfCode(row[3]), row[4] != 0,
+                              std::move(readName)});
+    }
+    for (int64_t i = 0; i < numResults; ++i) {
+      const int64_t *row = results + 3 * i;
+      claimSlot(row[0]);
+      bound->results.push_back(
+          {row[0], dtypeOfCode(row[1]), shapeOfCode(row[2])});
+    }
+    std::lock_guard<std::mutex> lock(registryMutex);
+    auto it = programs.find(program);
+    TORCH_CHECK(it != programs.end(), "the program was not adopted");
+    bound->program = it->second;
+    bound->id = claimId(wantedId);
+    int64_t id = bound->id;
+    kernels.emplace(id, std::move(bound));
+    return id;
+  });
+}
+
+} // extern "C"
