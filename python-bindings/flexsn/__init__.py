@@ -8,7 +8,8 @@ Importing the package loads neither torch, the compiler library nor the
 GPU: the names below are loaded on first use.
 """
 
-from ._errors import FallbackWarning, FlexSNError, StepByStepWarning, UnsupportedOpError
+from ._errors import (CacheWarning, FallbackWarning, FlexSNError, StepByStepWarning,
+                      UnsupportedOpError)
 
 __version__ = "0.5.0"
 
@@ -34,7 +35,7 @@ _LAZY = {
 __all__ = ["FlexSN", "FlexSNKernel", "surrogate", "neuron", "from_snntorch",
            "from_norse", "convert", "multistep", "MultiStep", "compact_spikes",
            "mark_spikes", "recompute_states", "FlexSNError", "UnsupportedOpError",
-           "FallbackWarning", "StepByStepWarning", "library_version", "call_path"]
+           "FallbackWarning", "StepByStepWarning", "CacheWarning", "library_version", "call_path"]
 
 
 def __getattr__(name):

@@ -18,3 +18,9 @@ class FallbackWarning(UserWarning):
 class StepByStepWarning(UserWarning):
     """flexsn.multistep cannot reorder a step exactly over the whole
     sequence and runs it one step at a time; the message says why."""
+
+
+class CacheWarning(UserWarning):
+    """The on-disk cache could not be used as found (a directory another
+    user could write, an unwritable one, a damaged entry); the message says
+    what the package does instead."""

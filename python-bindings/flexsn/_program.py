@@ -16,14 +16,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
 
-from . import _capi, _native
+from . import _cache, _capi, _native
 from ._errors import FlexSNError
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
@@ -82,12 +81,9 @@ class Program:
 def cache_dir() -> Optional[Path]:
     """Where compiled programs are kept across processes (a CUDA program's
     PTX and manifest; a CPU program's kernels' object files, written by the
-    library at each kernel's first use): $FLEXSN_CACHE_DIR, else
-    ~/.cache/flexsn; FLEXSN_CACHE_DIR=off: nowhere."""
-    where = os.environ.get("FLEXSN_CACHE_DIR")
-    if where is not None and where.strip().lower() in ("", "0", "off", "none"):
-        return None
-    return Path(where) if where else Path.home() / ".cache" / "flexsn"
+    library at each kernel's first use): see flexsn/_cache.py; None:
+    nowhere (FLEXSN_CACHE_DIR=off)."""
+    return _cache.root()
 
 
 def _compile(ir: str, target: str, options: str) -> Program:
@@ -96,37 +92,32 @@ def _compile(ir: str, target: str, options: str) -> Program:
         options = f"{options} {cuda_home_option()}".strip()
     directory = cache_dir()
     if target != "cuda":
-        # The library keys each kernel's object file itself (its lowered
-        # IR, the host CPU, LLVM): only the directory is ours to give.
+        # The library keys, checks and writes each kernel's object file
+        # itself (its lowered IR, the host CPU, LLVM): only the directory,
+        # which _cache vouches for, is ours to give.
         program = Program(_capi.program_create(ir, code, options), target)
         if directory is not None:
             _capi.program_set_cpu_cache_dir(program.handle, str(directory))
         return program
     if directory is None:
         return Program(_capi.program_create(ir, code, options), target)
-    # The PTX and manifest of a CUDA program are kept on disk, under a key of
-    # everything they depend on; files are written whole, then renamed, so
-    # concurrent processes never read half a file.
+    # The PTX and manifest of a CUDA program are kept on disk as one entry,
+    # under a key of everything they depend on.
     key = hashlib.sha256("\0".join(
         [_capi.version(), _capi.build(), target, options, ir]).encode()
     ).hexdigest()[:32]
-    ptx_path, manifest_path = directory / f"{key}.ptx", directory / f"{key}.json"
-    try:
-        ptx, manifest = ptx_path.read_text(), manifest_path.read_text()
-        return Program(_capi.program_load_cuda(ptx, manifest), target)
-    except (OSError, FlexSNError):
-        pass
+    name = f"{key}.program"
+    payload = _cache.read_entry(directory, name)
+    if payload is not None:
+        try:
+            entry = json.loads(payload)
+            return Program(_capi.program_load_cuda(entry["ptx"], entry["manifest"]), target)
+        except (ValueError, KeyError, TypeError, FlexSNError):
+            pass  # checksummed but unloadable (another version's): built again
     program = Program(_capi.program_create(ir, code, options), target)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        for path, text in ((ptx_path, _capi.program_ptx(program.handle)),
-                           (manifest_path, _capi.program_manifest(program.handle))):
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-            os.replace(tmp, path)
-    except OSError:
-        pass  # an unwritable cache only costs the next process a compile
+    _cache.write_entry(directory, name, json.dumps({
+        "ptx": _capi.program_ptx(program.handle),
+        "manifest": _capi.program_manifest(program.handle)}).encode())
     return program
 
 

@@ -3,7 +3,9 @@ CUDA programs (PTX and manifest) and CPU kernels (object files, keyed and
 written by the library). PTX compiles without a GPU, so this runs
 everywhere."""
 
+import os
 import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ import torch
 
 import flexsn
 from conftest import child_python
-from flexsn import _capi, _compiled, _program
+from flexsn import _cache, _capi, _compiled, _native, _program
 from cores import lif
 
 
@@ -30,7 +32,7 @@ def test_cuda_programs_on_disk(tmp_path, monkeypatch):
     ir = _ir()
     first = _program._compile(ir, "cuda", "chip=sm_90")
     files = sorted(p.suffix for p in tmp_path.iterdir())
-    assert files == [".json", ".ptx"]
+    assert files == [".program"]  # PTX and manifest, one checksummed entry
     # A second process finds it: no compilation.
     def no_compile(*a):
         raise AssertionError("compiled again")
@@ -42,17 +44,38 @@ def test_cuda_programs_on_disk(tmp_path, monkeypatch):
     monkeypatch.undo()
     monkeypatch.setenv("FLEXSN_CACHE_DIR", str(tmp_path))
     _program._compile(ir, "cuda", "chip=sm_80")
-    assert len(list(tmp_path.glob("*.ptx"))) == 2
+    assert len(list(tmp_path.glob("*.program"))) == 2
 
 
-def test_corrupt_cache_entry_is_recompiled(tmp_path, monkeypatch):
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "garbage", "symlink"])
+def test_a_damaged_program_entry_is_rebuilt_once_with_a_warning(tmp_path, monkeypatch,
+                                                                damage):
+    """A PTX entry cut short, with one byte changed, not an entry at all,
+    or a symbolic link: a CacheWarning that names it, the program compiled
+    again, and the entry written whole again (no warning the next time)."""
     monkeypatch.setenv("FLEXSN_CACHE_DIR", str(tmp_path))
     ir = _ir()
-    _program._compile(ir, "cuda", "chip=sm_90")
-    for p in tmp_path.glob("*.json"):
-        p.write_text("{not json")
-    program = _program._compile(ir, "cuda", "chip=sm_90")
-    assert "core_inference" in program.kernels
+    first = _program._compile(ir, "cuda", "chip=sm_90")
+    (entry,) = tmp_path.glob("*.program")
+    whole = entry.read_bytes()
+    if damage == "truncated":
+        entry.write_bytes(whole[:len(whole) // 2])
+    elif damage == "flipped":
+        entry.write_bytes(whole[:-10] + bytes([whole[-10] ^ 1]) + whole[-9:])
+    elif damage == "garbage":
+        entry.write_bytes(b"{not an entry")
+    else:
+        other = tmp_path / "elsewhere"
+        other.write_bytes(whole)
+        entry.unlink()
+        entry.symlink_to(other)
+    with pytest.warns(flexsn.CacheWarning, match=entry.name):
+        program = _program._compile(ir, "cuda", "chip=sm_90")
+    assert program.manifest == first.manifest
+    assert not entry.is_symlink() and entry.read_bytes() == whole
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _program._compile(ir, "cuda", "chip=sm_90")
 
 
 def test_a_rebuilt_library_does_not_reuse_old_ptx(tmp_path, monkeypatch):
@@ -64,7 +87,7 @@ def test_a_rebuilt_library_does_not_reuse_old_ptx(tmp_path, monkeypatch):
     _program._compile(ir, "cuda", "chip=sm_90")
     monkeypatch.setattr(_capi, "build", lambda: "/elsewhere/libFlexSN.so:1:2")
     _program._compile(ir, "cuda", "chip=sm_90")
-    assert len(list(tmp_path.glob("*.ptx"))) == 2
+    assert len(list(tmp_path.glob("*.program"))) == 2
 
 
 def test_every_kernel_has_its_scalar_entry(tmp_path, monkeypatch):
@@ -131,7 +154,11 @@ def test_cpu_objects_on_disk(tmp_path, monkeypatch):
     first = _cpu_training_step(monkeypatch, 1.3125)
     written = _objects(tmp_path)
     assert len(written) == 2, written  # the step's forward and backward
-    assert all(p.read_bytes()[:4] == b"\x7fELF" for p in tmp_path.glob("cpu-*.o"))
+    # an object file, then its checksum trailer; mode 0600
+    for p in tmp_path.glob("cpu-*.o"):
+        data = p.read_bytes()
+        assert data[:4] == b"\x7fELF" and data[-79:-64] == b"\nflexsn-sha256:"
+        assert p.stat().st_mode & 0o777 == 0o600
     # A new program finds them: read, not written again (a write renames a
     # new file into place).
     again = _cpu_training_step(monkeypatch, 1.3125)
@@ -144,11 +171,12 @@ def test_cpu_objects_on_disk(tmp_path, monkeypatch):
     assert not list(tmp_path.glob(".tmp-*"))
 
 
-@pytest.mark.parametrize("damage", ["garbage", "swapped", "truncated"])
-def test_a_bad_cpu_object_is_compiled_again(tmp_path, monkeypatch, damage):
+@pytest.mark.parametrize("damage", ["garbage", "swapped", "truncated", "flipped"])
+def test_a_bad_cpu_object_is_compiled_again(tmp_path, monkeypatch, capfd, damage):
     """A cached file that is not an object, is another kernel's object (no
-    entry point of this kernel's name) or is cut short is compiled again
-    and replaced; the step's results are those of a clean compile."""
+    entry point of this kernel's name), is cut short or has one byte
+    changed is compiled again (with a line on stderr that names it) and
+    replaced; the step's results are those of a clean compile."""
     monkeypatch.setenv("FLEXSN_CACHE_DIR", str(tmp_path))
     first = _cpu_training_step(monkeypatch, 1.4375)
     paths = sorted(tmp_path.glob("cpu-*.o"))
@@ -156,9 +184,13 @@ def test_a_bad_cpu_object_is_compiled_again(tmp_path, monkeypatch, damage):
     for p, data in zip(paths, contents if damage != "swapped" else contents[::-1]):
         p.write_bytes({"garbage": b"not an object file",
                        "swapped": data,
-                       "truncated": data[:len(data) // 2]}[damage])
+                       "truncated": data[:len(data) // 2],
+                       "flipped": data[:100] + bytes([data[100] ^ 1]) + data[101:]}[damage])
     damaged = _objects(tmp_path)
+    capfd.readouterr()
     again = _cpu_training_step(monkeypatch, 1.4375)
+    err = capfd.readouterr().err
+    assert all(f"the cached CPU kernel {p}" in err for p in paths), err
     for a, b in zip(first, again):
         assert torch.equal(a, b)
     replaced = _objects(tmp_path)
@@ -174,13 +206,15 @@ def test_cpu_cache_off_writes_nothing(tmp_path, monkeypatch):
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]
 
 
-def test_an_unusable_cpu_cache_dir_only_costs_the_compile(tmp_path, monkeypatch):
-    """A cache 'directory' that is a file (as an unwritable one): every
-    kernel is compiled, nothing is written, the results are right."""
+def test_an_unusable_cache_dir_falls_back_to_a_private_one(tmp_path, monkeypatch):
+    """A cache 'directory' that is a file (as an unwritable one): one
+    CacheWarning, a private temporary cache instead, nothing written there,
+    the results are right."""
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("x")
     monkeypatch.setenv("FLEXSN_CACHE_DIR", str(blocker))
-    first = _cpu_training_step(monkeypatch, 1.5625)
+    with pytest.warns(flexsn.CacheWarning, match="is not a directory"):
+        first = _cpu_training_step(monkeypatch, 1.5625)
     monkeypatch.setenv("FLEXSN_CACHE_DIR", "off")
     clean = _cpu_training_step(monkeypatch, 1.5625)
     for a, b in zip(first, clean):
@@ -219,7 +253,7 @@ def test_concurrent_processes_share_the_cache(tmp_path):
     outs = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     assert len({o for o, _ in outs}) == 1
-    assert len(list(tmp_path.glob("*.ptx"))) == 1
+    assert len(list(tmp_path.glob("*.program"))) == 1
     assert not list(tmp_path.glob(".tmp-*"))
 
 
@@ -233,3 +267,109 @@ def test_changing_T_or_N_never_recompiles(monkeypatch):
         m.reset()
         m(torch.randn(T, *shape))
     assert calls == []
+
+
+def _fresh_root(monkeypatch, where):
+    monkeypatch.setattr(_cache, "_roots", {})
+    monkeypatch.setattr(_cache, "_warned", set())
+    monkeypatch.setenv("FLEXSN_CACHE_DIR", str(where))
+    return _cache.root()
+
+
+def test_the_cache_is_created_private(tmp_path, monkeypatch):
+    root = _fresh_root(monkeypatch, tmp_path / "new" / "cache")
+    assert root == tmp_path / "new" / "cache"
+    assert root.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("kind", ["group-writable", "world-writable", "symlink",
+                                  "other-owner", "home-is-a-file"])
+def test_an_untrusted_cache_is_refused(tmp_path, monkeypatch, kind):
+    """A cache directory another user could write (or that is a symbolic
+    link, or belongs to another user) is not used, nor anything planted in
+    it: one CacheWarning that says why, and a private temporary directory
+    instead. So is a HOME where ~/.cache cannot be made."""
+    bad = tmp_path / "shared"
+    bad.mkdir()
+    planted = bad / "torch-ops" / "x" / "libFlexSNTorch.so"
+    planted.parent.mkdir(parents=True)
+    planted.write_bytes(b"\x7fELF planted")
+    if kind == "group-writable":
+        os.chmod(bad, 0o770)
+        why = "writable by its group or others"
+    elif kind == "world-writable":
+        os.chmod(bad, 0o1777)
+        why = "writable by its group or others"
+    elif kind == "symlink":
+        link = tmp_path / "link"
+        link.symlink_to(bad)
+        bad, why = link, "is a symbolic link"
+    elif kind == "other-owner":
+        if os.geteuid() != 0:
+            pytest.skip("only root can give a directory to another user")
+        os.chown(bad, 65534, 65534)
+        why = "belongs to user id 65534"
+    else:
+        home = tmp_path / "home-file"
+        home.write_text("not a directory")
+        monkeypatch.setenv("HOME", str(home))
+        monkeypatch.delenv("FLEXSN_CACHE_DIR", raising=False)
+        monkeypatch.setattr(_cache, "_roots", {})
+        monkeypatch.setattr(_cache, "_warned", set())
+        with pytest.warns(flexsn.CacheWarning, match="cannot be created"):
+            root = _cache.root()
+        assert root != home and str(root).startswith(os.path.realpath(
+            os.environ.get("TMPDIR", "/tmp")))
+        return
+    with pytest.warns(flexsn.CacheWarning, match=why):
+        root = _fresh_root(monkeypatch, bad)
+    assert root is not None and root != bad and not str(root).startswith(str(tmp_path))
+    assert root.stat().st_mode & 0o777 == 0o700
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _cache.root() == root  # one warning
+
+
+def test_a_planted_operator_library_is_not_loaded(tmp_path, monkeypatch):
+    """In a trusted cache, a library placed where a build would be (the
+    fixed path, or a build directory) is ignored unless the checksummed
+    `current` entry names it with its SHA-256; a `current` whose digest
+    does not match is refused with a warning."""
+    root = _fresh_root(monkeypatch, tmp_path / "cache")
+    key_dir = _cache.subdir(_cache.subdir(root, "torch-ops"), "k")
+    (key_dir / "libFlexSNTorch.so").write_bytes(b"planted")
+    build = key_dir / "build-planted"
+    build.mkdir(mode=0o700)
+    (build / "libFlexSNTorch.so").write_bytes(b"planted")
+    assert _native._current(key_dir) is None
+    _cache.write_entry(key_dir, "current",
+                       b'{"build": "build-planted", "sha256": "' + b"0" * 64 + b'"}')
+    with pytest.warns(flexsn.CacheWarning, match="fails its checksum"):
+        assert _native._current(key_dir) is None
+    (key_dir / "current").write_bytes(b'{"build": "build-planted", "sha256": "x"}')
+    with pytest.warns(flexsn.CacheWarning, match="has no checksum"):
+        assert _native._current(key_dir) is None
+    digest = _cache.file_digest(build / "libFlexSNTorch.so")
+    _cache.write_entry(key_dir, "current",
+                       ('{"build": "build-planted", "sha256": "%s"}' % digest).encode())
+    assert _native._current(key_dir) == build / "libFlexSNTorch.so"
+    _cache.write_entry(key_dir, "current",
+                       ('{"build": "../elsewhere", "sha256": "%s"}' % digest).encode())
+    assert _native._current(key_dir) is None
+
+
+def test_the_build_has_a_timeout(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEXSN_BUILD_TIMEOUT", "1")
+    cxx = _native.compiler()
+    if cxx is None:
+        pytest.skip("no C++ compiler here")
+    with pytest.raises(RuntimeError, match=r"took over 1 s \(FLEXSN_BUILD_TIMEOUT\)"):
+        _native._compile_into(["sh", "-c", "sleep 30", "--"], tmp_path)
+
+
+def test_the_build_key_names_the_compiler():
+    cxx = _native.compiler()
+    if cxx is None:
+        pytest.skip("no C++ compiler here")
+    assert _native.build_key(cxx) != _native.build_key(["env"] + cxx)
+    assert _native.build_key(cxx) == _native.build_key(list(cxx))

@@ -414,9 +414,84 @@ def test_strict_refuses_to_run_without_operators(monkeypatch):
 
 
 def test_build_command_targets_this_torch():
-    cmd = _native.build_command("c++", "out.so")
+    cmd = _native.build_command(["ccache", "c++"], "out.so")
     include, lib = _native._torch_dirs()
-    assert cmd[0] == "c++" and str(_native.SOURCE) in cmd
+    assert cmd[:2] == ["ccache", "c++"] and str(_native.SOURCE) in cmd
     assert f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}" in cmd
     assert str(include) in cmd and f"-L{lib}" in cmd
     assert _native.SOURCE.is_file()
+
+
+# Two threads ask for the operators at once in a process that has to build
+# them: both get them (the second waits for the first's build).
+TWO_THREADS = """
+import sys, threading, warnings, torch, flexsn
+from flexsn import _native
+warnings.simplefilter("always")
+got = []
+ts = [threading.Thread(target=lambda: got.append(_native.ops() is not None)) for _ in range(2)]
+with warnings.catch_warnings(record=True) as caught:
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+print(got, flexsn.call_path())
+print([str(w.message) for w in caught if issubclass(w.category, flexsn.CacheWarning)])
+"""
+
+
+def test_operator_builds_in_the_cache_are_checked_and_rebuilt(tmp_path):
+    """In one cache, in turn: a first build ($CXX a word list) while two
+    threads ask; a library that fails its checksum; one that passes it but
+    does not load (each built again, once, into a fresh build directory,
+    with a CacheWarning); and a process that finds another holding the
+    build lock, which says that it waits."""
+    cxx = _native.compiler()
+    if cxx is None:
+        pytest.skip("no C++ compiler here")
+    lib = _lone_library(tmp_path)
+    cache = tmp_path / "cache"
+    env = dict(os.environ, FLEXSN_LIBRARY=str(lib), FLEXSN_CACHE_DIR=str(cache),
+               CXX="env " + " ".join(cxx))
+    argv, env = child_python(env)
+
+    def child():
+        out = subprocess.run(argv + ["-c", TWO_THREADS], env=env, capture_output=True,
+                             text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        got, warned = out.stdout.strip().splitlines()[-2:]
+        assert got.startswith("[True, True] native: "), got
+        return warned, out.stderr
+    warned, err = child()
+    assert err.count("building its PyTorch operators") == 1 and warned == "[]", err
+    (key_dir,) = (cache / "torch-ops").iterdir()
+    (first,) = key_dir.glob("build-*")
+    library = first / "libFlexSNTorch.so"
+    library.write_bytes(library.read_bytes()[:100000])  # cut short
+    warned, err = child()
+    assert "fails its checksum" in warned and "building its PyTorch operators" in err
+    (second,) = key_dir.glob("build-*")
+    assert second != first
+    # a library the checksum vouches for that does not load
+    garbage = second / "libFlexSNTorch.so"
+    garbage.write_bytes(b"not a shared library")
+    from flexsn import _cache
+    entry = _cache.read_entry(key_dir, "current")
+    _cache.write_entry(key_dir, "current", entry.replace(
+        entry.split(b'"sha256": "')[1][:64], _cache.file_digest(garbage).encode()))
+    warned, err = child()
+    assert "does not load" in warned and "building its PyTorch operators" in err
+    (third,) = key_dir.glob("build-*")
+    assert third not in (first, second)
+    # another process holds the lock: this one waits, says so, then loads
+    import fcntl
+    with open(key_dir / ".lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        waiting = subprocess.Popen(argv + ["-c", TWO_THREADS], env=env, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        import time
+        time.sleep(8)
+        assert waiting.poll() is None
+        fcntl.flock(held, fcntl.LOCK_UN)
+    out, err = waiting.communicate(timeout=300)
+    assert waiting.returncode == 0 and "[True, True] native" in out, err
+    assert "waiting for another process" in err and "building" not in err.replace(
+        "that is building", "")

@@ -27,6 +27,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
@@ -38,6 +39,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include <dlfcn.h>
@@ -255,18 +257,60 @@ static std::string objectKey(ModuleOp one, const llvm::TargetMachine &machine) {
   return llvm::toHex(hash.final(), /*LowerCase=*/true).substr(0, 40);
 }
 
-/// The object file at `path` when it is one that defines `symbol`.
+// A cached object file ends with a trailer: this marker, then the SHA-256
+// of the object before it in hex. A file cut short, or changed after it was
+// written, fails the check and is compiled again.
+static constexpr llvm::StringLiteral kTrailerMark = "\nflexsn-sha256:";
+static constexpr size_t kTrailerSize = kTrailerMark.size() + 64;
+
+static std::string sha256Hex(StringRef bytes) {
+  return llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(bytes)),
+                     /*LowerCase=*/true);
+}
+
+/// Whether `path` is an entry this process may trust: a regular file (not a
+/// symbolic link) owned by this user and writable by no one else.
+static bool trustedEntry(StringRef path) {
+  llvm::sys::fs::file_status st;
+  if (llvm::sys::fs::status(path, st, /*Follow=*/false) ||
+      st.type() != llvm::sys::fs::file_type::regular_file ||
+      st.getUser() != ::geteuid())
+    return false;
+  return (st.permissions() &
+          (llvm::sys::fs::group_write | llvm::sys::fs::others_write)) == 0;
+}
+
+/// The object file cached at `path` when it is whole, trusted and defines
+/// `symbol`; a file there that is not says so on stderr (it is compiled
+/// again and replaced).
 static std::unique_ptr<llvm::MemoryBuffer> readObject(StringRef path,
                                                       StringRef symbol) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer)
+  if (!llvm::sys::fs::exists(path))
     return nullptr;
+  auto refuse = [&](StringRef why) -> std::unique_ptr<llvm::MemoryBuffer> {
+    llvm::errs() << "flexsn: the cached CPU kernel " << path << " " << why
+                 << "; compiling it again\n";
+    return nullptr;
+  };
+  if (!trustedEntry(path))
+    return refuse("is not a regular file of this user writable by it alone");
+  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                          /*RequiresNullTerminator=*/false);
+  if (!file)
+    return nullptr;
+  StringRef bytes = (*file)->getBuffer();
+  if (bytes.size() < kTrailerSize ||
+      !bytes.substr(bytes.size() - kTrailerSize).starts_with(kTrailerMark))
+    return refuse("has no checksum (damaged, or written by another version)");
+  StringRef body = bytes.drop_back(kTrailerSize);
+  if (sha256Hex(body) != bytes.take_back(64))
+    return refuse("fails its checksum (damaged)");
+  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(body, path);
   auto object =
-      llvm::object::ObjectFile::createObjectFile((*buffer)->getMemBufferRef());
+      llvm::object::ObjectFile::createObjectFile(buffer->getMemBufferRef());
   if (!object) {
     llvm::consumeError(object.takeError());
-    return nullptr;
+    return refuse("is not an object file");
   }
   for (const llvm::object::SymbolRef &sym : (*object)->symbols()) {
     auto flags = sym.getFlags();
@@ -277,24 +321,28 @@ static std::unique_ptr<llvm::MemoryBuffer> readObject(StringRef path,
       continue;
     }
     if (*name == symbol && !(*flags & llvm::object::SymbolRef::SF_Undefined))
-      return std::move(*buffer);
+      return buffer;
   }
-  return nullptr;
+  return refuse("does not define its kernel");
 }
 
-/// Writes `object` to `path`, whole or not at all: a failure only costs a
-/// later process the compile.
+/// Writes `object` and its trailer to `path` (readable and writable by this
+/// user only), whole or not at all: a failure only costs a later process
+/// the compile.
 static void writeObject(StringRef dir, StringRef path,
                         llvm::MemoryBufferRef object) {
-  if (llvm::sys::fs::create_directories(dir))
+  if (llvm::sys::fs::create_directories(dir, /*IgnoreExisting=*/true,
+                                        llvm::sys::fs::owner_all))
     return;
   llvm::SmallString<256> model(dir), temporary;
   llvm::sys::path::append(model, ".tmp-cpu-%%%%%%%%.o");
   int fd = -1;
-  if (llvm::sys::fs::createUniqueFile(model, fd, temporary))
+  if (llvm::sys::fs::createUniqueFile(
+          model, fd, temporary, llvm::sys::fs::OF_None,
+          llvm::sys::fs::owner_read | llvm::sys::fs::owner_write))
     return;
   llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-  os << object.getBuffer();
+  os << object.getBuffer() << kTrailerMark << sha256Hex(object.getBuffer());
   os.close();
   if (os.has_error() || llvm::sys::fs::rename(temporary, path)) {
     os.clear_error();

@@ -52,13 +52,16 @@ public:
   /// lowered module (LLVM dialect, printed), the host's target triple, CPU
   /// and features, LLVM's version, the vector math library, kObjectFormat
   /// and the build of this code (the path, size and modification time of
-  /// the library or executable it runs from). A file is written whole,
-  /// then renamed; one that cannot be read, is not an object file defining
-  /// the kernel's entry point, or does not link is compiled again and
-  /// replaced. Applies to lookups after the call.
+  /// the library or executable it runs from). A file is written whole
+  /// (mode 0600, with a SHA-256 trailer), then renamed; one that is not a
+  /// regular file of this user writable by it alone, fails its checksum, is
+  /// not an object file defining the kernel's entry point, or does not link
+  /// is compiled again (with a line on stderr) and replaced. The caller
+  /// vouches for `dir` itself (the Python package checks its owner and
+  /// mode). Applies to lookups after the call.
   void setObjectCacheDir(StringRef dir);
   /// Names the object files' layout and ABI (the packed entry point).
-  static constexpr const char *kObjectFormat = "flexsn-cpu-object-1";
+  static constexpr const char *kObjectFormat = "flexsn-cpu-object-2";
 
   /// Runs `fn` on `ptrs` (the kernel's pointer arguments in ABI order) for
   /// T steps and NCL neurons, splitting the neurons over at most `threads`
