@@ -115,7 +115,33 @@ def build_key(cxx: list) -> str:
     h = hashlib.sha256(SOURCE.read_bytes())
     h.update(f"\0{_base(torch.__version__)}\0{_cxx11_abi()}\0".encode())
     h.update(_compiler_identity(cxx).encode())
+    h.update(("\0" + " ".join(_extra_flags() + _loaded_cxx_runtime())).encode())
     return h.hexdigest()[:20]
+
+
+def _extra_flags() -> list:
+    """$FLEXSN_OPS_CXXFLAGS, split as shell words: flags added to the build
+    (the sanitizer job's -fsanitize=address,undefined)."""
+    return shlex.split(os.environ.get("FLEXSN_OPS_CXXFLAGS", ""))
+
+
+def _loaded_cxx_runtime() -> list:
+    """The shared C++ runtime (libstdc++.so) this process has loaded for
+    PyTorch, as a linker input, or nothing where none is found. Linked by
+    its path, it comes before the compiler's own default: a toolchain that
+    ships only a static libstdc++ would otherwise put a private copy into
+    the operators, whose streams are never initialised there, and the
+    first error message (TORCH_CHECK formats through an ostringstream)
+    would crash the process."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split(maxsplit=5)[-1].strip()
+                if os.path.basename(path).startswith("libstdc++.so"):
+                    return [path]
+    except OSError:
+        pass
+    return []
 
 
 def build_command(cxx: list, output: Path) -> list[str]:
@@ -126,7 +152,8 @@ def build_command(cxx: list, output: Path) -> list[str]:
         "-isystem", str(include),
         "-isystem", str(include / "torch" / "csrc" / "api" / "include"),
         str(SOURCE), "-o", str(output),
-        f"-L{lib}", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{lib}"]
+        f"-L{lib}", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{lib}"] + _loaded_cxx_runtime() \
+        + _extra_flags()
 
 
 def _timeout() -> float:

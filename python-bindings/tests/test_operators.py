@@ -419,6 +419,8 @@ def test_build_command_targets_this_torch():
     assert cmd[:2] == ["ccache", "c++"] and str(_native.SOURCE) in cmd
     assert f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}" in cmd
     assert str(include) in cmd and f"-L{lib}" in cmd
+    # PyTorch's own shared C++ runtime, never a static copy of the compiler's
+    assert any(os.path.basename(c).startswith("libstdc++.so") for c in cmd), cmd
     assert _native.SOURCE.is_file()
 
 
