@@ -497,3 +497,27 @@ def test_operator_builds_in_the_cache_are_checked_and_rebuilt(tmp_path):
     assert waiting.returncode == 0 and "[True, True] native" in out, err
     assert "waiting for another process" in err and "building" not in err.replace(
         "that is building", "")
+
+
+def test_a_graph_keeps_its_kernels_program_alive():
+    """A training graph outlives the package's hold on its program (the
+    package drops it as when its Program is collected): the bound kernels
+    hold the program, and the backward runs them."""
+    core = lif(v_th=1.21875)  # a program of its own
+    m = flexsn.FlexSN(core, num_states=1, backend="cpu")
+    x = (torch.randn(5, 8) * 2).requires_grad_()
+    s = m(x)
+    (prep,) = [p for p in m.kernel.compiled.prepared.values() if hasattr(p, "pair")]
+    program = prep._program
+    assert program.adopted
+    from flexsn import _program
+    for key in [k for k, v in _program._programs.items() if v is program]:
+        del _program._programs[key]  # no later module gets this one
+    _native.drop_program(program.handle)  # the package's reference, gone
+    program.adopted, program.handle = False, None
+    del m, prep
+    s.sum().backward()
+    ref = flexsn.FlexSN(core, num_states=1, backend="torch")
+    xr = x.detach().clone().requires_grad_()
+    ref(xr).sum().backward()
+    assert_close(x.grad, xr.grad, what="x.grad")
