@@ -66,6 +66,15 @@ class _SeqState:
         self.seqs, self.final = seqs, final
 
 
+class _Final:
+    """A neuron's state after the last step, where the step only stores it
+    in an attribute: the scan then writes no state sequence."""
+    __slots__ = ("value",)
+
+    def __init__(self, value: torch.Tensor):
+        self.value = value
+
+
 class _Ref:
     """An earlier value of the step's graph, by position."""
     __slots__ = ("i",)
@@ -508,6 +517,7 @@ class _Program:
             if v not in written:
                 done.setdefault(user, []).append(v)
         self.plan = []
+        written_nodes = set(self.writes.values())
         for n in nodes:
             if n.op == "placeholder":
                 continue
@@ -515,6 +525,8 @@ class _Program:
             if n.op == "call_module":
                 target = self.gm.get_submodule(n.target)
                 kind = _kind(target)
+                if kind in ("snntorch", "norse") and _finals_only(n, kind, written_nodes):
+                    kind += "-final"
             elif n.op == "get_attr":
                 target = _fetch(self.gm, n.target)
             self.plan.append((at[n], n.op, target, kind, ref(n.args), ref(n.kwargs),
@@ -547,7 +559,8 @@ class _Program:
             m, k = self.slots[slot]
             v = env[i]
             # a copy of the last step: a view would keep the whole sequence
-            m.__dict__[k] = v.final if isinstance(v, _SeqState) else \
+            m.__dict__[k] = v.value if isinstance(v, _Final) else \
+                v.final if isinstance(v, _SeqState) else \
                 v.data[-1].clone() if isinstance(v, _Seq) else v
         return _stacked(result, T)
 
@@ -556,7 +569,7 @@ class _Program:
             return target
         if op == "call_module":
             m = target
-            if kind in ("snntorch", "norse", "stepmode"):
+            if kind in _NEURON_KINDS:
                 return _neuron(owner, m, kind, args, kwargs, T)
             if len(args) == 1 and not kwargs and isinstance(args[0], _Seq):
                 return _stateless_module(owner, m, args[0])
@@ -626,15 +639,40 @@ def _as_seq(v, T) -> torch.Tensor:
     raise TypeError(f"a neuron's input must be a tensor, got {type(v).__name__}")
 
 
+_NEURON_KINDS = ("snntorch", "norse", "stepmode", "snntorch-final", "norse-final")
+
+
+def _finals_only(node: fx.Node, kind: str, written: set) -> bool:
+    """Whether the states a neuron call returns are only stored in module
+    attributes (the step's carry), so that its scan needs to write final
+    states only: every use of the call is an index into its result, and
+    each state it indexes feeds nothing but an attribute write."""
+    states = 0
+    for user in node.users:
+        if user.op != "call_function" or user.target is not operator.getitem or \
+                not isinstance(user.args[1], int):
+            return False
+        if user.args[1] == 0:  # the spikes (Norse: the output)
+            continue
+        if user.users or user not in written:
+            return False
+        states += 1
+    return states > 0
+
+
 def _neuron(owner, m, kind, args, kwargs, T):
     x = _as_seq(args[0], T)
-    if kind == "snntorch":
-        out = m.forward_sequence(x, *args[1:], **kwargs)
-        return tuple(_Seq(o) for o in out) if isinstance(out, tuple) else _Seq(out)
-    if kind == "norse":
+    if kind in ("snntorch", "snntorch-final"):
+        final = kind == "snntorch-final"
+        out = m._flexsn_sequence(x, args[1:], kwargs, finals=final)
+        if not isinstance(out, tuple):
+            return _Seq(out)
+        return (_Seq(out[0]),) + tuple(_Final(o) if final else _Seq(o) for o in out[1:])
+    if kind in ("norse", "norse-final"):
         wrapped = owner._norse_of(m)
         state = args[1] if len(args) > 1 else kwargs.get("state")
-        out, seqs, final = wrapped.scan_states(x, state, want_seqs=True)
+        want = kind == "norse"
+        out, seqs, final = wrapped.scan_states(x, state, want_seqs=want)
         return _Seq(out), _SeqState(seqs, final)
     datas = [_as_seq(a, T) for a in args]
     mode = m.step_mode

@@ -367,6 +367,12 @@ class _Fused:
         """All T steps of `input_` ``[T, ...]`` in one compiled scan: what T
         calls of ``forward`` on ``input_[t]`` return, stacked over T, with
         the final states stored where those calls leave them."""
+        return self._flexsn_sequence(input_, states, named)
+
+    def _flexsn_sequence(self, input_, states, named, finals: bool = False):
+        """forward_sequence; `finals`: the states it returns are the final
+        ones (``[...]``, not ``[T, ...]``), and no state sequence is written
+        (flexsn.multistep, where the step only stores them)."""
         spec = _SPECS[self._flexsn_base]
         name = type(self).__name__
         x = check_sequence(input_, name)
@@ -399,12 +405,12 @@ class _Fused:
                      for s, f in zip(current, fresh)]
         params = [as_param(getattr(self, p), x, p) for p in spec.params]
         spikes_only = self.init_hidden and not self.output
-        spk, seqs, finals = scan(x, inits, params, want_seqs=not spikes_only)
-        for k, v in zip(spec.states, finals):
+        spk, seqs, ends = scan(x, inits, params, want_seqs=not (spikes_only or finals))
+        for k, v in zip(spec.states, ends):
             setattr(self, k, v)
         if spikes_only:
             return spk
-        by_name = dict(zip(spec.states, seqs))
+        by_name = dict(zip(spec.states, ends if finals else seqs))
         return (spk, *(by_name[k] for k in spec.returns))
 
     # -- copies and pickles ------------------------------------------------

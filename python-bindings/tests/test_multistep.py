@@ -124,6 +124,21 @@ def test_snntorch_states_through_attributes(device):
         torch.testing.assert_close(getattr(ours, k), getattr(ref, k), rtol=RTOL, atol=ATOL)
 
 
+def test_states_only_stored_are_scanned_as_final_states():
+    """A neuron whose states the step only stores in attributes (tutorial
+    5's lif1) runs the scan that writes final states and no state sequence;
+    one whose state the step also returns (lif2's mem2) writes sequences."""
+    ms = flexsn.multistep(_Tutorial5Step())
+    ms(torch.rand(3, 2, 784))
+    (program,) = ms._programs.values()
+    kinds = {type(target).__name__: kind for _, op, target, kind, *_ in program.plan
+             if op == "call_module" and kind}
+    assert kinds == {"Leaky": "snntorch-final", "Synaptic": "snntorch"}, kinds
+    step = _NorseStep()
+    flexsn.multistep(step)(torch.rand(3, 2, 6))
+    assert step.s is not None
+
+
 def test_snntorch_neuron_alone(device):
     torch.manual_seed(2)
     x = torch.randn(7, 3, 5, device=device) + 0.5
