@@ -438,3 +438,56 @@ def test_interop_page_runs():
     with warnings.catch_warnings():
         warnings.simplefilter("error", flexsn.StepByStepWarning)
         exec(compile("\n".join(blocks), "docs/interop.md", "exec"), scope)  # noqa: S102
+
+
+DDP_RANK = r"""
+import sys, torch, torch.distributed as dist
+from torch import nn
+sys.path.insert(0, {tests!r})
+import flexsn
+from test_multistep import _Tutorial5Step
+rank = int(sys.argv[1])
+dist.init_process_group("gloo", init_method="file://{rendezvous}", rank=rank, world_size=2)
+torch.manual_seed(0)
+net = _Tutorial5Step()
+ddp = nn.parallel.DistributedDataParallel(flexsn.multistep(net))
+x = torch.rand(6, 4, 784, generator=torch.Generator().manual_seed(1)) * 2
+for _ in range(2):  # a second step: the states are reset, the buffers synced again
+    net.reset()
+    ddp.zero_grad()
+    spk, mem = ddp(x[:, 2 * rank:2 * rank + 2])
+    (spk.sum() + mem.square().sum()).backward()
+if rank == 0:
+    torch.save([p.grad for p in net.parameters()], {out!r})
+ddp = None
+dist.destroy_process_group()
+"""
+
+
+def test_ddp_two_processes(tmp_path):
+    """DistributedDataParallel over flexsn.multistep, two CPU processes
+    (gloo) of two samples each: the averaged gradients are half those of
+    the loop over all four samples in one process (the loss sums)."""
+    import subprocess
+    from conftest import child_python
+    import torch.distributed as dist
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available")
+    import os
+    tests = os.path.dirname(os.path.abspath(__file__))
+    code = DDP_RANK.format(tests=tests, rendezvous=tmp_path / "rendezvous",
+                           out=str(tmp_path / "grads.pt"))
+    argv, env = child_python()
+    ranks = [subprocess.Popen(argv + ["-c", code, str(r)], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for r in (0, 1)]
+    outs = [p.communicate(timeout=600) for p in ranks]
+    assert all(p.returncode == 0 for p in ranks), [o[1][-2000:] for o in outs]
+    got = torch.load(tmp_path / "grads.pt")
+    torch.manual_seed(0)
+    ref = _Tutorial5Step()
+    x = torch.rand(6, 4, 784, generator=torch.Generator().manual_seed(1)) * 2
+    ref.reset()
+    spk, mem = _loop(ref, x)
+    (spk.sum() + mem.square().sum()).backward()
+    for g, p in zip(got, ref.parameters()):
+        torch.testing.assert_close(g * 2, p.grad, rtol=1e-4, atol=1e-5)
