@@ -30,7 +30,7 @@ gradients and one saved sequence read, the input gradient written) over
 the device-to-device copy bandwidth measured in the same run.
 
     python3 bench/multistep.py [--T 25] [--batch 128] [--reps 20]
-        [--nets tutorial5,tutorial7,norse] [--out results.json]
+        [--nets tutorial5,tutorial7,norse] [--no-cudnn] [--out results.json]
 """
 
 import argparse
@@ -179,8 +179,11 @@ def main():
     ap.add_argument("--systems", default="loop,converted,multistep,layers")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out", default="")
+    ap.add_argument("--no-cudnn", action="store_true",
+                    help="convolutions without cuDNN (its workspace out of the peaks)")
     a = ap.parse_args()
     device = torch.device(a.device)
+    torch.backends.cudnn.enabled = not a.no_cudnn
     bw = copy_bandwidth(device)
     name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
     print(f"copy bandwidth {bw / 1e12:.2f} TB/s  device {name}  T={a.T} B={a.batch}")
