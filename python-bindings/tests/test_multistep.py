@@ -446,36 +446,45 @@ from torch import nn
 sys.path.insert(0, {tests!r})
 import flexsn
 from test_multistep import _Tutorial5Step
-rank = int(sys.argv[1])
-dist.init_process_group("gloo", init_method="file://{rendezvous}", rank=rank, world_size=2)
+rank, backend = int(sys.argv[1]), {backend!r}
+device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
+if device.type == "cuda":
+    torch.cuda.set_device(device)
+dist.init_process_group(backend, init_method="file://{rendezvous}", rank=rank, world_size=2)
 torch.manual_seed(0)
-net = _Tutorial5Step()
+net = _Tutorial5Step().to(device)
 ddp = nn.parallel.DistributedDataParallel(flexsn.multistep(net))
 x = torch.rand(6, 4, 784, generator=torch.Generator().manual_seed(1)) * 2
 for _ in range(2):  # a second step: the states are reset, the buffers synced again
     net.reset()
     ddp.zero_grad()
-    spk, mem = ddp(x[:, 2 * rank:2 * rank + 2])
+    spk, mem = ddp(x[:, 2 * rank:2 * rank + 2].to(device))
     (spk.sum() + mem.square().sum()).backward()
 if rank == 0:
-    torch.save([p.grad for p in net.parameters()], {out!r})
+    torch.save([p.grad.cpu() for p in net.parameters()], {out!r})
 ddp = None
 dist.destroy_process_group()
 """
 
+DDP_BACKENDS = [pytest.param("gloo", id="gloo-cpu")]
+if torch.cuda.device_count() >= 2:
+    DDP_BACKENDS.append(pytest.param("nccl", id="nccl-2gpu", marks=pytest.mark.cuda))
 
-def test_ddp_two_processes(tmp_path):
-    """DistributedDataParallel over flexsn.multistep, two CPU processes
-    (gloo) of two samples each: the averaged gradients are half those of
-    the loop over all four samples in one process (the loss sums)."""
+
+@pytest.mark.parametrize("backend", DDP_BACKENDS)
+def test_ddp_two_processes(tmp_path, backend):
+    """DistributedDataParallel over flexsn.multistep, two processes (gloo on
+    the CPU; NCCL on two GPUs where there are) of two samples each: the
+    averaged gradients are half those of the loop over all four samples in
+    one process (the loss sums)."""
+    import os
     import subprocess
-    from conftest import child_python
     import torch.distributed as dist
+    from conftest import child_python
     if not dist.is_available():
         pytest.skip("torch.distributed is not available")
-    import os
     tests = os.path.dirname(os.path.abspath(__file__))
-    code = DDP_RANK.format(tests=tests, rendezvous=tmp_path / "rendezvous",
+    code = DDP_RANK.format(tests=tests, rendezvous=tmp_path / "rendezvous", backend=backend,
                            out=str(tmp_path / "grads.pt"))
     argv, env = child_python()
     ranks = [subprocess.Popen(argv + ["-c", code, str(r)], env=env, text=True,
