@@ -492,11 +492,12 @@ def test_ddp_two_processes(tmp_path, backend):
     outs = [p.communicate(timeout=600) for p in ranks]
     assert all(p.returncode == 0 for p in ranks), [o[1][-2000:] for o in outs]
     got = torch.load(tmp_path / "grads.pt")
+    device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
     torch.manual_seed(0)
-    ref = _Tutorial5Step()
+    ref = _Tutorial5Step().to(device)
     x = torch.rand(6, 4, 784, generator=torch.Generator().manual_seed(1)) * 2
     ref.reset()
-    spk, mem = _loop(ref, x)
+    spk, mem = _loop(ref, x.to(device))
     (spk.sum() + mem.square().sum()).backward()
-    for g, p in zip(got, ref.parameters()):
-        torch.testing.assert_close(g * 2, p.grad, rtol=1e-4, atol=1e-5)
+    # the halves' sums and the whole batch's add in another order
+    _close([g * 2 for g in got], [p.grad.cpu() for p in ref.parameters()], scale_atol=True)
