@@ -416,8 +416,8 @@ def bind_kernel(program: int, kernel: int, name: str, num_pointers: int, cuda: b
         values = [v if not isinstance(v, torch.dtype) else _DTYPE_CODES[v]
                   for row in rows for v in row]
         return (ctypes.c_int64 * max(len(values), 1))(*values)
-    return _call(lambda *a: _clib.flexsn_torch_bind(*a), program, kernel, name.encode(), num_pointers,
-                 int(cuda), device, num_args, flat(reads), len(reads),
+    return _call(lambda *a: _clib.flexsn_torch_bind(*a), program, kernel, name.encode(),
+                 num_pointers, int(cuda), device, num_args, flat(reads), len(reads),
                  "\n".join(read_names).encode(), flat(results), len(results), ident)
 
 

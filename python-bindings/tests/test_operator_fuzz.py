@@ -210,7 +210,8 @@ for it in range(ITERATIONS):
         if not ok:
             failures.append(f"#{{it}} {{kind}}: accepted a bad call: "
                             + ", ".join("None" if t is None else
-                                        f"{{t.dtype}}{{tuple(t.shape)}}{{tuple(t.stride())}}@{{t.device}}"
+                                        f"{{t.dtype}}{{tuple(t.shape)}}"
+                                        f"{{tuple(t.stride())}}@{{t.device}}"
                                         for t in args) + f" seq={{seq}}")
             continue
         again = call(kind, ident, [None if t is None else t.detach().contiguous().clone()

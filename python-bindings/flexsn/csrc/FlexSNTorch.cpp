@@ -152,7 +152,8 @@ auto &kernels =
 auto &trainings =
     *new std::unordered_map<int64_t, c10::intrusive_ptr<BoundTraining>>;
 struct BoundPlan;
-auto &plans = *new std::unordered_map<int64_t, std::shared_ptr<const BoundPlan>>;
+auto &plans =
+    *new std::unordered_map<int64_t, std::shared_ptr<const BoundPlan>>;
 // The package's references to its programs, by handle.
 auto &programs = *new std::unordered_map<void *, std::shared_ptr<ProgramRef>>;
 
