@@ -5,7 +5,10 @@ into fused multi-step kernels (CPU JIT and CUDA PTX) with BPTT training.
     neuron = flexsn.FlexSN(core, num_inputs=1, num_states=1, num_outputs=1)
 
 Importing the package loads neither torch, the compiler library nor the
-GPU: the names below are loaded on first use.
+GPU: the names below are loaded on first use. Where torch is already
+imported, importing the package registers its PyTorch operators, so that a
+saved graph naming them (torch.export, AOTInductor) loads after ``import
+torch, flexsn``.
 """
 
 from ._errors import (CacheWarning, FallbackWarning, FlexSNError, StepByStepWarning,
@@ -61,3 +64,13 @@ def call_path() -> str:
     not, and modules run their cores as PyTorch loops."""
     from . import _native
     return _native.status()
+
+
+def _register_operators_if_torch() -> None:
+    import sys
+    if "torch" in sys.modules:
+        from . import _native
+        _native.ops()  # None where they cannot load: status() says why
+
+
+_register_operators_if_torch()

@@ -222,8 +222,13 @@ class TrainPair:
                   [-1 if ix is None else ix for ix in self.grad_ix], list(non_differentiable),
                   recompute)
         key = _native.content_key("train", self.forward.native, self.backward.native, *layout)
+        # what binds it in another process (csrc/FlexSNTorch.cpp, Recipes)
+        self.recipe = _native.recipe(_native.training_section(
+            key, recompute, self.forward.section, self.backward.section,
+            dict(zip(("out", "state", "kept", "read", "grad", "nondiff"), layout[:6])))) \
+            if self.forward.section and self.backward.section else ""
         self.native = _native.bind_shared(key, lambda key: _native.ops().bind_train(
-            self.forward.native, self.backward.native, *layout, key))
+            self.forward.native, self.backward.native, *layout, key, self.recipe))
         _native.note_training(self.native, self.forward.native, self.backward.native,
                               self.out_ix + self.state_ix)
 

@@ -344,8 +344,9 @@ def _load_locked() -> None:
         _declare(ctypes.CDLL(str(path)))
         address = lambda fn: ctypes.cast(fn, ctypes.c_void_p).value  # noqa: E731
         _checked(_clib.flexsn_torch_init, address(lib.flexsn_kernel_launch),
-              address(lib.flexsn_free), address(lib.flexsn_program_destroy),
-              _stream_getter())
+                 address(lib.flexsn_free), address(lib.flexsn_program_destroy),
+                 address(lib.flexsn_program_create), address(lib.flexsn_kernel_get),
+                 address(lib.flexsn_cuda_device_info), _stream_getter())
     except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as e:
         _reason = str(e).strip()
         return
@@ -369,7 +370,7 @@ def _declare(clib: ctypes.CDLL) -> None:
     i64, vp, cp, sz = ctypes.c_int64, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t
     p64 = ctypes.POINTER(i64)
     for name, res, args in (
-            ("flexsn_torch_init", ctypes.c_int, [vp, vp, vp, vp, cp, sz]),
+            ("flexsn_torch_init", ctypes.c_int, [vp, vp, vp, vp, vp, vp, vp, cp, sz]),
             ("flexsn_torch_adopt_program", ctypes.c_int, [vp, cp, sz]),
             ("flexsn_torch_drop_program", None, [vp]),
             ("flexsn_torch_bind", i64, [vp, vp, cp, i64, ctypes.c_int, i64, i64, p64, i64, cp,
@@ -393,6 +394,40 @@ def _checked(fn, *args) -> int:
     if result < 0:
         raise RuntimeError(f"flexsn_native: {error.value.decode(errors='replace')}")
     return result
+
+
+RECIPE_VERSION = 1
+
+
+def kernel_section(key: int, source: tuple, name: str, num_pointers: int, num_args: int,
+                   reads: list, read_names: list, results: list) -> str:
+    """A kernel binding as a recipe's section (csrc/FlexSNTorch.cpp,
+    Recipes): its id, program (IR, target, options but the chip), entry and
+    layout."""
+    ir, target, options = source
+    code = lambda v: _DTYPE_CODES[v] if isinstance(v, torch.dtype) else int(v)  # noqa: E731
+    lines = [f"kernel {key} {target} {name} {num_pointers} {num_args}",
+             f"options {len(options.encode())}", options,
+             f"ir {len(ir.encode())}", ir, f"reads {len(reads)}"]
+    lines += [" ".join(str(code(v)) for v in row) + " " + n for row, n in zip(reads, read_names)]
+    lines.append(f"results {len(results)}")
+    lines += [" ".join(str(code(v)) for v in row) for row in results]
+    return "\n".join(lines) + "\n"
+
+
+def training_section(key: int, recompute: bool, forward: str, backward: str,
+                     lists: dict) -> str:
+    body = f"training {key} {int(recompute)}\n" + forward + backward
+    for what in ("out", "state", "kept", "read", "grad", "nondiff"):
+        values = lists[what]
+        body += f"ints {what} {len(values)} " + " ".join(str(int(v)) for v in values) + "\n"
+    return body
+
+
+def recipe(body: str) -> str:
+    """`body` with the recipe header: the format, then its checksum."""
+    digest = hashlib.sha1(body.encode()).hexdigest()
+    return f"flexsn-recipe {RECIPE_VERSION}\nsha1 {digest}\n{body}"
 
 
 def adopt_program(handle: int) -> None:
@@ -515,24 +550,78 @@ def note_training(ident: int, forward: int, backward: int, returned: list) -> No
     _trainings[ident] = (forward, backward, list(returned))
 
 
-def _noted(table: dict, ident: int, what: str):
+def _noted(table: dict, ident: int, what: str, recipe: str = ""):
     entry = table.get(ident)
+    if entry is None and recipe:
+        _note_recipe(recipe)
+        entry = table.get(ident)
     if entry is None:
         raise RuntimeError(f"flexsn_native: no bound {what} #{ident} (released, or never bound)")
     return entry
 
 
-def _checked_results(ident: int, args, seq_shape) -> list:
+_CODE_DTYPES = {v: k for k, v in _DTYPE_CODES.items()}
+
+
+def _note_recipe(text: str) -> None:
+    """What the fake implementations need of the bindings a recipe names (a
+    graph traced again in a process that never bound them): the same
+    fields the C++ reads, the device left to the call."""
+    head, _, rest = text.partition("\n")
+    _, _, body = rest.partition("\n")
+    if head.split() != ["flexsn-recipe", str(RECIPE_VERSION)] or \
+            rest.split("\n", 1)[0] != f"sha1 {hashlib.sha1(body.encode()).hexdigest()}":
+        raise RuntimeError("flexsn_native: a damaged FlexSN recipe, or one of another format")
+    data, at = body.encode(), 0
+
+    def line() -> str:
+        nonlocal at
+        end = data.index(b"\n", at)
+        text_, at = data[at:end].decode(), end + 1
+        return text_
+
+    def blob(n: int) -> None:
+        nonlocal at
+        at += n + 1
+
+    def kernel() -> int:
+        _, key, _, _, _, num_args = line().split()
+        blob(int(line().split()[1]))  # options
+        blob(int(line().split()[1]))  # ir
+        reads = []
+        for _ in range(int(line().split()[1])):
+            slot, pos, dtype, shape, optional = line().split(" ", 5)[:5]
+            reads.append((int(pos), _CODE_DTYPES[int(dtype)], int(shape), bool(int(optional))))
+        results = []
+        for _ in range(int(line().split()[1])):
+            _, dtype, shape = line().split()
+            results.append((_CODE_DTYPES[int(dtype)], int(shape)))
+        _kernels.setdefault(int(key), (results, int(num_args), None, reads))
+        return int(key)
+    first = line().split()
+    if first[0] == "kernel":
+        at = 0
+        kernel()
+        return
+    forward, backward = kernel(), kernel()
+    lists = {}
+    for _ in range(6):
+        parts = line().split()
+        lists[parts[1]] = [int(v) for v in parts[3:]]
+    _trainings.setdefault(int(first[1]), (forward, backward, lists["out"] + lists["state"]))
+
+
+def _checked_results(ident: int, args, seq_shape, recipe: str = "") -> list:
     """The results of kernel binding `ident` on `args` (fake or meta
     tensors) at `seq_shape`, after the checks the operators make."""
-    results, num_args, device, reads = _noted(_kernels, ident, "kernel")
+    results, num_args, device, reads = _noted(_kernels, ident, "kernel", recipe)
     if len(args) != num_args:
         raise RuntimeError(f"flexsn_native: the kernel takes {num_args} tensors (or None); "
                            f"the call passes {len(args)}")
     like = None
     for j, t in enumerate(args):
         if t is not None:
-            if t.device != device:
+            if device is not None and t.device != device:
                 raise RuntimeError(f"flexsn_native: tensor #{j} of the call is on {t.device}; "
                                    f"the kernel runs on {device}")
             like = like if like is not None else t
@@ -563,26 +652,26 @@ def _register_fakes() -> None:
     lib = "flexsn_native::"
 
     @torch.library.register_fake(lib + "launch")
-    def _launch_fake(ident, args):
+    def _launch_fake(ident, args, recipe=""):
         if not args or args[0] is None or args[0].dim() < 1:
             raise RuntimeError("flexsn_native: input #0 must be a [T, ...] tensor")
-        return _checked_results(ident, args, list(args[0].shape))
+        return _checked_results(ident, args, list(args[0].shape), recipe)
 
     @torch.library.register_fake(lib + "forward")
-    def _forward_fake(ident, leaves):
-        return _launch_fake(_noted(_trainings, ident, "training")[0], leaves)
+    def _forward_fake(ident, leaves, recipe=""):
+        return _launch_fake(_noted(_trainings, ident, "training", recipe)[0], leaves)
 
     @torch.library.register_fake(lib + "recompute")
-    def _recompute_fake(ident, leaves, after):
-        return _forward_fake(ident, leaves)
+    def _recompute_fake(ident, leaves, after, recipe=""):
+        return _forward_fake(ident, leaves, recipe)
 
     @torch.library.register_fake(lib + "backward")
-    def _backward_fake(ident, args, seq_shape):
-        return _checked_results(_noted(_trainings, ident, "training")[1], args,
+    def _backward_fake(ident, args, seq_shape, recipe=""):
+        return _checked_results(_noted(_trainings, ident, "training", recipe)[1], args,
                                 list(seq_shape))
 
     @torch.library.register_fake(lib + "train")
-    def _train_fake(ident, leaves):
-        forward, _, returned = _noted(_trainings, ident, "training")
+    def _train_fake(ident, leaves, recipe=""):
+        forward, _, returned = _noted(_trainings, ident, "training", recipe)
         res = _launch_fake(forward, leaves)
         return [res[i] for i in returned]

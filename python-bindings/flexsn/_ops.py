@@ -7,8 +7,8 @@ bound while tracing, by :func:`_bindings`, which Dynamo runs as a constant
 device, parameter kinds, requires-grad mask), so the graph holds the
 bindings' ids as integers:
 
-- inference: ``flexsn_native::launch(id, args)``;
-- training: ``flexsn_native::train(id, leaves)``, whose autograd node (C++)
+- inference: ``flexsn_native::launch(id, args, recipe)``;
+- training: ``flexsn_native::train(id, leaves, recipe)``, whose autograd node (C++)
   calls ``flexsn_native::forward`` and, in the backward,
   ``flexsn_native::backward``: AOTAutograd traces those two into the
   forward and backward graphs.
@@ -58,7 +58,7 @@ def _core(handle: str):
 
 def _binding_ids(handle: str, dtype, device, p_dtypes: tuple, p_scalar: tuple,
                  mask, want_seqs: bool, recompute: bool = False) -> tuple:
-    """(id, training, order, last_steps) of the binding a call of this
+    """(id, training, order, last_steps, recipe) of the binding a call of this
     configuration runs: an inference kernel (mask None; `order`: where its
     outputs, then its state results, are among its results) or a training
     pair (whose node returns outputs, then state results); `last_steps`:
@@ -68,11 +68,12 @@ def _binding_ids(handle: str, dtype, device, p_dtypes: tuple, p_scalar: tuple,
     if mask is None:
         prep = _compiled.prepare_infer(compiled, dtype, device, want_seqs, list(p_dtypes),
                                      list(p_scalar))
-        return prep.kernel.native, False, tuple(prep.out_ix + prep.rest_ix), False
+        return (prep.kernel.native, False, tuple(prep.out_ix + prep.rest_ix), False,
+                prep.kernel.recipe)
     prep = _compiled.prepare_train(compiled, dtype, device, list(p_dtypes), list(p_scalar),
                                  list(mask))
     pair = prep.pair(want_seqs, recompute)
-    return pair.native, True, (), not pair.final and not want_seqs
+    return pair.native, True, (), not pair.final and not want_seqs, pair.recipe
 
 
 _bindings = None
@@ -107,13 +108,14 @@ def run(compiled, inputs, init_states, params, *, want_seqs: bool, grad_mask=Non
     args = _checks.as_contiguous(inputs) + s0 + ps
     # read here, where Dynamo guards on it, not in the constant-result call
     recompute = _compiled.recompute_active()
-    ident, training, order, last_steps = _bindings_fn()(
+    ident, training, order, last_steps, recipe = _bindings_fn()(
         compiled._op_handle, x.dtype, x.device, tuple(p_dtypes), tuple(p_scalar),
         None if mask is None else tuple(mask), want_seqs, recompute)
+    # the graph carries the recipe: what binds `ident` in another process
     if training:
-        res = torch.ops.flexsn_native.train(ident, args)
+        res = torch.ops.flexsn_native.train(ident, args, recipe)
     else:
-        res = torch.ops.flexsn_native.launch(ident, args)
+        res = torch.ops.flexsn_native.launch(ident, args, recipe)
         res = [res[i] for i in order]
     outs, rest = list(res[:num_outputs]), list(res[num_outputs:num_outputs + num_states])
     # The state results are final states when no sequences are wanted,

@@ -47,6 +47,7 @@ class Program:
         self._launchers: dict[tuple, Launcher] = {}
         # handed to the operators (which then own it) by its first binding
         self.adopted = False
+        self.source = None  # (IR, target, options but the chip): get_program
 
     def launcher(self, name: str, device: int) -> "Launcher":
         key = (name, device)
@@ -177,6 +178,10 @@ def get_program(ir: str, target: str, chip: Optional[str] = None,
         if program is None:
             program = _compile(ir, target, options)
             program.digest = hashlib.sha256("\0".join(key).encode()).hexdigest()
+            # what a recipe carries: the options without the chip, which a
+            # process binding it takes from its device
+            program.source = (ir, target, options.replace(f"chip={chip}", "").strip()
+                              if chip else options)
             _programs[key] = program
     return program
 
@@ -231,7 +236,7 @@ class Bound:
     which allocates the results and launches on a call."""
 
     __slots__ = ("name", "variant", "reads", "read_keys", "allocs", "cuda", "device",
-                 "result_keys", "checks", "num_args", "native")
+                 "result_keys", "checks", "num_args", "native", "section", "recipe")
 
     SEQ, STEP, SCALAR = 0, 1, 2
 
@@ -271,6 +276,11 @@ class Bound:
                                        launcher.num_pointers, self.cuda, self.device,
                                        num_args, checked, names, self.allocs, key)
         self.native = _native.bind_shared(key, bind)
+        # what binds it in another process (see csrc/FlexSNTorch.cpp, Recipes)
+        self.section = _native.kernel_section(
+            key, launcher.program.source, self.name, launcher.num_pointers, num_args,
+            checked, names, self.allocs) if launcher.program.source else ""
+        self.recipe = _native.recipe(self.section) if self.section else ""
         _native.note_kernel(self.native, [(dtype, kind) for _, dtype, kind in self.allocs],
                             num_args, _device_of(self.cuda, self.device),
                             [row[1:] for row in checked])

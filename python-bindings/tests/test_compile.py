@@ -28,7 +28,7 @@ def test_opcheck_launch(device, T):
     y = torch.randn(T, 4, 5, device=device)
     z = torch.randn(4, 5, device=device)
     for want in (True, False):
-        ident, training, order, _ = _ops._binding_ids(h, x.dtype, x.device, (), (), None,
+        ident, training, order, _, _ = _ops._binding_ids(h, x.dtype, x.device, (), (), None,
                                                       want)
         assert not training and sorted(order) == list(range(4))
         torch.library.opcheck(torch.ops.flexsn_native.launch.default, (ident, [x, y, z, z]))
@@ -61,7 +61,7 @@ def test_opcheck_training(device, given, want_seqs):
         v = torch.randn(4, 5, device=device, requires_grad=True)
         mask = (True, given) + (True,) * len(params)
         flat = [p.expand(4, 5).contiguous() for p in params]
-        ident, training, _, last_steps = _ops._binding_ids(
+        ident, training, _, last_steps, _ = _ops._binding_ids(
             h, x.dtype, x.device, tuple(p.dtype for p in params), (False,) * len(params),
             mask, want_seqs)
         assert training

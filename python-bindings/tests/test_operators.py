@@ -118,7 +118,7 @@ def test_bindings_are_named_by_what_they_do():
     layout and autograd plumbing (what a compiled graph names them by,
     across processes): two modules of one core share each binding, counted,
     so that it stays until its last user goes; a recomputing pair is
-    another key; a taken id is refused."""
+    another key; binding a taken key gives the binding there."""
     ops = _native.ops()
     x = torch.randn(3, 4, requires_grad=True)
 
@@ -138,7 +138,10 @@ def test_bindings_are_named_by_what_they_do():
     assert not _native.release(ident) and _native._refs[ident] == users
     out = ops.train(ident, [x, None])[0]
     out.sum().backward()
-    with pytest.raises(RuntimeError, match=f"binding id #{ident} is negative or already bound"):
+    # an id taken names the binding there (ids derive from content)
+    assert ops.bind_train(pb.forward.native, pb.backward.native, pb.out_ix, pb.state_ix,
+                          pb.kept_ix, [1, 0], [0, -1], [], False, ident) == ident
+    with pytest.raises(RuntimeError, match="1 leaves for a forward kernel of 2 tensors"):
         ops.bind_train(pb.forward.native, pb.backward.native, pb.out_ix, pb.state_ix,
                        pb.kept_ix, [1], [0], [], False, ident)
     prog, kernel = _lif_kernel()
@@ -427,7 +430,7 @@ def test_build_command_targets_this_torch():
 # Two threads ask for the operators at once in a process that has to build
 # them: both get them (the second waits for the first's build).
 TWO_THREADS = """
-import sys, threading, warnings, torch, flexsn
+import sys, threading, warnings, flexsn, torch  # flexsn first: it loads nothing yet
 from flexsn import _native
 warnings.simplefilter("always")
 got = []

@@ -41,6 +41,7 @@
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
+#include <c10/util/hash.h>
 
 #include <atomic>
 #include <cstdint>
@@ -64,11 +65,20 @@ using FreeFn = void (*)(void *ptr);
 // PyTorch's C shim: the current CUDA stream of a device (0 on success).
 using StreamFn = int32_t (*)(int32_t device, void **stream);
 using DestroyFn = void (*)(void *program);
+using CreateFn = int (*)(const char *source, int target, const char *options,
+                         void **program, char **error);
+using KernelGetFn = int (*)(void *program, const char *name, int device,
+                            void **kernel, char **error);
+using DeviceInfoFn = int (*)(int device, int *capability, char **description,
+                             char **error);
 
 std::atomic<LaunchFn> launchFn{nullptr};
 std::atomic<FreeFn> freeFn{nullptr};
 std::atomic<StreamFn> streamFn{nullptr};
 std::atomic<DestroyFn> destroyFn{nullptr};
+std::atomic<CreateFn> createFn{nullptr};
+std::atomic<KernelGetFn> kernelGetFn{nullptr};
+std::atomic<DeviceInfoFn> deviceInfoFn{nullptr};
 
 /// One reference to a compiled program of libFlexSN (which owns its kernel
 /// handles): the package holds one while its Program lives, and so does
@@ -118,6 +128,9 @@ struct BoundKernel {
 /// as its graph lives, whatever the package releases meanwhile.
 struct BoundTraining : c10::intrusive_ptr_target {
   int64_t id = 0;
+  // what a graph's node carries to bind it in another process (see
+  // resolveTraining); passed on to forward/backward while traced
+  std::string recipe;
   std::shared_ptr<const BoundKernel> forward, backward;
   // into the forward's results: the outputs, the state results (sequences
   // or final states) the node returns, and what it keeps for the backward
@@ -194,18 +207,262 @@ void *currentStream(const c10::Device &device) {
   return stream;
 }
 
-int64_t bindTraining(int64_t forward, int64_t backward,
-                     std::vector<int64_t> outputIndex,
-                     std::vector<int64_t> stateIndex,
-                     std::vector<int64_t> keptIndex,
-                     std::vector<int64_t> leafRead,
-                     std::vector<int64_t> gradIndex,
-                     std::vector<int64_t> nonDifferentiable, bool recompute,
-                     int64_t wantedId) {
+c10::ScalarType dtypeOfCode(int64_t code) {
+  switch (code) {
+  case 0:
+    return at::kFloat;
+  case 1:
+    return at::kHalf;
+  case 2:
+    return at::kBFloat16;
+  case 3:
+    return at::kDouble;
+  }
+  TORCH_CHECK(false, "unknown dtype code ", code);
+}
+
+BoundKernel::Shape shapeOfCode(int64_t code) {
+  TORCH_CHECK(code >= 0 && code <= 2, "unknown shape code ", code);
+  return static_cast<BoundKernel::Shape>(code);
+}
+
+
+// ---------------------------------------------------------------------------
+// Recipes: what a graph carries so that a binding named in it resolves in
+// any process (a torch.export artifact loaded elsewhere, an AOTInductor
+// package run from C++). A recipe is text:
+//
+//   flexsn-recipe 1
+//   sha1 <40 hex digits of everything after this line>
+//   kernel <id> <cpu|cuda> <entry> <pointers> <tensors per call>
+//   options <n>\n<n bytes>\nir <n>\n<n bytes>\n
+//   reads <n>, then per read: <slot> <position> <dtype> <shape> <optional> <name>
+//   results <n>, then per result: <slot> <dtype> <shape>
+//
+// or, for a training binding, "training <id> <recompute>", the forward's and
+// the backward's kernel sections, then its index lists ("ints <what> <n>
+// <values>"). An unknown id with a recipe compiles the program in this
+// process (the chip from the call's device) and binds it under that id.
+// ---------------------------------------------------------------------------
+
+constexpr int kRecipeVersion = 1;
+
+struct RecipeReader {
+  const std::string &text;
+  size_t at = 0;
+
+  [[noreturn]] void fail(const std::string &what) const {
+    TORCH_CHECK(false, "flexsn_native: a damaged FlexSN recipe (", what,
+                " at byte ", at, ")");
+  }
+  std::string word() {
+    while (at < text.size() && (text[at] == ' ' || text[at] == '\n'))
+      ++at;
+    size_t from = at;
+    while (at < text.size() && text[at] != ' ' && text[at] != '\n')
+      ++at;
+    if (from == at)
+      fail("a missing field");
+    return text.substr(from, at - from);
+  }
+  void expect(const char *keyword) {
+    if (word() != keyword)
+      fail(std::string("no '") + keyword + "'");
+  }
+  int64_t integer() {
+    std::string w = word();
+    char *end = nullptr;
+    long long v = std::strtoll(w.c_str(), &end, 10);
+    if (end != w.c_str() + w.size())
+      fail("'" + w + "' is not an integer");
+    return v;
+  }
+  std::string line() {
+    if (at < text.size() && text[at] == ' ')
+      ++at;
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos)
+      fail("an unterminated line");
+    std::string l = text.substr(at, end - at);
+    at = end + 1;
+    return l;
+  }
+  std::string bytes(const char *keyword) {
+    expect(keyword);
+    int64_t n = integer();
+    if (at >= text.size() || text[at] != '\n' || n < 0 ||
+        static_cast<size_t>(n) > text.size() - at - 1)
+      fail(std::string("a bad length of '") + keyword + "'");
+    std::string b = text.substr(at + 1, n);
+    at += 1 + n;
+    return b;
+  }
+  std::vector<int64_t> ints(const char *what) {
+    expect("ints");
+    expect(what);
+    int64_t n = integer();
+    if (n < 0 || n > 1 << 20)
+      fail("a bad count");
+    std::vector<int64_t> v(n);
+    for (int64_t &x : v)
+      x = integer();
+    return v;
+  }
+};
+
+/// The body of `recipe` after its header, which is checked: the format
+/// version, then the checksum of the body.
+std::string recipeBody(const std::string &recipe) {
+  RecipeReader r{recipe};
+  TORCH_CHECK(r.word() == "flexsn-recipe",
+              "flexsn_native: not a FlexSN recipe (a damaged artifact?)");
+  int64_t version = r.integer();
+  TORCH_CHECK(version == kRecipeVersion, "flexsn_native: a FlexSN recipe of "
+              "format ", version, "; this build of flexsn reads format ",
+              kRecipeVersion, " (the artifact was made by another version)");
+  r.expect("sha1");
+  std::string digest = r.word();
+  if (r.at >= recipe.size() || recipe[r.at] != '\n')
+    r.fail("no body");
+  std::string body = recipe.substr(r.at + 1);
+  TORCH_CHECK(c10::sha1(body).str() == digest,
+              "flexsn_native: a FlexSN recipe fails its checksum (the "
+              "artifact is damaged)");
+  return body;
+}
+
+/// Compiles the program of a kernel section for `device` and binds the
+/// kernel (not registered: the caller does).
+std::shared_ptr<BoundKernel> bindFromRecipe(RecipeReader &r,
+                                            const c10::Device &device,
+                                            int64_t *key) {
+  r.expect("kernel");
+  *key = r.integer();
+  std::string target = r.word(), entry = r.word();
+  int64_t numPointers = r.integer(), numArgs = r.integer();
+  std::string options = r.bytes("options"), ir = r.bytes("ir");
+  bool cuda = target == "cuda";
+  if (!cuda && target != "cpu")
+    r.fail("an unknown target '" + target + "'");
+  TORCH_CHECK(cuda == device.is_cuda(), "flexsn_native: a recipe for the ",
+              target, " runs on tensors of ", device);
+  CreateFn create = createFn.load();
+  KernelGetFn kernelGet = kernelGetFn.load();
+  TORCH_CHECK(create && kernelGet, "flexsn_native: the operators were not "
+              "initialised with libFlexSN (import flexsn first)");
+  int index = cuda ? (device.has_index() ? device.index() : 0) : 0;
+  if (cuda) {
+    DeviceInfoFn info = deviceInfoFn.load();
+    int capability = 0;
+    char *error = nullptr;
+    TORCH_CHECK(info && info(index, &capability, nullptr, &error) == 0,
+                "flexsn_native: cannot read the compute capability of ", device,
+                error ? std::string(": ") + error : std::string());
+    options += " chip=sm_" + std::to_string(capability);
+  }
+  char *error = nullptr;
+  void *program = nullptr;
+  auto failed = [&](const char *what) {
+    std::string message = error ? error : "unknown error";
+    if (error)
+      freeFn.load()(error);
+    TORCH_CHECK(false, "flexsn_native: ", what, " of a recipe failed: ",
+                message);
+  };
+  if (create(ir.c_str(), cuda ? 1 : 0, options.c_str(), &program, &error) != 0)
+    failed("compiling the program");
+  auto ref = std::shared_ptr<ProgramRef>(new ProgramRef{program});
+  void *kernel = nullptr;
+  if (kernelGet(program, entry.c_str(), index, &kernel, &error) != 0)
+    failed("loading the kernel");
+  auto bound = std::make_shared<BoundKernel>();
+  bound->name = entry;
+  bound->kernel = kernel;
+  bound->program = std::move(ref);
+  bound->numPointers = static_cast<size_t>(numPointers);
+  bound->cuda = cuda;
+  bound->device = index;
+  bound->numArgs = numArgs;
+  std::vector<bool> taken(std::max<int64_t>(numPointers, 0), false);
+  auto claimSlot = [&](int64_t slot) {
+    if (slot < 0 || slot >= numPointers || taken[slot])
+      r.fail("a pointer slot out of range or bound twice");
+    taken[slot] = true;
+  };
+  r.expect("reads");
+  for (int64_t i = 0, n = r.integer(); i < n; ++i) {
+    int64_t slot = r.integer(), position = r.integer(), dtype = r.integer(),
+            shape = r.integer(), optional = r.integer();
+    claimSlot(slot);
+    if (position < 0 || position >= numArgs)
+      r.fail("a read position out of range");
+    bound->reads.push_back({slot, position, dtypeOfCode(dtype),
+                            shapeOfCode(shape), optional != 0, r.line()});
+  }
+  r.expect("results");
+  for (int64_t i = 0, n = r.integer(); i < n; ++i) {
+    int64_t slot = r.integer(), dtype = r.integer(), shape = r.integer();
+    claimSlot(slot);
+    bound->results.push_back({slot, dtypeOfCode(dtype), shapeOfCode(shape)});
+  }
+  return bound;
+}
+
+/// The device a call's tensors are on (the first one passed).
+c10::Device deviceOf(const c10::List<std::optional<at::Tensor>> &args) {
+  for (const std::optional<at::Tensor> &t : args)
+    if (t.has_value() && t->defined())
+      return t->device();
+  TORCH_CHECK(false, "flexsn_native: a call without a tensor");
+}
+
+/// The kernel binding `id`, bound from `recipe` where this process has
+/// none yet.
+std::shared_ptr<const BoundKernel>
+resolveKernel(int64_t id, const std::string &recipe,
+              const c10::List<std::optional<at::Tensor>> &args) {
+  {
+    std::lock_guard<std::mutex> lock(registryMutex);
+    auto it = kernels.find(id);
+    if (it != kernels.end())
+      return it->second;
+  }
+  TORCH_CHECK(!recipe.empty(), "flexsn_native: no bound kernel #", id,
+              " (released, or never bound)");
+  std::string body = recipeBody(recipe);
+  RecipeReader r{body};
+  int64_t key = 0;
+  std::shared_ptr<BoundKernel> bound = bindFromRecipe(r, deviceOf(args), &key);
+  TORCH_CHECK(key == id, "flexsn_native: a recipe for #", key,
+              " given for #", id);
+  std::lock_guard<std::mutex> lock(registryMutex);
+  auto [it, added] = kernels.emplace(id, nullptr);
+  if (added) {
+    bound->id = id;
+    it->second = std::move(bound);
+  }
+  return it->second;
+}
+
+/// The training binding `id`, bound from `recipe` where this process has
+/// none yet.
+c10::intrusive_ptr<BoundTraining>
+resolveTraining(int64_t id, const std::string &recipe,
+                const c10::List<std::optional<at::Tensor>> &args);
+
+/// A training binding of `forward` and `backward` (checked; not
+/// registered).
+c10::intrusive_ptr<BoundTraining>
+makeTraining(std::shared_ptr<const BoundKernel> forward,
+             std::shared_ptr<const BoundKernel> backward,
+             std::vector<int64_t> outputIndex, std::vector<int64_t> stateIndex,
+             std::vector<int64_t> keptIndex, std::vector<int64_t> leafRead,
+             std::vector<int64_t> gradIndex,
+             std::vector<int64_t> nonDifferentiable, bool recompute) {
   auto bound = c10::make_intrusive<BoundTraining>();
   bound->recompute = recompute;
-  bound->forward = lookup(kernels, forward, "kernel");
-  bound->backward = lookup(kernels, backward, "kernel");
+  bound->forward = std::move(forward);
+  bound->backward = std::move(backward);
   int64_t numForwardResults = bound->forward->results.size();
   int64_t numBackwardResults = bound->backward->results.size();
   for (int64_t i : outputIndex)
@@ -220,6 +477,11 @@ int64_t bindTraining(int64_t forward, int64_t backward,
   TORCH_CHECK(leafRead.size() == gradIndex.size(),
               "flexsn_native.bind_train: ", leafRead.size(),
               " leaf-read flags for ", gradIndex.size(), " leaves");
+  TORCH_CHECK(static_cast<int64_t>(gradIndex.size()) ==
+                  bound->forward->numArgs,
+              "flexsn_native.bind_train: ", gradIndex.size(),
+              " leaves for a forward kernel of ", bound->forward->numArgs,
+              " tensors");
   for (int64_t i : gradIndex)
     TORCH_CHECK(i >= -1 && i < numBackwardResults,
                 "flexsn_native.bind_train: gradient index out of range");
@@ -235,11 +497,85 @@ int64_t bindTraining(int64_t forward, int64_t backward,
   bound->numLeaves = gradIndex.size();
   bound->gradIndex = std::move(gradIndex);
   bound->nonDifferentiable = std::move(nonDifferentiable);
+  return bound;
+}
+
+/// Registers `bound` under `wanted` (0: a fresh id), or returns the
+/// binding already there: an id derived from content names one binding.
+c10::intrusive_ptr<BoundTraining>
+registerTraining(c10::intrusive_ptr<BoundTraining> bound, int64_t wanted) {
   std::lock_guard<std::mutex> lock(registryMutex);
-  bound->id = claimId(wantedId);
-  int64_t id = bound->id;
-  trainings.emplace(id, std::move(bound));
-  return id;
+  if (wanted > 0) {
+    auto it = trainings.find(wanted);
+    if (it != trainings.end())
+      return it->second;
+  }
+  bound->id = claimId(wanted);
+  trainings.emplace(bound->id, bound);
+  return bound;
+}
+
+int64_t bindTraining(int64_t forward, int64_t backward,
+                     std::vector<int64_t> outputIndex,
+                     std::vector<int64_t> stateIndex,
+                     std::vector<int64_t> keptIndex,
+                     std::vector<int64_t> leafRead,
+                     std::vector<int64_t> gradIndex,
+                     std::vector<int64_t> nonDifferentiable, bool recompute,
+                     int64_t wantedId, std::string recipe) {
+  auto bound = makeTraining(
+      lookup(kernels, forward, "kernel"), lookup(kernels, backward, "kernel"),
+      std::move(outputIndex), std::move(stateIndex), std::move(keptIndex),
+      std::move(leafRead), std::move(gradIndex), std::move(nonDifferentiable),
+      recompute);
+  bound->recipe = std::move(recipe);
+  return registerTraining(std::move(bound), wantedId)->id;
+}
+
+c10::intrusive_ptr<BoundTraining>
+resolveTraining(int64_t id, const std::string &recipe,
+                const c10::List<std::optional<at::Tensor>> &args) {
+  {
+    std::lock_guard<std::mutex> lock(registryMutex);
+    auto it = trainings.find(id);
+    if (it != trainings.end())
+      return it->second;
+  }
+  TORCH_CHECK(!recipe.empty(), "flexsn_native: no bound training #", id,
+              " (released, or never bound)");
+  std::string body = recipeBody(recipe);
+  RecipeReader r{body};
+  r.expect("training");
+  int64_t key = r.integer();
+  bool recompute = r.integer() != 0;
+  TORCH_CHECK(key == id, "flexsn_native: a recipe for #", key, " given for #",
+              id);
+  c10::Device device = deviceOf(args);
+  int64_t forwardKey = 0, backwardKey = 0;
+  std::shared_ptr<const BoundKernel> forward =
+      bindFromRecipe(r, device, &forwardKey);
+  std::shared_ptr<const BoundKernel> backward =
+      bindFromRecipe(r, device, &backwardKey);
+  std::vector<int64_t> out = r.ints("out"), state = r.ints("state"),
+                       kept = r.ints("kept"), read = r.ints("read"),
+                       grad = r.ints("grad"), nondiff = r.ints("nondiff");
+  {
+    std::lock_guard<std::mutex> lock(registryMutex);
+    for (auto *k : {&forward, &backward}) {
+      int64_t kid = k == &forward ? forwardKey : backwardKey;
+      auto [it, added] = kernels.emplace(kid, *k);
+      if (added)
+        const_cast<BoundKernel &>(**k).id = kid;
+      else
+        *k = it->second;
+    }
+  }
+  auto bound = makeTraining(std::move(forward), std::move(backward),
+                            std::move(out), std::move(state), std::move(kept),
+                            std::move(read), std::move(grad),
+                            std::move(nondiff), recompute);
+  bound->recipe = recipe;
+  return registerTraining(std::move(bound), id);
 }
 
 std::vector<int64_t> trace(bool on) {
@@ -419,8 +755,10 @@ asTensors(const c10::List<std::optional<at::Tensor>> &list) {
 }
 
 std::vector<at::Tensor>
-launchOp(int64_t id, const c10::List<std::optional<at::Tensor>> &args) {
-  std::shared_ptr<const BoundKernel> bound = lookup(kernels, id, "kernel");
+launchOp(int64_t id, const c10::List<std::optional<at::Tensor>> &args,
+         c10::string_view recipe) {
+  std::shared_ptr<const BoundKernel> bound =
+      resolveKernel(id, std::string(recipe), args);
   return run(*bound, asTensors(args));
 }
 
@@ -483,8 +821,10 @@ asList(const std::vector<at::Tensor> &tensors) {
 /// its results (outputs, state results, then what it keeps for the
 /// backward: state sequences, saved values), in the kernel's order.
 std::vector<at::Tensor>
-forwardOp(int64_t id, const c10::List<std::optional<at::Tensor>> &leaves) {
-  c10::intrusive_ptr<BoundTraining> bound = lookup(trainings, id, "training");
+forwardOp(int64_t id, const c10::List<std::optional<at::Tensor>> &leaves,
+          c10::string_view recipe) {
+  c10::intrusive_ptr<BoundTraining> bound =
+      resolveTraining(id, std::string(recipe), leaves);
   return run(*bound->forward, asTensors(leaves));
 }
 
@@ -512,16 +852,17 @@ std::vector<at::Tensor> runBackward(const BoundTraining &bound,
 /// backward instead of moving it into the forward and saving its results.
 std::vector<at::Tensor>
 recomputeOp(int64_t id, const c10::List<std::optional<at::Tensor>> &leaves,
-            const std::optional<at::Tensor> &after) {
+            const std::optional<at::Tensor> &after, c10::string_view recipe) {
   (void)after;
-  return forwardOp(id, leaves);
+  return forwardOp(id, leaves, recipe);
 }
 
 /// runBackward of training binding `id`, as an operator.
 std::vector<at::Tensor>
 backwardOp(int64_t id, const c10::List<std::optional<at::Tensor>> &args,
-           c10::SymIntArrayRef seqShape) {
-  c10::intrusive_ptr<BoundTraining> bound = lookup(trainings, id, "training");
+           c10::SymIntArrayRef seqShape, c10::string_view recipe) {
+  c10::intrusive_ptr<BoundTraining> bound =
+      resolveTraining(id, std::string(recipe), args);
   return runBackward(*bound, asTensors(args), seqShape);
 }
 
@@ -549,7 +890,7 @@ callForward(const BoundTraining &bound, const std::vector<at::Tensor> &leaves) {
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("flexsn_native::forward", "")
                        .typed<decltype(forwardOp)>();
-  return op.call(bound.id, asList(leaves));
+  return op.call(bound.id, asList(leaves), bound.recipe);
 }
 
 std::vector<at::Tensor> callRecompute(const BoundTraining &bound,
@@ -561,7 +902,9 @@ std::vector<at::Tensor> callRecompute(const BoundTraining &bound,
                        .findSchemaOrThrow("flexsn_native::recompute", "")
                        .typed<decltype(recomputeOp)>();
   return op.call(bound.id, asList(leaves),
-                 after.defined() ? std::optional<at::Tensor>(after) : std::nullopt);
+                 after.defined() ? std::optional<at::Tensor>(after)
+                                 : std::nullopt,
+                 bound.recipe);
 }
 
 std::vector<at::Tensor> callBackward(const BoundTraining &bound,
@@ -572,7 +915,7 @@ std::vector<at::Tensor> callBackward(const BoundTraining &bound,
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("flexsn_native::backward", "")
                        .typed<decltype(backwardOp)>();
-  return op.call(bound.id, asList(args), seqShape);
+  return op.call(bound.id, asList(args), seqShape, bound.recipe);
 }
 
 /// The training forward as an autograd node, over the operators `forward`
@@ -726,8 +1069,10 @@ std::vector<at::Tensor> train(const c10::intrusive_ptr<BoundTraining> &bound,
 }
 
 std::vector<at::Tensor>
-trainOp(int64_t id, const c10::List<std::optional<at::Tensor>> &leaves) {
-  c10::intrusive_ptr<BoundTraining> bound = lookup(trainings, id, "training");
+trainOp(int64_t id, const c10::List<std::optional<at::Tensor>> &leaves,
+        c10::string_view recipe) {
+  c10::intrusive_ptr<BoundTraining> bound =
+      resolveTraining(id, std::string(recipe), leaves);
   TORCH_CHECK(static_cast<int64_t>(leaves.size()) == bound->numLeaves,
               "flexsn_native.train: ", leaves.size(),
               " leaves for a kernel of ", bound->numLeaves);
@@ -870,7 +1215,7 @@ TORCH_LIBRARY(flexsn_native, m) {
   m.def("bind_train(int forward, int backward, int[] output_index, "
         "int[] state_index, int[] kept_index, int[] leaf_read, "
         "int[] grad_index, int[] non_differentiable, bool recompute, "
-        "int id=0) -> int",
+        "int id=0, str recipe=\"\") -> int",
         &bindTraining);
   m.def("release(int id) -> ()", &release);
   m.def("trace(bool on) -> int[]", &trace);
@@ -881,11 +1226,15 @@ TORCH_LIBRARY(flexsn_native, m) {
   // The operators that take tensors have kernels per backend (CPU, CUDA)
   // and, `train`, per autograd key, so that the package's fake
   // implementations (flexsn/_native.py) serve torch.compile's tracing.
-  m.def("launch(int id, Tensor?[] args) -> Tensor[]");
-  m.def("forward(int id, Tensor?[] leaves) -> Tensor[]");
-  m.def("recompute(int id, Tensor?[] leaves, Tensor? after) -> Tensor[]");
-  m.def("backward(int id, Tensor?[] args, SymInt[] seq_shape) -> Tensor[]");
-  m.def("train(int id, Tensor?[] leaves) -> Tensor[]");
+  // `recipe`: what binds `id` in a process that has not (see Recipes);
+  // graphs carry it, eager calls pass none.
+  m.def("launch(int id, Tensor?[] args, str recipe=\"\") -> Tensor[]");
+  m.def("forward(int id, Tensor?[] leaves, str recipe=\"\") -> Tensor[]");
+  m.def("recompute(int id, Tensor?[] leaves, Tensor? after, "
+        "str recipe=\"\") -> Tensor[]");
+  m.def("backward(int id, Tensor?[] args, SymInt[] seq_shape, "
+        "str recipe=\"\") -> Tensor[]");
+  m.def("train(int id, Tensor?[] leaves, str recipe=\"\") -> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(flexsn_native, CPU, m) {
@@ -927,35 +1276,21 @@ int64_t guarded(char *error, size_t errorSize, Fn fn) {
   return -1;
 }
 
-c10::ScalarType dtypeOfCode(int64_t code) {
-  switch (code) {
-  case 0:
-    return at::kFloat;
-  case 1:
-    return at::kHalf;
-  case 2:
-    return at::kBFloat16;
-  case 3:
-    return at::kDouble;
-  }
-  TORCH_CHECK(false, "unknown dtype code ", code);
-}
-
-BoundKernel::Shape shapeOfCode(int64_t code) {
-  TORCH_CHECK(code >= 0 && code <= 2, "unknown shape code ", code);
-  return static_cast<BoundKernel::Shape>(code);
-}
-
 } // namespace
 
 extern "C" {
 
 /// The functions of the libFlexSN.so the package loaded (launch, free,
 /// program destroy) and PyTorch's current-stream getter (0: none).
-int flexsn_torch_init(void *launch, void *free, void *destroy, void *stream,
+int flexsn_torch_init(void *launch, void *free, void *destroy, void *create,
+                      void *kernelGet, void *deviceInfo, void *stream,
                       char *error, size_t errorSize) {
   return guarded(error, errorSize, [&]() -> int64_t {
-    TORCH_CHECK(launch && free && destroy, "a null function address");
+    TORCH_CHECK(launch && free && destroy && create && kernelGet,
+                "a null function address");
+    createFn.store(reinterpret_cast<CreateFn>(create));
+    kernelGetFn.store(reinterpret_cast<KernelGetFn>(kernelGet));
+    deviceInfoFn.store(reinterpret_cast<DeviceInfoFn>(deviceInfo));
     launchFn.store(reinterpret_cast<LaunchFn>(launch));
     freeFn.store(reinterpret_cast<FreeFn>(free));
     destroyFn.store(reinterpret_cast<DestroyFn>(destroy));
@@ -1044,6 +1379,8 @@ int64_t flexsn_torch_bind(void *program, void *kernel, const char *name,
           {row[0], dtypeOfCode(row[1]), shapeOfCode(row[2])});
     }
     std::lock_guard<std::mutex> lock(registryMutex);
+    if (wantedId > 0 && kernels.count(wantedId))
+      return wantedId; // an id derived from content names one binding
     auto it = programs.find(program);
     TORCH_CHECK(it != programs.end(), "the program was not adopted");
     bound->program = it->second;
