@@ -227,7 +227,7 @@ class TrainPair:
             key, recompute, self.forward.section, self.backward.section,
             dict(zip(("out", "state", "kept", "read", "grad", "nondiff"), layout[:6])))) \
             if self.forward.section and self.backward.section else ""
-        self.native = _native.bind_shared(key, lambda key: _native.ops().bind_train(
+        self.native = _native.bind_shared(key, lambda key: _native.bind_train(
             self.forward.native, self.backward.native, *layout, key, self.recipe))
         _native.note_training(self.native, self.forward.native, self.backward.native,
                               self.out_ix + self.state_ix)

@@ -373,6 +373,8 @@ def _declare(clib: ctypes.CDLL) -> None:
             ("flexsn_torch_init", ctypes.c_int, [vp, vp, vp, vp, vp, vp, vp, cp, sz]),
             ("flexsn_torch_adopt_program", ctypes.c_int, [vp, cp, sz]),
             ("flexsn_torch_drop_program", None, [vp]),
+            ("flexsn_torch_bind_train", i64, [i64, i64, p64, p64, ctypes.c_int, i64, cp, cp,
+                                              sz]),
             ("flexsn_torch_bind", i64, [vp, vp, cp, i64, ctypes.c_int, i64, i64, p64, i64, cp,
                                         p64, i64, i64, cp, sz])):
         fn = getattr(clib, name)
@@ -454,6 +456,21 @@ def bind_kernel(program: int, kernel: int, name: str, num_pointers: int, cuda: b
     return _call(lambda *a: _clib.flexsn_torch_bind(*a), program, kernel, name.encode(),
                  num_pointers, int(cuda), device, num_args, flat(reads), len(reads),
                  "\n".join(read_names).encode(), flat(results), len(results), ident)
+
+
+def bind_train(forward: int, backward: int, out: list, state: list, kept: list,
+               read: list, grad: list, nondiff: list, recompute: bool, ident: int,
+               recipe_text: str) -> int:
+    """Binds the training pair of kernel bindings `forward` and `backward`
+    (their results' indices: outputs, states, kept; per leaf whether the
+    backward reads it and its gradient's index; the results without a
+    gradient path) under `ident`."""
+    lists = [out, state, kept, read, grad, nondiff]
+    values = [int(v) for lst in lists for v in lst]
+    flat = (ctypes.c_int64 * max(len(values), 1))(*values)
+    counts = (ctypes.c_int64 * 6)(*[len(lst) for lst in lists])
+    return _call(lambda *a: _clib.flexsn_torch_bind_train(*a), forward, backward, flat,
+                 counts, int(recompute), ident, recipe_text.encode())
 
 
 def ops():

@@ -87,7 +87,7 @@ def test_operators_refuse_bad_calls():
     with pytest.raises(RuntimeError, match="no bound training #123456789"):
         ops.recompute(123456789, [torch.zeros(2, 2)], None)
     # nothing that takes an address is an operator
-    assert not hasattr(ops, "bind") and not hasattr(ops, "init")
+    assert not any(hasattr(ops, name) for name in ("bind", "init", "bind_train"))
     prog, kernel = _lif_kernel()
 
     def bind(reads=((0, 0, torch.float32, 0, 0),), results=((1, torch.float32, 0),),
@@ -110,7 +110,7 @@ def test_operators_refuse_bad_calls():
     with pytest.raises(RuntimeError, match="the program was not adopted"):
         bind(program=12345)
     with pytest.raises(RuntimeError, match="no bound kernel"):
-        ops.bind_train(123456789, 123456790, [], [], [], [], [], [], False)
+        _native.bind_train(123456789, 123456790, [], [], [], [], [], [], False, 0, "")
 
 
 def test_bindings_are_named_by_what_they_do():
@@ -139,11 +139,11 @@ def test_bindings_are_named_by_what_they_do():
     out = ops.train(ident, [x, None])[0]
     out.sum().backward()
     # an id taken names the binding there (ids derive from content)
-    assert ops.bind_train(pb.forward.native, pb.backward.native, pb.out_ix, pb.state_ix,
-                          pb.kept_ix, [1, 0], [0, -1], [], False, ident) == ident
+    assert _native.bind_train(pb.forward.native, pb.backward.native, pb.out_ix, pb.state_ix,
+                              pb.kept_ix, [1, 0], [0, -1], [], False, ident, "") == ident
     with pytest.raises(RuntimeError, match="1 leaves for a forward kernel of 2 tensors"):
-        ops.bind_train(pb.forward.native, pb.backward.native, pb.out_ix, pb.state_ix,
-                       pb.kept_ix, [1], [0], [], False, ident)
+        _native.bind_train(pb.forward.native, pb.backward.native, pb.out_ix, pb.state_ix,
+                           pb.kept_ix, [1], [0], [], False, ident, "")
     prog, kernel = _lif_kernel()
     prog.adopt()
     with pytest.raises(RuntimeError, match="binding id #-5 is negative or already bound"):

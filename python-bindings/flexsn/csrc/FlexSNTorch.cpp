@@ -1212,11 +1212,6 @@ runPlan(int64_t id, const c10::List<std::optional<at::Tensor>> &args) {
 } // namespace
 
 TORCH_LIBRARY(flexsn_native, m) {
-  m.def("bind_train(int forward, int backward, int[] output_index, "
-        "int[] state_index, int[] kept_index, int[] leaf_read, "
-        "int[] grad_index, int[] non_differentiable, bool recompute, "
-        "int id=0, str recipe=\"\") -> int",
-        &bindTraining);
   m.def("release(int id) -> ()", &release);
   m.def("trace(bool on) -> int[]", &trace);
   m.def("bind_plan(int target, bool train, int[] order, Tensor?[] example, "
@@ -1388,6 +1383,33 @@ int64_t flexsn_torch_bind(void *program, void *kernel, const char *name,
     int64_t id = bound->id;
     kernels.emplace(id, std::move(bound));
     return id;
+  });
+}
+
+/// Binds the training pair of kernel bindings `forward` and `backward`
+/// (csrc's BoundTraining: the index lists, `counts` giving each list's
+/// length in `values`, in the order output, state, kept, leaf-read, grad,
+/// non-differentiable) under `wantedId`, with the recipe that binds it in
+/// another process.
+int64_t flexsn_torch_bind_train(int64_t forward, int64_t backward,
+                                const int64_t *values, const int64_t *counts,
+                                int recompute, int64_t wantedId,
+                                const char *recipe, char *error,
+                                size_t errorSize) {
+  return guarded(error, errorSize, [&]() -> int64_t {
+    TORCH_CHECK(values && counts && recipe, "a null argument");
+    std::vector<int64_t> lists[6];
+    const int64_t *at = values;
+    for (int i = 0; i < 6; ++i) {
+      TORCH_CHECK(counts[i] >= 0 && counts[i] <= (1 << 20), "a bad count");
+      lists[i].assign(at, at + counts[i]);
+      at += counts[i];
+    }
+    return bindTraining(forward, backward, std::move(lists[0]),
+                        std::move(lists[1]), std::move(lists[2]),
+                        std::move(lists[3]), std::move(lists[4]),
+                        std::move(lists[5]), recompute != 0, wantedId,
+                        recipe);
   });
 }
 

@@ -1,0 +1,174 @@
+"""Models with our kernels through torch.export: exported (the training IR,
+whose graphs hold flexsn_native.train), run from ep.module() in the same
+process, saved, and loaded and run in a fresh process where only torch and
+flexsn were imported: the same outputs and the same gradients of the input
+and every parameter as the eager model. A graph names each binding by a key
+and carries its recipe (the program's IR and options, the entry, the
+layout; checksummed): a damaged or foreign recipe is an error that says
+so."""
+
+import os
+import subprocess
+import warnings
+
+import pytest
+import torch
+from torch import nn
+from torch.utils._pytree import tree_leaves
+
+import flexsn
+from conftest import DEVICES, child_python
+
+snn = pytest.importorskip("snntorch")
+nt = pytest.importorskip("norse.torch")
+sj = pytest.importorskip("spikingjelly.activation_based")
+
+
+class _Tutorial5(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.lif1 = nn.Linear(16, 32), snn.Leaky(beta=0.9)
+        self.fc2, self.lif2 = nn.Linear(32, 4), snn.Leaky(beta=0.9)
+
+    def reset(self):
+        self.mem1, self.mem2 = self.lif1.init_leaky(), self.lif2.init_leaky()
+
+    def forward(self, x):
+        s1, self.mem1 = self.lif1(self.fc1(x), self.mem1)
+        s2, self.mem2 = self.lif2(self.fc2(s1), self.mem2)
+        return s2
+
+
+def _spikingjelly():
+    from spikingjelly.activation_based import functional, layer, neuron
+    net = nn.Sequential(layer.Linear(16, 32), neuron.LIFNode(), layer.Linear(32, 4))
+    functional.set_step_mode(net, "m")
+    return flexsn.convert(net)
+
+
+def _model(name, device):
+    """(model, reset) of each form the package runs."""
+    torch.manual_seed(0)
+    if name == "flexsn":
+        m = nn.Sequential(nn.Linear(16, 32), flexsn.neuron.LIFNode(step_mode="m"),
+                          nn.Linear(32, 4)).to(device)
+        return m, lambda: m[1].reset()
+    if name == "spikingjelly":
+        from spikingjelly.activation_based import functional
+        m = _spikingjelly().to(device)
+        return m, lambda: functional.reset_net(m)
+    if name == "snntorch":
+        step = _Tutorial5().to(device)
+        return flexsn.multistep(step), step.reset
+    m = _NorseOutput().to(device)
+    return m, lambda: None
+
+
+class _NorseOutput(nn.Module):
+    """A Norse LIF layer's spikes: its state is a namedtuple of Norse's,
+    which torch.export saves only once registered with its pytree."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.lif = nn.Linear(16, 32), flexsn.from_norse(nt.LIF())
+
+    def forward(self, x):
+        return self.lif(self.fc(x))[0]
+
+
+MODELS = ["flexsn", "spikingjelly", "snntorch", "norse"]
+
+
+def _run(module, x):
+    """(outputs, gradients of x and of each named parameter) of one call."""
+    x = x.detach().clone().requires_grad_()
+    outs = [t for t in tree_leaves(module(x)) if isinstance(t, torch.Tensor)]
+    loss = sum((o.float() * (1 + torch.arange(o.numel(), device=o.device).view(o.shape)
+                             % 3)).sum() for o in outs)
+    names, params = zip(*module.named_parameters())
+    grads = torch.autograd.grad(loss, [x, *params], allow_unused=True)
+    return [o.detach() for o in outs], dict(zip(("x",) + names, grads))
+
+
+FRESH = r"""
+import sys, torch, flexsn
+ep = torch.export.load(sys.argv[1])
+x, want_outs, want_grads = torch.load(sys.argv[2])
+sys.path.insert(0, {tests!r})
+from test_export import _run
+outs, grads = _run(ep.module(), x)
+for a, b in zip(outs, want_outs):
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+for k, g in want_grads.items():
+    torch.testing.assert_close(grads[k], g, rtol=1e-5, atol=1e-5)
+print("same", len(outs), len(grads))
+"""
+
+
+def _fresh(argv, env, path, data, tests):
+    return subprocess.run(argv + ["-c", FRESH.format(tests=tests), str(path), str(data)],
+                          env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", MODELS)
+def test_export_save_load_in_a_fresh_process(tmp_path, device, name):
+    device = torch.device(device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, reset = _model(name, device)
+        x = torch.rand(5, 3, 16, device=device) * 2
+        reset()
+        ep = torch.export.export(model, (x,))
+        reset()
+        want = _run(model, x)
+    assert not [n for n in ep.graph.nodes if n.op == "call_function"
+                and "flexsn_native" in str(n.target)
+                and str(n.target).split(".")[1] not in ("train", "launch")]
+    got = _run(ep.module(), x)  # the same process
+    for a, b in zip(got[0], want[0]):
+        torch.testing.assert_close(a, b)
+    path, data = tmp_path / "model.pt2", tmp_path / "data.pt"
+    torch.export.save(ep, path)
+    torch.save((x, *want), data)
+    argv, env = child_python()
+    out = _fresh(argv, env, path, data, os.path.dirname(os.path.abspath(__file__)))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1].startswith("same")
+
+
+def _recipes(ep):
+    return [n for n in ep.graph.nodes if n.op == "call_function"
+            and str(n.target).startswith("flexsn_native") and len(n.args) > 2]
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("checksum", "fails its checksum"),
+    ("version", "made by another version"),
+    ("missing", "no bound training"),
+])
+def test_a_damaged_artifact_is_an_error(tmp_path, damage, message):
+    """A recipe changed after it was made (one byte of its IR), of another
+    format version, or missing: the loaded model raises an error that says
+    so, in a fresh process; never a crash or another kernel."""
+    model, reset = _model("flexsn", torch.device("cpu"))
+    x = torch.rand(5, 3, 16) * 2
+    reset()
+    ep = torch.export.export(model, (x,))
+    (node,) = _recipes(ep)
+    recipe = node.args[2]
+    if damage == "checksum":
+        at = recipe.index("flexsn.scan") if "flexsn.scan" in recipe else len(recipe) // 2
+        recipe = recipe[:at] + recipe[at:].replace("flexsn.scan", "flexsn.scam", 1)
+    elif damage == "version":
+        recipe = recipe.replace("flexsn-recipe 1", "flexsn-recipe 9", 1)
+    else:
+        recipe = ""
+    node.args = node.args[:2] + (recipe,)
+    path, data = tmp_path / "model.pt2", tmp_path / "data.pt"
+    torch.export.save(ep, path)
+    torch.save((x, [], {}), data)
+    argv, env = child_python()
+    out = _fresh(argv, env, path, data, os.path.dirname(os.path.abspath(__file__)))
+    assert out.returncode == 1, (out.returncode, out.stderr[-3000:])
+    assert message in out.stderr, out.stderr[-3000:]
