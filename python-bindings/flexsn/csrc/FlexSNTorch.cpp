@@ -44,6 +44,8 @@
 #include <c10/util/hash.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <dlfcn.h>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -91,6 +93,63 @@ struct ProgramRef {
       destroy(handle);
   }
 };
+
+/// Where Python's package did not hand over libFlexSN's functions (a
+/// process without Python: an AOTInductor package run from C++), the
+/// operators find the library themselves: $FLEXSN_LIBRARY, else
+/// libFlexSN.so beside this library, else the loader's search path. Empty
+/// on success, else why not.
+std::string initFromLibrary() {
+  static std::once_flag once;
+  static std::string failure;
+  std::call_once(once, [] {
+    if (launchFn.load())
+      return;
+    std::vector<std::string> candidates;
+    if (const char *env = std::getenv("FLEXSN_LIBRARY"))
+      candidates.push_back(env);
+    Dl_info self{};
+    if (dladdr(reinterpret_cast<void *>(&initFromLibrary), &self) &&
+        self.dli_fname) {
+      std::string path = self.dli_fname;
+      size_t slash = path.rfind('/');
+      candidates.push_back(
+          (slash == std::string::npos ? "" : path.substr(0, slash + 1)) +
+          "libFlexSN.so");
+    }
+    candidates.push_back("libFlexSN.so");
+    std::string tried;
+    for (const std::string &path : candidates) {
+      void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!lib) {
+        tried += (tried.empty() ? "" : "; ") + path + " (" + dlerror() + ")";
+        continue;
+      }
+      auto version =
+          reinterpret_cast<int (*)()>(dlsym(lib, "flexsn_api_version"));
+      if (!version || version() != 3) {
+        tried += (tried.empty() ? "" : "; ") + path + " (not C API version 3)";
+        continue;
+      }
+      auto sym = [&](const char *name) { return dlsym(lib, name); };
+      createFn.store(reinterpret_cast<CreateFn>(sym("flexsn_program_create")));
+      kernelGetFn.store(reinterpret_cast<KernelGetFn>(sym("flexsn_kernel_get")));
+      deviceInfoFn.store(
+          reinterpret_cast<DeviceInfoFn>(sym("flexsn_cuda_device_info")));
+      destroyFn.store(
+          reinterpret_cast<DestroyFn>(sym("flexsn_program_destroy")));
+      freeFn.store(reinterpret_cast<FreeFn>(sym("flexsn_free")));
+      // PyTorch's C shim, where this process has libtorch_cuda
+      streamFn.store(reinterpret_cast<StreamFn>(
+          dlsym(RTLD_DEFAULT, "aoti_torch_get_current_cuda_stream")));
+      launchFn.store(reinterpret_cast<LaunchFn>(sym("flexsn_kernel_launch")));
+      return;
+    }
+    failure = "cannot find libFlexSN.so (tried " + tried +
+              "); set FLEXSN_LIBRARY to its path";
+  });
+  return launchFn.load() ? std::string() : failure;
+}
 
 /// One kernel's arguments bound to a call: each read pointer takes the
 /// tensor at a position of the call's list (undefined: a null pointer,
@@ -346,10 +405,10 @@ std::shared_ptr<BoundKernel> bindFromRecipe(RecipeReader &r,
     r.fail("an unknown target '" + target + "'");
   TORCH_CHECK(cuda == device.is_cuda(), "flexsn_native: a recipe for the ",
               target, " runs on tensors of ", device);
+  std::string why = initFromLibrary();
+  TORCH_CHECK(why.empty(), "flexsn_native: ", why);
   CreateFn create = createFn.load();
   KernelGetFn kernelGet = kernelGetFn.load();
-  TORCH_CHECK(create && kernelGet, "flexsn_native: the operators were not "
-              "initialised with libFlexSN (import flexsn first)");
   int index = cuda ? (device.has_index() ? device.index() : 0) : 0;
   if (cuda) {
     DeviceInfoFn info = deviceInfoFn.load();
@@ -676,8 +735,11 @@ std::vector<at::Tensor> run(const BoundKernel &bound,
                             at::IntArrayRef seqShape,
                             at::TensorOptions options) {
   LaunchFn launch = launchFn.load();
-  TORCH_CHECK(launch, "flexsn_native: the package did not initialise the "
-                      "operators (flexsn_torch_init)");
+  if (!launch) {
+    std::string why = initFromLibrary();
+    TORCH_CHECK(why.empty(), "flexsn_native: ", why);
+    launch = launchFn.load();
+  }
   TORCH_CHECK(!seqShape.empty() && seqShape[0] > 0,
               "flexsn_native: a [T, ...] call with T > 0, not ", seqShape);
   int64_t T = seqShape[0];
