@@ -172,3 +172,86 @@ def test_a_damaged_artifact_is_an_error(tmp_path, damage, message):
     out = _fresh(argv, env, path, data, os.path.dirname(os.path.abspath(__file__)))
     assert out.returncode == 1, (out.returncode, out.stderr[-3000:])
     assert message in out.stderr, out.stderr[-3000:]
+
+
+def test_deploy_page_runs(tmp_path, monkeypatch):
+    """docs/deploy.md's Python blocks, in order, as one program."""
+    import re
+    from pathlib import Path
+    text = (Path(__file__).parents[2] / "docs" / "deploy.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) >= 3
+    monkeypatch.chdir(tmp_path)
+    exec(compile("\n".join(blocks), "docs/deploy.md", "exec"), {"__name__": "deploy_page"})  # noqa: S102
+
+
+AOTI_FRESH = r"""
+import sys, torch, flexsn
+runner = torch._inductor.aoti_load_package(sys.argv[1])
+x, want = torch.load(sys.argv[2])
+got = runner(x)
+torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+print("same")
+"""
+
+
+def _aoti_package(tmp_path, device, name="flexsn"):
+    """(package path, input, the eager model's output) of an AOTInductor
+    package of one model."""
+    model, reset = _model(name, device)
+    x = torch.rand(5, 3, 16, device=device) * 2
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reset()
+        ep = torch.export.export(model, (x,))
+        reset()
+        want = model(x)
+        want = want[0] if isinstance(want, tuple) else want
+    path = torch._inductor.aoti_compile_and_package(
+        ep, package_path=str(tmp_path / f"{name}-{device.type}.pt2"))
+    return path, x, want
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_aoti_package_in_a_fresh_process(tmp_path, device):
+    device = torch.device(device)
+    path, x, want = _aoti_package(tmp_path, device)
+    torch.save((x, want), tmp_path / "data.pt")
+    argv, env = child_python()
+    out = subprocess.run(argv + ["-c", AOTI_FRESH, path, str(tmp_path / "data.pt")],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "same"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cpp_example_runs_a_package(tmp_path, device):
+    """examples/deploy built against the wheel's libtorch (CMake, Ninja) runs
+    the package from C++ alone, with Python's numbers."""
+    import shutil
+    from pathlib import Path
+    from flexsn import _capi, _native
+    if not (shutil.which("cmake") and shutil.which("ninja")):
+        pytest.skip("cmake and ninja are needed to build the example")
+    device = torch.device(device)
+    path, x, want = _aoti_package(tmp_path, device)
+    source = Path(__file__).parents[2] / "examples" / "deploy"
+    build = tmp_path / "build"
+    for cmd in (["cmake", "-S", str(source), "-B", str(build), "-G", "Ninja",
+                 f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}"],
+                ["ninja", "-C", str(build)]):
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    data = tmp_path / "input.txt"
+    values = x.cpu().flatten().tolist()
+    data.write_text(" ".join(map(str, x.shape)) + "\n" + "\n".join(f"{v:.9g}" for v in values))
+    ops = _native.status().split()[1]
+    env = dict(os.environ, FLEXSN_LIBRARY=_capi.library_path())
+    r = subprocess.run([str(build / "run_package"), ops, path, str(data)]
+                       + (["cuda"] if device.type == "cuda" else []),
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.split("\n")
+    got = torch.tensor([float(v) for v in lines[1:] if v]).view(
+        [int(v) for v in lines[0].split()])
+    torch.testing.assert_close(got, want.cpu(), rtol=1e-6, atol=1e-6)
