@@ -172,6 +172,10 @@ def read_back(store: dict, key, tensor: torch.Tensor, convert: Callable):
     or copies it between devices: once per value instead of at every call
     (a device sync per call costs time, and a CUDA graph capture refuses
     it)."""
+    if torch.compiler.is_compiling():
+        # traced (torch.compile, torch.export): the value may be fake or
+        # symbolic, and must not outlive the trace in the store
+        return convert(tensor)
     hit = store.get(key)
     if hit is None or hit[0] is not tensor or hit[1] != tensor._version:
         hit = store[key] = (tensor, tensor._version, convert(tensor))

@@ -255,3 +255,18 @@ def test_cpp_example_runs_a_package(tmp_path, device):
     got = torch.tensor([float(v) for v in lines[1:] if v]).view(
         [int(v) for v in lines[0].split()])
     torch.testing.assert_close(got, want.cpu(), rtol=1e-6, atol=1e-6)
+
+
+def test_tracing_leaves_no_fake_values_behind():
+    """A Norse layer whose parameters it copies to the input's dtype (or
+    device) keeps those copies between calls; an export in between must not
+    leave the trace's fake copies there for the next eager call."""
+    import copy
+    torch.manual_seed(0)
+    lif = flexsn.from_norse(nt.LIF())
+    ref = copy.deepcopy(lif)
+    x = torch.rand(5, 3, 8, dtype=torch.float64) * 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.export.export(lif, (x,))
+    torch.testing.assert_close(lif(x)[0], ref(x)[0])
