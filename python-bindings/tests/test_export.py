@@ -270,3 +270,36 @@ def test_tracing_leaves_no_fake_values_behind():
         warnings.simplefilter("ignore")
         torch.export.export(lif, (x,))
     torch.testing.assert_close(lif(x)[0], ref(x)[0])
+
+
+def test_converted_spiking_resnet18_exports(tmp_path):
+    """SpikingJelly's spiking ResNet-18 (LIF), converted: exported, run in
+    the same process and, saved, in a fresh one, with the eager model's
+    outputs and gradients."""
+    pytest.importorskip("spikingjelly.activation_based.model.spiking_resnet")  # torchvision
+    from spikingjelly.activation_based import functional, neuron, surrogate
+    from spikingjelly.activation_based.model import spiking_resnet
+    torch.manual_seed(0)
+    ref = spiking_resnet.spiking_resnet18(spiking_neuron=neuron.LIFNode, num_classes=10,
+                                          tau=2.0, surrogate_function=surrogate.ATan())
+    functional.set_step_mode(ref, "m")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = flexsn.convert(ref)
+        x = torch.rand(2, 2, 3, 32, 32)
+        functional.reset_net(model)
+        ep = torch.export.export(model, (x,))
+        functional.reset_net(model)
+        want = _run(model, x)
+    got = _run(ep.module(), x)
+    for a, b in zip(got[0], want[0]):
+        torch.testing.assert_close(a, b)
+    for k, g in want[1].items():
+        if g is not None:
+            torch.testing.assert_close(got[1][k], g, rtol=1e-4, atol=1e-5)
+    path, data = tmp_path / "resnet18.pt2", tmp_path / "data.pt"
+    torch.export.save(ep, path)
+    torch.save((x, want[0], {k: g for k, g in want[1].items() if g is not None}), data)
+    argv, env = child_python()
+    out = _fresh(argv, env, path, data, os.path.dirname(os.path.abspath(__file__)))
+    assert out.returncode == 0, out.stderr[-3000:]
