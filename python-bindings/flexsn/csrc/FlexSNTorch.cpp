@@ -420,7 +420,6 @@ std::shared_ptr<BoundKernel> bindFromRecipe(RecipeReader &r,
     options += " chip=sm_" + std::to_string(capability);
   }
   char *error = nullptr;
-  void *program = nullptr;
   auto failed = [&](const char *what) {
     std::string message = error ? error : "unknown error";
     if (error)
@@ -428,11 +427,25 @@ std::shared_ptr<BoundKernel> bindFromRecipe(RecipeReader &r,
     TORCH_CHECK(false, "flexsn_native: ", what, " of a recipe failed: ",
                 message);
   };
-  if (create(ir.c_str(), cuda ? 1 : 0, options.c_str(), &program, &error) != 0)
-    failed("compiling the program");
-  auto ref = std::shared_ptr<ProgramRef>(new ProgramRef{program});
+  // One program per (target, options, IR) while a binding holds it: a
+  // training recipe's forward and backward share theirs.
+  static std::mutex programsMutex;
+  static auto &compiled =
+      *new std::unordered_map<std::string, std::weak_ptr<ProgramRef>>;
+  std::string programKey =
+      c10::sha1(target + '\0' + options + '\0' + ir).str();
+  std::lock_guard<std::mutex> compiling(programsMutex);
+  std::shared_ptr<ProgramRef> ref = compiled[programKey].lock();
+  if (!ref) {
+    void *program = nullptr;
+    if (create(ir.c_str(), cuda ? 1 : 0, options.c_str(), &program,
+               &error) != 0)
+      failed("compiling the program");
+    ref.reset(new ProgramRef{program});
+    compiled[programKey] = ref;
+  }
   void *kernel = nullptr;
-  if (kernelGet(program, entry.c_str(), index, &kernel, &error) != 0)
+  if (kernelGet(ref->handle, entry.c_str(), index, &kernel, &error) != 0)
     failed("loading the kernel");
   auto bound = std::make_shared<BoundKernel>();
   bound->name = entry;
