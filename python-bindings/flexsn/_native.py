@@ -311,7 +311,7 @@ def _load() -> None:
     """Loads the operators once. Another thread asking meanwhile waits on
     the lock for the outcome (a first build takes seconds), rather than
     seeing "not loaded yet" and running its modules as PyTorch loops."""
-    global _loaded, _ops, _reason, _fix, launch, train, run_plan
+    global _loaded
     with _lock:
         if _loaded:
             return

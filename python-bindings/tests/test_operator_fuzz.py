@@ -12,7 +12,6 @@ import os
 import subprocess
 
 import pytest
-import torch
 
 from conftest import DEVICES, child_python
 
