@@ -116,6 +116,15 @@ int flexsn_kernel_get(flexsn_program *program, const char *name, int device,
                       flexsn_kernel **kernel, char **error);
 /* How many pointers a launch takes (the manifest's pointer arguments). */
 size_t flexsn_kernel_num_pointers(const flexsn_kernel *kernel);
+/* Pointer `index` of a launch, as the manifest gives it: its shape (0 [T,
+ * NCL], 1 [NCL], 2 one element), its element size in bytes, whether the
+ * kernel writes it, and whether it may be NULL (the kernel then reads
+ * zeros). For a caller that binds pointers from a description it did not
+ * make (the PyTorch operators binding a graph's recipe) and must check it
+ * against the kernel. */
+int flexsn_kernel_pointer(const flexsn_kernel *kernel, size_t index,
+                          int *shape, unsigned *element_bytes, int *written,
+                          int *optional, char **error);
 /* CUDA: starts compiling, on a thread of the library, the entry a launch
  * at NCL neurons with aligned pointers would take, and returns at once; a
  * launch that needs it meanwhile waits for it. For a caller that knows a

@@ -343,6 +343,25 @@ size_t flexsn_kernel_num_pointers(const flexsn_kernel *kernel) {
   return kernel ? kernel->pointers.size() : 0;
 }
 
+int flexsn_kernel_pointer(const flexsn_kernel *kernel, size_t index,
+                          int *shape, unsigned *element_bytes, int *written,
+                          int *optional, char **error) {
+  if (!kernel || !shape || !element_bytes || !written || !optional)
+    return failWith(error, "kernel and the results must not be NULL");
+  if (index >= kernel->pointers.size())
+    return failWith(error, "kernel '" + kernel->info->name + "' has " +
+                               std::to_string(kernel->pointers.size()) +
+                               " pointers, not #" + std::to_string(index));
+  const flexsn_kernel::Pointer &p = kernel->pointers[index];
+  *shape = p.shape == ArgShape::Sequence    ? 0
+           : p.shape == ArgShape::PerNeuron ? 1
+                                            : 2;
+  *element_bytes = p.elementBytes;
+  *written = p.written;
+  *optional = p.optional;
+  return 0;
+}
+
 int flexsn_kernel_preload(const flexsn_kernel *kernel, int64_t NCL,
                           char **error) {
   if (!kernel)

@@ -346,7 +346,8 @@ def _load_locked() -> None:
         _checked(_clib.flexsn_torch_init, address(lib.flexsn_kernel_launch),
                  address(lib.flexsn_free), address(lib.flexsn_program_destroy),
                  address(lib.flexsn_program_create), address(lib.flexsn_kernel_get),
-                 address(lib.flexsn_cuda_device_info), _stream_getter())
+                 address(lib.flexsn_cuda_device_info), address(lib.flexsn_kernel_pointer),
+                 _stream_getter())
     except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as e:
         _reason = str(e).strip()
         return
@@ -370,7 +371,7 @@ def _declare(clib: ctypes.CDLL) -> None:
     i64, vp, cp, sz = ctypes.c_int64, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t
     p64 = ctypes.POINTER(i64)
     for name, res, args in (
-            ("flexsn_torch_init", ctypes.c_int, [vp, vp, vp, vp, vp, vp, vp, cp, sz]),
+            ("flexsn_torch_init", ctypes.c_int, [vp, vp, vp, vp, vp, vp, vp, vp, cp, sz]),
             ("flexsn_torch_adopt_program", ctypes.c_int, [vp, cp, sz]),
             ("flexsn_torch_drop_program", None, [vp]),
             ("flexsn_torch_bind_train", i64, [i64, i64, p64, p64, ctypes.c_int, i64, cp, cp,

@@ -142,15 +142,37 @@ def _recipes(ep):
             and str(n.target).startswith("flexsn_native") and len(n.args) > 2]
 
 
+def _resigned(recipe: str, body: str) -> str:
+    """`body` under `recipe`'s header with a checksum that matches it."""
+    import hashlib
+    head = recipe.split("\n", 1)[0]
+    return f"{head}\nsha1 {hashlib.sha1(body.encode()).hexdigest()}\n{body}"
+
+
+def _lying(recipe: str) -> str:
+    """`recipe` whose first read claims one element where the kernel reads
+    a sequence, checksummed anew: what someone writing a recipe by hand
+    could make."""
+    body = recipe.split("\n", 2)[2]
+    lines = body.split("\n")
+    at = next(i for i, l in enumerate(lines) if l.startswith("reads ")) + 1
+    slot, pos, dtype, shape, optional, *name = lines[at].split(" ")
+    lines[at] = " ".join([slot, pos, dtype, "2", optional, *name])
+    return _resigned(recipe, "\n".join(lines))
+
+
 @pytest.mark.parametrize("damage, message", [
     ("checksum", "fails its checksum"),
     ("version", "made by another version"),
     ("missing", "no bound training"),
+    ("lying", "is not what it says"),
 ])
 def test_a_damaged_artifact_is_an_error(tmp_path, damage, message):
     """A recipe changed after it was made (one byte of its IR), of another
-    format version, or missing: the loaded model raises an error that says
-    so, in a fresh process; never a crash or another kernel."""
+    format version, missing, or written to lie about the kernel's layout
+    (with a valid checksum): the loaded model raises an error that says so,
+    in a fresh process; never a crash, another kernel or a read out of
+    bounds."""
     model, reset = _model("flexsn", torch.device("cpu"))
     x = torch.rand(5, 3, 16) * 2
     reset()
@@ -162,6 +184,8 @@ def test_a_damaged_artifact_is_an_error(tmp_path, damage, message):
         recipe = recipe[:at] + recipe[at:].replace("flexsn.scan", "flexsn.scam", 1)
     elif damage == "version":
         recipe = recipe.replace("flexsn-recipe 1", "flexsn-recipe 9", 1)
+    elif damage == "lying":
+        recipe = _lying(recipe)
     else:
         recipe = ""
     node.args = node.args[:2] + (recipe,)

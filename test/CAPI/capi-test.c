@@ -145,6 +145,18 @@ static void testCPU(const char *lif) {
          "kernel handle for lif_inference takes 4 pointers");
   flexsn_kernel_get(program, "lif_inference", 0, &again, &error);
   EXPECT(again == k, "asking again returns the same handle");
+  {
+    int shape = -1, written = -1, optional = -1;
+    unsigned bytes = 0;
+    r = flexsn_kernel_pointer(k, 0, &shape, &bytes, &written, &optional,
+                              &error);
+    EXPECT(r == 0 && shape == 0 && bytes == 4 && written == 0 && optional == 0,
+           "pointer #0 of lif_inference: a [T, NCL] f32 input, read");
+    expectError(flexsn_kernel_pointer(k, 4, &shape, &bytes, &written,
+                                      &optional, &error),
+                &error, "has 4 pointers, not #4",
+                "a pointer past the kernel's is an error");
+  }
   EXPECT(flexsn_kernel_preload(k, 1 << 20, &error) == 0,
          "preloading a CPU kernel does nothing");
   expectError(flexsn_kernel_preload(NULL, 1, &error), &error,

@@ -73,6 +73,9 @@ using KernelGetFn = int (*)(void *program, const char *name, int device,
                             void **kernel, char **error);
 using DeviceInfoFn = int (*)(int device, int *capability, char **description,
                              char **error);
+using PointerFn = int (*)(const void *kernel, size_t index, int *shape,
+                          unsigned *elementBytes, int *written, int *optional,
+                          char **error);
 
 std::atomic<LaunchFn> launchFn{nullptr};
 std::atomic<FreeFn> freeFn{nullptr};
@@ -81,6 +84,7 @@ std::atomic<DestroyFn> destroyFn{nullptr};
 std::atomic<CreateFn> createFn{nullptr};
 std::atomic<KernelGetFn> kernelGetFn{nullptr};
 std::atomic<DeviceInfoFn> deviceInfoFn{nullptr};
+std::atomic<PointerFn> pointerFn{nullptr};
 
 /// One reference to a compiled program of libFlexSN (which owns its kernel
 /// handles): the package holds one while its Program lives, and so does
@@ -136,6 +140,7 @@ std::string initFromLibrary() {
       kernelGetFn.store(reinterpret_cast<KernelGetFn>(sym("flexsn_kernel_get")));
       deviceInfoFn.store(
           reinterpret_cast<DeviceInfoFn>(sym("flexsn_cuda_device_info")));
+      pointerFn.store(reinterpret_cast<PointerFn>(sym("flexsn_kernel_pointer")));
       destroyFn.store(
           reinterpret_cast<DestroyFn>(sym("flexsn_program_destroy")));
       freeFn.store(reinterpret_cast<FreeFn>(sym("flexsn_free")));
@@ -390,6 +395,38 @@ std::string recipeBody(const std::string &recipe) {
   return body;
 }
 
+/// Refuses a binding from a recipe whose layout is not the kernel's own:
+/// the pointer count, and per pointer bound its shape, element size and
+/// direction, and None only where the kernel reads zeros. A recipe is
+/// text anyone can write (its checksum catches damage, not intent), so
+/// what a launch's checks hold tensors to must come from the compiled
+/// kernel.
+void checkAgainstKernel(const BoundKernel &bound) {
+  PointerFn info = pointerFn.load();
+  auto expect = [&](int64_t slot, BoundKernel::Shape shape,
+                    c10::ScalarType dtype, bool written, bool optional) {
+    int kshape = -1, kwritten = -1, koptional = -1;
+    unsigned bytes = 0;
+    char *error = nullptr;
+    if (info(bound.kernel, slot, &kshape, &bytes, &kwritten, &koptional,
+             &error) != 0) {
+      std::string message = error ? error : "unknown error";
+      if (error)
+        freeFn.load()(error);
+      TORCH_CHECK(false, "flexsn_native: a recipe's pointer #", slot, ": ",
+                  message);
+    }
+    TORCH_CHECK(kshape == shape && bytes == c10::elementSize(dtype) &&
+                    (kwritten != 0) == written && (!optional || koptional),
+                "flexsn_native: a recipe's layout is not kernel '",
+                bound.name, "''s: pointer #", slot, " is not what it says");
+  };
+  for (const BoundKernel::Read &r : bound.reads)
+    expect(r.slot, r.shape, r.dtype, false, r.optional);
+  for (const BoundKernel::Result &r : bound.results)
+    expect(r.slot, r.shape, r.dtype, true, false);
+}
+
 /// Compiles the program of a kernel section for `device` and binds the
 /// kernel (not registered: the caller does).
 std::shared_ptr<BoundKernel> bindFromRecipe(RecipeReader &r,
@@ -447,6 +484,23 @@ std::shared_ptr<BoundKernel> bindFromRecipe(RecipeReader &r,
   void *kernel = nullptr;
   if (kernelGet(ref->handle, entry.c_str(), index, &kernel, &error) != 0)
     failed("loading the kernel");
+  PointerFn info = pointerFn.load();
+  TORCH_CHECK(info, "flexsn_native: this libFlexSN cannot describe its "
+                    "kernels' pointers (an older build)");
+  auto exists = [&](int64_t i) {
+    int shape, written, optional;
+    unsigned bytes;
+    char *ignored = nullptr;
+    bool ok = info(kernel, i, &shape, &bytes, &written, &optional,
+                   &ignored) == 0;
+    if (ignored)
+      freeFn.load()(ignored);
+    return ok;
+  };
+  TORCH_CHECK((numPointers == 0 || exists(numPointers - 1)) &&
+                  !exists(numPointers),
+              "flexsn_native: a recipe gives kernel '", entry, "' ",
+              numPointers, " pointers, which is not its count");
   auto bound = std::make_shared<BoundKernel>();
   bound->name = entry;
   bound->kernel = kernel;
@@ -477,6 +531,7 @@ std::shared_ptr<BoundKernel> bindFromRecipe(RecipeReader &r,
     claimSlot(slot);
     bound->results.push_back({slot, dtypeOfCode(dtype), shapeOfCode(shape)});
   }
+  checkAgainstKernel(*bound);
   return bound;
 }
 
@@ -1353,14 +1408,15 @@ extern "C" {
 /// The functions of the libFlexSN.so the package loaded (launch, free,
 /// program destroy) and PyTorch's current-stream getter (0: none).
 int flexsn_torch_init(void *launch, void *free, void *destroy, void *create,
-                      void *kernelGet, void *deviceInfo, void *stream,
-                      char *error, size_t errorSize) {
+                      void *kernelGet, void *deviceInfo, void *pointer,
+                      void *stream, char *error, size_t errorSize) {
   return guarded(error, errorSize, [&]() -> int64_t {
     TORCH_CHECK(launch && free && destroy && create && kernelGet,
                 "a null function address");
     createFn.store(reinterpret_cast<CreateFn>(create));
     kernelGetFn.store(reinterpret_cast<KernelGetFn>(kernelGet));
     deviceInfoFn.store(reinterpret_cast<DeviceInfoFn>(deviceInfo));
+    pointerFn.store(reinterpret_cast<PointerFn>(pointer));
     launchFn.store(reinterpret_cast<LaunchFn>(launch));
     freeFn.store(reinterpret_cast<FreeFn>(free));
     destroyFn.store(reinterpret_cast<DestroyFn>(destroy));
