@@ -182,27 +182,8 @@ def kernel_get(program: int, name: str, device: int) -> int:
     return handle.value
 
 
-def kernel_num_pointers(kernel: int) -> int:
-    return lib().flexsn_kernel_num_pointers(kernel)
-
-
 def kernel_preload(kernel: int, NCL: int) -> None:
     """CUDA: compile, in the background, the entry a launch at NCL takes."""
     error = ctypes.c_void_p()
     _check(lib().flexsn_kernel_preload(kernel, NCL, ctypes.byref(error)), error,
            "kernel preload failed")
-
-
-def cuda_device_count() -> int:
-    count, error = ctypes.c_int(), ctypes.c_void_p()
-    r = lib().flexsn_cuda_device_count(ctypes.byref(count), ctypes.byref(error))
-    _check(r, error, "CUDA is not available")
-    return count.value
-
-
-def cuda_device_info(device: int) -> tuple[int, str]:
-    cap, desc, error = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_void_p()
-    r = lib().flexsn_cuda_device_info(device, ctypes.byref(cap),
-                                      ctypes.byref(desc), ctypes.byref(error))
-    _check(r, error, f"CUDA device {device} is not available")
-    return cap.value, _take_string(desc)

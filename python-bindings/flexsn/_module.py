@@ -11,7 +11,6 @@ from torch import nn
 from . import _checks, _compiled, _layout, _ops, _recorder, _runner, _spikes
 
 BACKENDS = ("torch", "cpu", "cuda", "triton", "inductor", "hop")
-COMPILED_ALIASES = ("triton", "inductor", "hop")
 
 
 def _check_backend(backend: Optional[str]) -> Optional[str]:
@@ -152,7 +151,6 @@ class FlexSNKernel:
         self.requires_grad = requires_grad
         self._example_dtypes = [e.dtype for e in example_inputs or []
                                 if isinstance(e, torch.Tensor)]
-        self._strict = strict
         self.compiled = None
         if self.backend != "torch":
             self.compiled = _compiled.try_compile(core, num_inputs, num_states,

@@ -14,14 +14,6 @@ from ._ir import Body, Value
 
 aten = torch.ops.aten
 
-def _arg(args, i, default=None):
-    return args[i] if len(args) > i else default
-
-
-def _scalar_or(v, default):
-    return default if v is None else v
-
-
 def _pow(B: Body, a, e):
     if isinstance(e, (int, float)) and not isinstance(a, (int, float)):
         e = float(e)
