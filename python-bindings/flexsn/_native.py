@@ -374,6 +374,7 @@ def _declare(clib: ctypes.CDLL) -> None:
             ("flexsn_torch_init", ctypes.c_int, [vp, vp, vp, vp, vp, vp, vp, vp, cp, sz]),
             ("flexsn_torch_adopt_program", ctypes.c_int, [vp, cp, sz]),
             ("flexsn_torch_drop_program", None, [vp]),
+            ("flexsn_torch_release", None, [i64]),
             ("flexsn_torch_bind_train", i64, [i64, i64, p64, p64, ctypes.c_int, i64, cp, cp,
                                               sz]),
             ("flexsn_torch_bind", i64, [vp, vp, cp, i64, ctypes.c_int, i64, i64, p64, i64, cp,
@@ -542,8 +543,10 @@ def release(ident: Optional[int]) -> bool:
         _trainings.pop(ident, None)
         # under the lock: a bind_shared of the same key waits until the
         # operators have dropped the old binding
+        # a C call, not an operator: a collection during a trace must not
+        # put a release into the graph
         try:
-            _ops.release(ident)
+            _clib.flexsn_torch_release(ident)
         except Exception:  # noqa: BLE001 (interpreter shutdown)
             pass
     return True

@@ -140,7 +140,7 @@ def call(kind, ident, args, seq):
             try:
                 res = ops.run_plan(plan, args)
             finally:
-                ops.release(plan)
+                _native.release(plan)
         if not res:  # not the recorded call: nothing run (documented)
             raise RuntimeError("flexsn: run_plan ran nothing")
         return res

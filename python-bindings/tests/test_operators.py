@@ -87,7 +87,7 @@ def test_operators_refuse_bad_calls():
     with pytest.raises(RuntimeError, match="no bound training #123456789"):
         ops.recompute(123456789, [torch.zeros(2, 2)], None)
     # nothing that takes an address is an operator
-    assert not any(hasattr(ops, name) for name in ("bind", "init", "bind_train"))
+    assert not any(hasattr(ops, name) for name in ("bind", "init", "bind_train", "release"))
     prog, kernel = _lif_kernel()
 
     def bind(reads=((0, 0, torch.float32, 0, 0),), results=((1, torch.float32, 0),),
@@ -181,7 +181,7 @@ def test_plan_operators_refuse_bad_calls():
                 assert ops.run_plan(plan, other) == []
         assert ops.run_plan(plan, [x, v]) == []  # grad mode differs
     finally:
-        ops.release(plan)
+        _native.release(plan)
     with pytest.raises(RuntimeError, match=f"no bound plan #{plan}"):
         ops.run_plan(plan, [x, v])
 

@@ -1342,7 +1342,6 @@ runPlan(int64_t id, const c10::List<std::optional<at::Tensor>> &args) {
 } // namespace
 
 TORCH_LIBRARY(flexsn_native, m) {
-  m.def("release(int id) -> ()", &release);
   m.def("trace(bool on) -> int[]", &trace);
   m.def("bind_plan(int target, bool train, int[] order, Tensor?[] example, "
         "bool grad, bool last_steps) -> int",
@@ -1543,5 +1542,9 @@ int64_t flexsn_torch_bind_train(int64_t forward, int64_t backward,
                         recipe);
   });
 }
+
+/// Drops the binding `id` (a kernel, training or plan binding): what a
+/// graph holds stays alive through its own references.
+void flexsn_torch_release(int64_t id) { release(id); }
 
 } // extern "C"
