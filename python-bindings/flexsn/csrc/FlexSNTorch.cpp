@@ -543,19 +543,30 @@ c10::Device deviceOf(const c10::List<std::optional<at::Tensor>> &args) {
   TORCH_CHECK(false, "flexsn_native: a call without a tensor");
 }
 
+/// The binding `id` of `table` where this process has it, else none when a
+/// recipe can bind it (else an error).
+template <typename Table>
+typename Table::mapped_type boundOrRecipe(const Table &table, int64_t id,
+                                          const std::string &recipe,
+                                          const char *what) {
+  {
+    std::lock_guard<std::mutex> lock(registryMutex);
+    auto it = table.find(id);
+    if (it != table.end())
+      return it->second;
+  }
+  TORCH_CHECK(!recipe.empty(), "flexsn_native: no bound ", what, " #", id,
+              " (released, or never bound)");
+  return {};
+}
+
 /// The kernel binding `id`, bound from `recipe` where this process has
 /// none yet.
 std::shared_ptr<const BoundKernel>
 resolveKernel(int64_t id, const std::string &recipe,
               const c10::List<std::optional<at::Tensor>> &args) {
-  {
-    std::lock_guard<std::mutex> lock(registryMutex);
-    auto it = kernels.find(id);
-    if (it != kernels.end())
-      return it->second;
-  }
-  TORCH_CHECK(!recipe.empty(), "flexsn_native: no bound kernel #", id,
-              " (released, or never bound)");
+  if (auto bound = boundOrRecipe(kernels, id, recipe, "kernel"))
+    return bound;
   std::string body = recipeBody(recipe);
   RecipeReader r{body};
   int64_t key = 0;
@@ -662,14 +673,8 @@ int64_t bindTraining(int64_t forward, int64_t backward,
 c10::intrusive_ptr<BoundTraining>
 resolveTraining(int64_t id, const std::string &recipe,
                 const c10::List<std::optional<at::Tensor>> &args) {
-  {
-    std::lock_guard<std::mutex> lock(registryMutex);
-    auto it = trainings.find(id);
-    if (it != trainings.end())
-      return it->second;
-  }
-  TORCH_CHECK(!recipe.empty(), "flexsn_native: no bound training #", id,
-              " (released, or never bound)");
+  if (auto bound = boundOrRecipe(trainings, id, recipe, "training"))
+    return bound;
   std::string body = recipeBody(recipe);
   RecipeReader r{body};
   r.expect("training");
