@@ -1320,7 +1320,7 @@ int64_t bindPlan(int64_t target, bool train, std::vector<int64_t> order,
 /// A call through plan `id`: its results (an inference kernel's in the
 /// plan's order; a training node's outputs, then its state results, or
 /// their last steps for a `lastSteps` plan: views that autograd tracks, as
-/// the package's own `seq[-1]` was), or none when the call does not match
+/// `seq[-1]` in Python is), or none when the call does not match
 /// the plan (the package then takes its general path).
 std::vector<at::Tensor>
 runPlan(int64_t id, const c10::List<std::optional<at::Tensor>> &args) {
