@@ -327,3 +327,19 @@ def test_converted_spiking_resnet18_exports(tmp_path):
     argv, env = child_python()
     out = _fresh(argv, env, path, data, os.path.dirname(os.path.abspath(__file__)))
     assert out.returncode == 0, out.stderr[-3000:]
+
+
+def test_importing_flexsn_after_torch_registers_the_operators():
+    """`import torch, flexsn` registers the operators (a saved graph naming
+    them loads); `import flexsn` alone still imports neither torch nor the
+    library."""
+    argv, env = child_python()
+    code = ("import sys, torch, flexsn\n"
+            "print(hasattr(torch.ops.flexsn_native, 'launch'))\n")
+    out = subprocess.run(argv + ["-c", code], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and out.stdout.split()[-1] == "True", out.stderr[-2000:]
+    code = "import sys, flexsn\nprint('torch' in sys.modules)\n"
+    out = subprocess.run(argv + ["-c", code], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and out.stdout.split()[-1] == "False", out.stderr[-2000:]
