@@ -384,11 +384,22 @@ def _declare(clib: ctypes.CDLL) -> None:
     _clib = clib
 
 
-def _call(fn, *args) -> int:
-    """`fn(*args)` once the operators are loaded (see _checked)."""
+def _call(name: str, *args) -> int:
+    """The operator library's C function `name` on `args`, once the
+    operators are loaded (see _checked)."""
     if ops() is None:
         raise FlexSNError(unavailable_message())
-    return _checked(fn, *args)
+    return _checked(getattr(_clib, name), *args)
+
+
+def _code(v) -> int:
+    """A layout value as the C side reads it: a dtype by its code."""
+    return _DTYPE_CODES[v] if isinstance(v, torch.dtype) else int(v)
+
+
+def _int64s(values: list):
+    """`values` as a C array of int64 (one element at least: never NULL)."""
+    return (ctypes.c_int64 * max(len(values), 1))(*values)
 
 
 def _checked(fn, *args) -> int:
@@ -409,13 +420,13 @@ def kernel_section(key: int, source: tuple, name: str, num_pointers: int, num_ar
     Recipes): its id, program (IR, target, options but the chip), entry and
     layout."""
     ir, target, options = source
-    code = lambda v: _DTYPE_CODES[v] if isinstance(v, torch.dtype) else int(v)  # noqa: E731
     lines = [f"kernel {key} {target} {name} {num_pointers} {num_args}",
              f"options {len(options.encode())}", options,
              f"ir {len(ir.encode())}", ir, f"reads {len(reads)}"]
-    lines += [" ".join(str(code(v)) for v in row) + " " + n for row, n in zip(reads, read_names)]
+    lines += [" ".join(str(_code(v)) for v in row) + " " + n
+              for row, n in zip(reads, read_names)]
     lines.append(f"results {len(results)}")
-    lines += [" ".join(str(code(v)) for v in row) for row in results]
+    lines += [" ".join(str(_code(v)) for v in row) for row in results]
     return "\n".join(lines) + "\n"
 
 
@@ -437,7 +448,7 @@ def recipe(body: str) -> str:
 def adopt_program(handle: int) -> None:
     """Hands a libFlexSN program to the operators, which destroy it once
     drop_program() was called and no kernel bound to it remains."""
-    _call(lambda *a: _clib.flexsn_torch_adopt_program(*a), handle)
+    _call("flexsn_torch_adopt_program", handle)
 
 
 def drop_program(handle: int) -> None:
@@ -452,10 +463,8 @@ def bind_kernel(program: int, kernel: int, name: str, num_pointers: int, cuda: b
     `results` rows (slot, dtype, shape kind); shape kinds 0 [T, NCL], 1
     [NCL], 2 one element. Returns its id (`ident` where not 0)."""
     def flat(rows):
-        values = [v if not isinstance(v, torch.dtype) else _DTYPE_CODES[v]
-                  for row in rows for v in row]
-        return (ctypes.c_int64 * max(len(values), 1))(*values)
-    return _call(lambda *a: _clib.flexsn_torch_bind(*a), program, kernel, name.encode(),
+        return _int64s([_code(v) for row in rows for v in row])
+    return _call("flexsn_torch_bind", program, kernel, name.encode(),
                  num_pointers, int(cuda), device, num_args, flat(reads), len(reads),
                  "\n".join(read_names).encode(), flat(results), len(results), ident)
 
@@ -468,11 +477,10 @@ def bind_train(forward: int, backward: int, out: list, state: list, kept: list,
     backward reads it and its gradient's index; the results without a
     gradient path) under `ident`."""
     lists = [out, state, kept, read, grad, nondiff]
-    values = [int(v) for lst in lists for v in lst]
-    flat = (ctypes.c_int64 * max(len(values), 1))(*values)
-    counts = (ctypes.c_int64 * 6)(*[len(lst) for lst in lists])
-    return _call(lambda *a: _clib.flexsn_torch_bind_train(*a), forward, backward, flat,
-                 counts, int(recompute), ident, recipe_text.encode())
+    return _call("flexsn_torch_bind_train", forward, backward,
+                 _int64s([int(v) for lst in lists for v in lst]),
+                 _int64s([len(lst) for lst in lists]), int(recompute), ident,
+                 recipe_text.encode())
 
 
 def ops():

@@ -137,10 +137,12 @@ std::string initFromLibrary() {
       }
       auto sym = [&](const char *name) { return dlsym(lib, name); };
       createFn.store(reinterpret_cast<CreateFn>(sym("flexsn_program_create")));
-      kernelGetFn.store(reinterpret_cast<KernelGetFn>(sym("flexsn_kernel_get")));
+      kernelGetFn.store(
+          reinterpret_cast<KernelGetFn>(sym("flexsn_kernel_get")));
       deviceInfoFn.store(
           reinterpret_cast<DeviceInfoFn>(sym("flexsn_cuda_device_info")));
-      pointerFn.store(reinterpret_cast<PointerFn>(sym("flexsn_kernel_pointer")));
+      pointerFn.store(
+          reinterpret_cast<PointerFn>(sym("flexsn_kernel_pointer")));
       destroyFn.store(
           reinterpret_cast<DestroyFn>(sym("flexsn_program_destroy")));
       freeFn.store(reinterpret_cast<FreeFn>(sym("flexsn_free")));
@@ -300,7 +302,8 @@ BoundKernel::Shape shapeOfCode(int64_t code) {
 //   sha1 <40 hex digits of everything after this line>
 //   kernel <id> <cpu|cuda> <entry> <pointers> <tensors per call>
 //   options <n>\n<n bytes>\nir <n>\n<n bytes>\n
-//   reads <n>, then per read: <slot> <position> <dtype> <shape> <optional> <name>
+//   reads <n>, then per read:
+//     <slot> <position> <dtype> <shape> <optional> <name>
 //   results <n>, then per result: <slot> <dtype> <shape>
 //
 // or, for a training binding, "training <id> <recompute>", the forward's and
@@ -560,6 +563,19 @@ typename Table::mapped_type boundOrRecipe(const Table &table, int64_t id,
   return {};
 }
 
+/// `bound` (from a recipe) registered under `key`, or the binding already
+/// there (another thread, or the package, bound the key meanwhile).
+std::shared_ptr<const BoundKernel>
+registerKernel(std::shared_ptr<BoundKernel> bound, int64_t key) {
+  std::lock_guard<std::mutex> lock(registryMutex);
+  auto [it, added] = kernels.emplace(key, nullptr);
+  if (added) {
+    bound->id = key;
+    it->second = std::move(bound);
+  }
+  return it->second;
+}
+
 /// The kernel binding `id`, bound from `recipe` where this process has
 /// none yet.
 std::shared_ptr<const BoundKernel>
@@ -573,13 +589,7 @@ resolveKernel(int64_t id, const std::string &recipe,
   std::shared_ptr<BoundKernel> bound = bindFromRecipe(r, deviceOf(args), &key);
   TORCH_CHECK(key == id, "flexsn_native: a recipe for #", key,
               " given for #", id);
-  std::lock_guard<std::mutex> lock(registryMutex);
-  auto [it, added] = kernels.emplace(id, nullptr);
-  if (added) {
-    bound->id = id;
-    it->second = std::move(bound);
-  }
-  return it->second;
+  return registerKernel(std::move(bound), id);
 }
 
 /// The training binding `id`, bound from `recipe` where this process has
@@ -684,25 +694,14 @@ resolveTraining(int64_t id, const std::string &recipe,
               id);
   c10::Device device = deviceOf(args);
   int64_t forwardKey = 0, backwardKey = 0;
-  std::shared_ptr<const BoundKernel> forward =
-      bindFromRecipe(r, device, &forwardKey);
-  std::shared_ptr<const BoundKernel> backward =
+  std::shared_ptr<BoundKernel> forward = bindFromRecipe(r, device, &forwardKey);
+  std::shared_ptr<BoundKernel> backward =
       bindFromRecipe(r, device, &backwardKey);
   std::vector<int64_t> out = r.ints("out"), state = r.ints("state"),
                        kept = r.ints("kept"), read = r.ints("read"),
                        grad = r.ints("grad"), nondiff = r.ints("nondiff");
-  {
-    std::lock_guard<std::mutex> lock(registryMutex);
-    for (auto *k : {&forward, &backward}) {
-      int64_t kid = k == &forward ? forwardKey : backwardKey;
-      auto [it, added] = kernels.emplace(kid, *k);
-      if (added)
-        const_cast<BoundKernel &>(**k).id = kid;
-      else
-        *k = it->second;
-    }
-  }
-  auto bound = makeTraining(std::move(forward), std::move(backward),
+  auto bound = makeTraining(registerKernel(std::move(forward), forwardKey),
+                            registerKernel(std::move(backward), backwardKey),
                             std::move(out), std::move(state), std::move(kept),
                             std::move(read), std::move(grad),
                             std::move(nondiff), recompute);
