@@ -35,6 +35,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -411,7 +412,7 @@ def _checked(fn, *args) -> int:
     return result
 
 
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 
 
 def kernel_section(key: int, source: tuple, name: str, num_pointers: int, num_args: int,
@@ -440,9 +441,24 @@ def training_section(key: int, recompute: bool, forward: str, backward: str,
 
 
 def recipe(body: str) -> str:
-    """`body` with the recipe header: the format, then its checksum."""
+    """`body` with the recipe header (the format, then its checksum), as
+    the one line a graph carries (csrc/FlexSNTorch.cpp, Recipes)."""
     digest = hashlib.sha1(body.encode()).hexdigest()
-    return f"flexsn-recipe {RECIPE_VERSION}\nsha1 {digest}\n{body}"
+    text = f"flexsn-recipe {RECIPE_VERSION} sha1 {digest}\n{body}"
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
+_ESCAPES = {"\\": "\\", "n": "\n", "r": "\r"}
+
+
+def recipe_text(line: str) -> str:
+    """The text of a recipe's one-line form."""
+    if "\n" in line or "\r" in line:
+        raise RuntimeError("flexsn_native: a damaged FlexSN recipe (a line break)")
+    try:
+        return re.sub(r"\\(.?)", lambda m: _ESCAPES[m.group(1)], line, flags=re.S)
+    except KeyError:
+        raise RuntimeError("flexsn_native: a damaged FlexSN recipe (a bad escape)") from None
 
 
 def adopt_program(handle: int) -> None:
@@ -596,10 +612,9 @@ def _note_recipe(text: str) -> None:
     """What the fake implementations need of the bindings a recipe names (a
     graph traced again in a process that never bound them): the same
     fields the C++ reads, the device left to the call."""
-    head, _, rest = text.partition("\n")
-    _, _, body = rest.partition("\n")
-    if head.split() != ["flexsn-recipe", str(RECIPE_VERSION)] or \
-            rest.split("\n", 1)[0] != f"sha1 {hashlib.sha1(body.encode()).hexdigest()}":
+    head, _, body = recipe_text(text).partition("\n")
+    if head.split() != ["flexsn-recipe", str(RECIPE_VERSION), "sha1",
+                        hashlib.sha1(body.encode()).hexdigest()]:
         raise RuntimeError("flexsn_native: a damaged FlexSN recipe, or one of another format")
     data, at = body.encode(), 0
 

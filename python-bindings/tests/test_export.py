@@ -92,6 +92,7 @@ def _run(module, x):
 
 FRESH = r"""
 import sys, torch, flexsn
+torch.backends.cudnn.deterministic = True
 ep = torch.export.load(sys.argv[1])
 x, want_outs, want_grads = torch.load(sys.argv[2])
 sys.path.insert(0, {tests!r})
@@ -142,28 +143,23 @@ def _recipes(ep):
             and str(n.target).startswith("flexsn_native") and len(n.args) > 2]
 
 
-def _resigned(recipe: str, body: str) -> str:
-    """`body` under `recipe`'s header with a checksum that matches it."""
-    import hashlib
-    head = recipe.split("\n", 1)[0]
-    return f"{head}\nsha1 {hashlib.sha1(body.encode()).hexdigest()}\n{body}"
-
-
 def _lying(recipe: str) -> str:
     """`recipe` whose first read claims one element where the kernel reads
     a sequence, checksummed anew: what someone writing a recipe by hand
     could make."""
-    body = recipe.split("\n", 2)[2]
+    from flexsn import _native
+    body = _native.recipe_text(recipe).split("\n", 1)[1]
     lines = body.split("\n")
     at = next(i for i, l in enumerate(lines) if l.startswith("reads ")) + 1
     slot, pos, dtype, shape, optional, *name = lines[at].split(" ")
     lines[at] = " ".join([slot, pos, dtype, "2", optional, *name])
-    return _resigned(recipe, "\n".join(lines))
+    return _native.recipe("\n".join(lines))
 
 
 @pytest.mark.parametrize("damage, message", [
     ("checksum", "fails its checksum"),
     ("version", "made by another version"),
+    ("line break", "a line break"),
     ("missing", "no bound training"),
     ("lying", "is not what it says"),
 ])
@@ -183,7 +179,10 @@ def test_a_damaged_artifact_is_an_error(tmp_path, damage, message):
         at = recipe.index("flexsn.scan") if "flexsn.scan" in recipe else len(recipe) // 2
         recipe = recipe[:at] + recipe[at:].replace("flexsn.scan", "flexsn.scam", 1)
     elif damage == "version":
-        recipe = recipe.replace("flexsn-recipe 1", "flexsn-recipe 9", 1)
+        recipe = recipe.replace(f"flexsn-recipe {flexsn._native.RECIPE_VERSION}",
+                                "flexsn-recipe 9", 1)
+    elif damage == "line break":
+        recipe = recipe.replace("\\n", "\n", 1)
     elif damage == "lying":
         recipe = _lying(recipe)
     else:
@@ -211,6 +210,7 @@ def test_deploy_page_runs(tmp_path, monkeypatch):
 
 AOTI_FRESH = r"""
 import sys, torch, flexsn
+torch.backends.cudnn.deterministic = True
 runner = torch._inductor.aoti_load_package(sys.argv[1])
 x, want = torch.load(sys.argv[2])
 got = runner(x)
@@ -296,10 +296,13 @@ def test_tracing_leaves_no_fake_values_behind():
     torch.testing.assert_close(lif(x)[0], ref(x)[0])
 
 
-def test_converted_spiking_resnet18_exports(tmp_path):
+@pytest.mark.parametrize("device", DEVICES)
+def test_converted_spiking_resnet18_exports(tmp_path, device, monkeypatch):
     """SpikingJelly's spiking ResNet-18 (LIF), converted: exported, run in
     the same process and, saved, in a fresh one, with the eager model's
-    outputs and gradients."""
+    outputs and gradients. cuDNN picks deterministic convolutions: its
+    other weight gradients sum in an order that changes from run to run."""
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
     pytest.importorskip("spikingjelly.activation_based.model.spiking_resnet")  # torchvision
     from spikingjelly.activation_based import functional, neuron, surrogate
     from spikingjelly.activation_based.model import spiking_resnet
@@ -309,8 +312,8 @@ def test_converted_spiking_resnet18_exports(tmp_path):
     functional.set_step_mode(ref, "m")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = flexsn.convert(ref)
-        x = torch.rand(2, 2, 3, 32, 32)
+        model = flexsn.convert(ref).to(device)
+        x = torch.rand(2, 2, 3, 32, 32, device=device)
         functional.reset_net(model)
         ep = torch.export.export(model, (x,))
         functional.reset_net(model)
@@ -343,3 +346,20 @@ def test_importing_flexsn_after_torch_registers_the_operators():
     out = subprocess.run(argv + ["-c", code], env=env, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0 and out.stdout.split()[-1] == "False", out.stderr[-2000:]
+
+
+def test_a_recipe_is_one_line_that_keeps_any_text():
+    """A graph's recipe argument holds no line break (Inductor copies it
+    into comments of the Triton code it generates), and its text comes
+    back whole, backslashes and carriage returns included."""
+    from flexsn import _native
+    model, reset = _model("flexsn", torch.device("cpu"))
+    reset()
+    ep = torch.export.export(model, (torch.rand(5, 3, 16),))
+    (node,) = _recipes(ep)
+    assert "\n" not in node.args[2] and "\r" not in node.args[2]
+    body = 'kernel 1 cpu f 2 2\nir 9\n"a\\\\n\\b"\r\n\\'
+    assert _native.recipe_text(_native.recipe(body)).split("\n", 1)[1] == body
+    for bad in ("x\\q", "x\\"):
+        with pytest.raises(RuntimeError, match="a bad escape"):
+            _native.recipe_text(bad)

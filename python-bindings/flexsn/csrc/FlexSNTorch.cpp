@@ -298,8 +298,7 @@ BoundKernel::Shape shapeOfCode(int64_t code) {
 // any process (a torch.export artifact loaded elsewhere, an AOTInductor
 // package run from C++). A recipe is text:
 //
-//   flexsn-recipe 1
-//   sha1 <40 hex digits of everything after this line>
+//   flexsn-recipe 2 sha1 <40 hex digits of everything after this line>
 //   kernel <id> <cpu|cuda> <entry> <pointers> <tensors per call>
 //   options <n>\n<n bytes>\nir <n>\n<n bytes>\n
 //   reads <n>, then per read:
@@ -310,9 +309,36 @@ BoundKernel::Shape shapeOfCode(int64_t code) {
 // the backward's kernel sections, then its index lists ("ints <what> <n>
 // <values>"). An unknown id with a recipe compiles the program in this
 // process (the chip from the call's device) and binds it under that id.
+//
+// A graph carries that text as one line, "\\" standing for a backslash,
+// "\n" for a line break and "\r" for a carriage return: Inductor copies an
+// operator's arguments into comments of the Python it generates, where a
+// line break would end the comment.
 // ---------------------------------------------------------------------------
 
-constexpr int kRecipeVersion = 1;
+constexpr int kRecipeVersion = 2;
+
+/// The text of a recipe's one-line form.
+std::string recipeText(const std::string &line) {
+  std::string text;
+  text.reserve(line.size());
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    TORCH_CHECK(c != '\n' && c != '\r', "flexsn_native: a damaged FlexSN "
+                "recipe (a line break at byte ", i, ")");
+    if (c != '\\') {
+      text += c;
+      continue;
+    }
+    char next = i + 1 < line.size() ? line[i + 1] : '\0';
+    TORCH_CHECK(next == '\\' || next == 'n' || next == 'r',
+                "flexsn_native: a damaged FlexSN recipe (a bad escape at "
+                "byte ", i, ")");
+    text += next == 'n' ? '\n' : next == 'r' ? '\r' : '\\';
+    ++i;
+  }
+  return text;
+}
 
 struct RecipeReader {
   const std::string &text;
@@ -377,16 +403,19 @@ struct RecipeReader {
   }
 };
 
-/// The body of `recipe` after its header, which is checked: the format
-/// version, then the checksum of the body.
-std::string recipeBody(const std::string &recipe) {
-  RecipeReader r{recipe};
-  TORCH_CHECK(r.word() == "flexsn-recipe",
+/// The body of a recipe's one-line form after its header, which is
+/// checked: the format version (read before anything else, so that a
+/// recipe of any other format says so), then the checksum of the body.
+std::string recipeBody(const std::string &line) {
+  RecipeReader head{line};
+  TORCH_CHECK(head.word() == "flexsn-recipe",
               "flexsn_native: not a FlexSN recipe (a damaged artifact?)");
-  int64_t version = r.integer();
+  int64_t version = head.integer();
   TORCH_CHECK(version == kRecipeVersion, "flexsn_native: a FlexSN recipe of "
               "format ", version, "; this build of flexsn reads format ",
               kRecipeVersion, " (the artifact was made by another version)");
+  std::string recipe = recipeText(line.substr(head.at));
+  RecipeReader r{recipe};
   r.expect("sha1");
   std::string digest = r.word();
   if (r.at >= recipe.size() || recipe[r.at] != '\n')
