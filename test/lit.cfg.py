@@ -35,8 +35,11 @@ llvm_config.with_environment("PATH", config.flexsn_tools_dir, append_path=True)
 
 tool_dirs = [config.flexsn_tools_dir, config.llvm_tools_dir]
 tools = ["flexsn-opt", "flexsn-translate", "flexsn-run", "flexsn-capi-test",
-         "flexsn-runtime-test", "flexsn-mincut-test"]
+         "flexsn-runtime-test", "flexsn-mincut-test", "mlir-tblgen"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+# MLIR's .td files, which ours include (test/Docs).
+config.substitutions.append(
+    ("%mlir_include", os.path.join(os.path.dirname(config.llvm_tools_dir), "include")))
 
 # ptxas (CUDA toolkit) assembles the PTX we emit.
 cuda_home = config.cuda_home or "/usr/local/cuda"
