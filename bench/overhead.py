@@ -79,7 +79,7 @@ def layers(dev, sync):
     reset = m.reset
     cc = m.kernel.compiled
     rows += [
-        ("Plan.call", lambda: plan.call(args, [x], None, ())),
+        ("FastPathPlan.call", lambda: plan.call(args, [x], None, ())),
         ("_run_planned (module's plan)", lambda: _module._run_planned(m, cc, xs, None)),
         ("m.reset(); m._fast((x,))", lambda: (reset(), m._fast(xs))),
         ("m.reset(); m.forward(x)", lambda: (reset(), m.forward(x))),

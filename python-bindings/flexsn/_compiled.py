@@ -1,6 +1,6 @@
 """A core compiled for our kernels: the traced core and its IR per
 configuration (CompiledCore), and per configuration its bound kernels:
-inference (InferPrep) and the training pairs (TrainPrep, TrainPair), whose
+inference (InferenceConfig) and the training pairs (TrainingConfig, TrainingBinding), whose
 forward and backward run as one autograd node of the package's operators.
 
 Shapes: input sequences ``[T, *S]``, initial states ``[*S]`` (``S`` the
@@ -36,7 +36,7 @@ class CompiledCore:
         # outputs whose values are exactly 0 or 1 (see _spikes)
         self.spike_outputs = _graph.spike_outputs(self.traced)
         self._ir: dict[tuple, str] = {}
-        # InferPrep / TrainPrep by configuration (see prepare_infer)
+        # InferenceConfig / TrainingConfig by configuration (see inference_config)
         self.prepared: dict[tuple, object] = {}
         # Emit once now: an op outside the table, or a bool output, is found
         # when the module is built, not at its first call.
@@ -114,7 +114,7 @@ def call_result(outs, rest, final: bool, want_seqs: bool):
     return outs, (rest if want_seqs else None), [q[-1] for q in rest]
 
 
-class InferPrep:
+class InferenceConfig:
     """The inference kernel of one configuration (dtype, device, parameter
     kinds, state sequences or final states), its arguments bound: ``xs + s0
     + ps`` (inputs, initial states, parameters). An initial state may be
@@ -128,9 +128,9 @@ class InferPrep:
         ir = compiled.ir([dtype] * (num_inputs + num_states), p_dtypes, p_scalar,
                          [False] * (num_inputs + num_states + num_params))
         program = _program.get_program(ir, target, chip)
-        launcher = program.launcher("core_inference" if want_seqs else "core_final_state",
+        entry = program.entry("core_inference" if want_seqs else "core_final_state",
                                     index)
-        self.kernel = _program.Bound(launcher, _leaf_positions(num_inputs, num_states, num_params))
+        self.kernel = _program.KernelBinding(entry, _leaf_positions(num_inputs, num_states, num_params))
         self.out_ix = [self.kernel.index(("output", k)) for k in range(compiled.num_outputs)]
         rest = "state_seq" if want_seqs else "final_state"
         self.rest_ix = [self.kernel.index((rest, s)) for s in range(num_states)]
@@ -172,7 +172,7 @@ def recompute_states():
         _recompute_depth -= 1
 
 
-class TrainPair:
+class TrainingBinding:
     """One training forward and its backward, bound. The forward takes the
     leaves (inputs, initial states, parameters; an initial state None:
     zeros) and gives outputs, then per state its sequence (``final`` False)
@@ -189,7 +189,7 @@ class TrainPair:
         n = num_inputs + num_states + num_params
         leaves = _leaf_positions(num_inputs, num_states, num_params)
         self.final = final
-        self.forward = _program.Bound(program.launcher(fwd_name, index), leaves)
+        self.forward = _program.KernelBinding(program.entry(fwd_name, index), leaves)
         self.out_ix = [self.forward.index(("output", k)) for k in range(num_outputs)]
         state_key = "final_state" if final else "state_seq"
         self.state_ix = [self.forward.index((state_key, s)) for s in range(num_states)]
@@ -206,8 +206,8 @@ class TrainPair:
         grad_key = "grad_final_state" if final else "grad_state_seq"
         back.update({("grad_output", k): m + k for k in range(num_outputs)})
         back.update({(grad_key, s): m + num_outputs + s for s in range(num_states)})
-        self._backward_launcher = program.launcher(bwd_name, index)
-        self.backward = _program.Bound(self._backward_launcher, back)
+        self._backward_entry = program.entry(bwd_name, index)
+        self.backward = _program.KernelBinding(self._backward_entry, back)
         # Leaves the backward reads; the others are not kept alive for it.
         read = {pos for _, pos in self.backward.reads}
         self.leaf_read = [j in read for j in range(n)]
@@ -241,7 +241,7 @@ class TrainPair:
         """The backward's entry for NCL starts compiling in the background on
         its first use (the driver's compile then overlaps the forward's)."""
         if self._preloaded != NCL:
-            self._backward_launcher.preload(NCL)
+            self._backward_entry.preload(NCL)
             self._preloaded = NCL
 
     def run(self, leaves):
@@ -251,7 +251,7 @@ class TrainPair:
         return list(res[:num_outputs]), list(res[num_outputs:])
 
 
-class TrainPrep:
+class TrainingConfig:
     """The training kernels of one configuration, compiled with the
     automatic saving policy (the compiler's minimum cut, save-ops=auto): a
     core with states also has a final-state pair, which a call that wants
@@ -276,12 +276,12 @@ class TrainPrep:
         self._spike_outputs = compiled.spike_outputs
         self._pairs = {}
 
-    def _bound(self, final: bool, recompute: bool = False) -> TrainPair:
+    def _bound(self, final: bool, recompute: bool = False) -> TrainingBinding:
         pair = self._pairs.get((final, recompute))
         if pair is None:
             names = ("core_forward_final", "core_backward_final") if final else \
                 ("core_forward", "core_backward")
-            pair = self._pairs[final, recompute] = TrainPair(
+            pair = self._pairs[final, recompute] = TrainingBinding(
                 self._program, *names, final, self._index, *self._counts, recompute)
             # where its operators return spike outputs, for compact_spikes()
             # inside compiled graphs (the train operator returns outputs first)
@@ -291,16 +291,16 @@ class TrainPrep:
         return pair
 
     @property
-    def seqs(self) -> TrainPair:
+    def seqs(self) -> TrainingBinding:
         """The pair whose forward writes state sequences."""
         return self._bound(False)
 
     @property
-    def final(self) -> Optional[TrainPair]:
+    def final(self) -> Optional[TrainingBinding]:
         """The final-state pair, or None where the compiler built none."""
         return self._bound(True) if self._has_final else None
 
-    def pair(self, want_seqs: bool, recompute: Optional[bool] = None) -> TrainPair:
+    def pair(self, want_seqs: bool, recompute: Optional[bool] = None) -> TrainingBinding:
         """The pair a call runs; `recompute` None: as recompute_states() says."""
         if recompute is None:
             recompute = recompute_active()
@@ -317,20 +317,20 @@ class TrainPrep:
         return call_result(outs, states, pair.final, want_seqs)
 
 
-def prepare_infer(compiled: CompiledCore, dtype, device, want_seqs: bool, p_dtypes,
-                  p_scalar) -> InferPrep:
+def inference_config(compiled: CompiledCore, dtype, device, want_seqs: bool, p_dtypes,
+                  p_scalar) -> InferenceConfig:
     key = ("infer", dtype, device, want_seqs, tuple(p_dtypes), tuple(p_scalar))
     prep = compiled.prepared.get(key)
     if prep is None:
-        prep = compiled.prepared[key] = InferPrep(compiled, dtype, device, want_seqs, p_dtypes,
+        prep = compiled.prepared[key] = InferenceConfig(compiled, dtype, device, want_seqs, p_dtypes,
                                             p_scalar)
     return prep
 
 
-def prepare_train(compiled: CompiledCore, dtype, device, p_dtypes, p_scalar, mask) -> TrainPrep:
+def training_config(compiled: CompiledCore, dtype, device, p_dtypes, p_scalar, mask) -> TrainingConfig:
     key = ("train", dtype, device, tuple(p_dtypes), tuple(p_scalar), tuple(mask))
     prep = compiled.prepared.get(key)
     if prep is None:
-        prep = compiled.prepared[key] = TrainPrep(compiled, dtype, device, p_dtypes, p_scalar,
+        prep = compiled.prepared[key] = TrainingConfig(compiled, dtype, device, p_dtypes, p_scalar,
                                                   mask)
     return prep

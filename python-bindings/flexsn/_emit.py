@@ -101,7 +101,7 @@ def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
             what = f"output #{k}" if k < no else f"new state #{k - no}"
             raise TypeError(f"the core's {what} is a bool tensor; FlexSN needs "
                             "floating-point outputs and states (use .to(x))")
-        yielded.append(B.f(v).name)
+        yielded.append(B.as_float(v).name)
 
     def seq(d):
         return f"tensor<?x?x{STORAGE[d]}>"

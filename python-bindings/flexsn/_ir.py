@@ -52,7 +52,7 @@ class Body:
         return self._consts[key]
 
     # Coercions -------------------------------------------------------------
-    def f(self, v) -> Value:
+    def as_float(self, v) -> Value:
         if isinstance(v, Value):
             if v.kind == "f":
                 return v
@@ -61,7 +61,7 @@ class Body:
             return self.const(float(v))
         raise UnsupportedOpError(f"unsupported operand {v!r}")
 
-    def b(self, v) -> Value:
+    def as_bool(self, v) -> Value:
         if isinstance(v, Value):
             if v.kind == "b":
                 return v
@@ -71,33 +71,33 @@ class Body:
         raise UnsupportedOpError(f"unsupported operand {v!r}")
 
     # Ops --------------------------------------------------------------------
-    def bin(self, op: str, a, b) -> Value:
-        a, b = self.f(a), self.f(b)
+    def binary(self, op: str, a, b) -> Value:
+        a, b = self.as_float(a), self.as_float(b)
         return self.emit(f"{op} {a.name}, {b.name} : {self.ft}", "f")
 
-    def un(self, op: str, a) -> Value:
-        a = self.f(a)
+    def unary(self, op: str, a) -> Value:
+        a = self.as_float(a)
         return self.emit(f"{op} {a.name} : {self.ft}", "f")
 
-    def add(self, a, b): return self.bin("arith.addf", a, b)
-    def sub(self, a, b): return self.bin("arith.subf", a, b)
-    def mul(self, a, b): return self.bin("arith.mulf", a, b)
-    def div(self, a, b): return self.bin("arith.divf", a, b)
-    def neg(self, a): return self.un("arith.negf", a)
+    def add(self, a, b): return self.binary("arith.addf", a, b)
+    def sub(self, a, b): return self.binary("arith.subf", a, b)
+    def mul(self, a, b): return self.binary("arith.mulf", a, b)
+    def div(self, a, b): return self.binary("arith.divf", a, b)
+    def neg(self, a): return self.unary("arith.negf", a)
 
     def cmp(self, pred: str, a, b) -> Value:
-        a, b = self.f(a), self.f(b)
+        a, b = self.as_float(a), self.as_float(b)
         return self.emit(f"arith.cmpf {pred}, {a.name}, {b.name} : {self.ft}", "b")
 
     def select(self, c, a, b) -> Value:
-        c = self.b(c)
+        c = self.as_bool(c)
         if isinstance(a, Value) and isinstance(b, Value) and a.kind == b.kind == "b":
             return self.emit(f"arith.select {c.name}, {a.name}, {b.name} : i1", "b")
-        a, b = self.f(a), self.f(b)
+        a, b = self.as_float(a), self.as_float(b)
         return self.emit(f"arith.select {c.name}, {a.name}, {b.name} : {self.ft}", "f")
 
     def logic(self, op: str, a, b) -> Value:
-        a, b = self.b(a), self.b(b)
+        a, b = self.as_bool(a), self.as_bool(b)
         return self.emit(f"arith.{op} {a.name}, {b.name} : i1", "b")
 
     def lnot(self, a) -> Value:
@@ -105,6 +105,6 @@ class Body:
 
     def round_to(self, a, storage: str) -> Value:
         """Rounds a compute value to a narrower float type and back."""
-        a = self.f(a)
+        a = self.as_float(a)
         t = self.emit(f"arith.truncf {a.name} : {self.ft} to {storage}", "t")
         return self.emit(f"arith.extf {t.name} : {storage} to {self.ft}", "f")

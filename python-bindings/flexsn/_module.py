@@ -10,7 +10,13 @@ from torch import nn
 
 from . import _checks, _compiled, _layout, _ops, _recorder, _runner, _spikes
 
-BACKENDS = ("torch", "cpu", "cuda", "triton", "inductor", "hop")
+# Ours: the reference Python loop, or our compiled kernels on one device.
+OWN_BACKENDS = ("torch", "cpu", "cuda")
+# SpikingJelly's FlexSN names its kernel generators "triton", "inductor"
+# and "hop"; code written for it passes them, and here each means what None
+# does: our compiled kernels on the tensors' device.
+SPIKINGJELLY_BACKENDS = ("triton", "inductor", "hop")
+BACKENDS = OWN_BACKENDS + SPIKINGJELLY_BACKENDS
 
 
 def _check_backend(backend: Optional[str]) -> Optional[str]:
@@ -34,7 +40,7 @@ _NO_PLANS = (None,) * 4
 
 
 def _slot(states) -> int:
-    """Which of a module's or kernel's plans (see _runner.Plan) a call may
+    """Which of a module's or kernel's plans (see _runner.FastPathPlan) a call may
     take: one per grad mode and per start from given states or from none
     (a sequence's first call after reset() and the calls after it), so that
     alternating between them keeps every plan."""
@@ -293,9 +299,9 @@ class FlexSN(nn.Module):
     states unchanged.
 
     backend: ``"torch"`` (the core in a Python loop), ``"cpu"`` (JIT-compiled
-    kernels), ``"cuda"`` (PTX kernels); ``"triton"``, ``"inductor"``,
-    ``"hop"`` and None (the default) mean compiled kernels on the tensors'
-    device. ``strict=True`` raises :class:`flexsn.UnsupportedOpError` for an
+    kernels), ``"cuda"`` (PTX kernels); None (the default), and SpikingJelly's names
+    ``"triton"``, ``"inductor"`` and ``"hop"``, mean compiled kernels on the
+    tensors' device. ``strict=True`` raises :class:`flexsn.UnsupportedOpError` for an
     op the compiler lacks instead of falling back to ``"torch"`` with a
     warning.
     """
@@ -415,7 +421,7 @@ class FlexSN(nn.Module):
 
     def _fast(self, inputs):
         """The call through the plan this module keeps for it (see
-        _runner.Plan); None when it has none or the call does not match."""
+        _runner.FastPathPlan); None when it has none or the call does not match."""
         if len(inputs) != self.num_inputs:
             return None
         if self.step_mode == "s":

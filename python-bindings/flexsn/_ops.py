@@ -66,11 +66,11 @@ def _binding_ids(handle: str, dtype, device, p_dtypes: tuple, p_scalar: tuple,
     states."""
     compiled = _core(handle)
     if mask is None:
-        prep = _compiled.prepare_infer(compiled, dtype, device, want_seqs, list(p_dtypes),
+        prep = _compiled.inference_config(compiled, dtype, device, want_seqs, list(p_dtypes),
                                      list(p_scalar))
         return (prep.kernel.native, False, tuple(prep.out_ix + prep.rest_ix), False,
                 prep.kernel.recipe)
-    prep = _compiled.prepare_train(compiled, dtype, device, list(p_dtypes), list(p_scalar),
+    prep = _compiled.training_config(compiled, dtype, device, list(p_dtypes), list(p_scalar),
                                  list(mask))
     pair = prep.pair(want_seqs, recompute)
     return pair.native, True, (), not pair.final and not want_seqs, pair.recipe

@@ -20,25 +20,25 @@ def _pow(B: Body, a, e):
         if e == 0.0:
             return B.const(1.0)
         if e == 1.0:
-            return B.f(a)
+            return B.as_float(a)
         if e == 2.0:
             return B.mul(a, a)
         if e == 3.0:
             return B.mul(B.mul(a, a), a)
         if e == 0.5:
-            return B.un("math.sqrt", a)
+            return B.unary("math.sqrt", a)
         if e == -0.5:
-            return B.un("math.rsqrt", a)
+            return B.unary("math.rsqrt", a)
         if e == -1.0:
             return B.div(1.0, a)
-    return B.bin("math.powf", a, e)
+    return B.binary("math.powf", a, e)
 
 
 def _neg_abs(B: Body, x):
     """-|x| as a select, not absf: its derivative at 0 is that of the x >= 0
     branch (-1), where absf's adjoint gives 0 and would zero the gradient of
     sigmoid(0) or logsigmoid(0)."""
-    x = B.f(x)
+    x = B.as_float(x)
     nonneg = B.cmp("oge", x, 0.0)
     return nonneg, B.select(nonneg, B.neg(x), x)
 
@@ -52,7 +52,7 @@ def _sigmoid(B: Body, x):
     # The divisor lies in [1, 2], which the GPU lowering proves: the
     # reciprocal skips rcp.rn's slow-path test (flexsn-bounded-reciprocal).
     nonneg, z = _neg_abs(B, x)
-    e = B.un("math.exp", z)
+    e = B.unary("math.exp", z)
     r = B.div(1.0, B.add(1.0, e))
     return B.select(nonneg, r, B.mul(e, r))
 
@@ -70,33 +70,33 @@ def _clamp(B, x, lo, hi):
         x = _clamp_min(B, x, lo)
     if hi is not None:
         x = _clamp_max(B, x, hi)
-    return B.f(x)
+    return B.as_float(x)
 
 
 def _softplus(B, x, beta=1.0, threshold=20.0):
     bx = B.mul(x, beta)
     big = B.cmp("ogt", bx, threshold)
     safe = B.select(big, threshold, bx)
-    soft = B.div(B.un("math.log1p", B.un("math.exp", safe)), beta)
+    soft = B.div(B.unary("math.log1p", B.unary("math.exp", safe)), beta)
     return B.select(big, x, soft)
 
 
 def _gelu(B, x, approximate="none"):
-    x = B.f(x)
+    x = B.as_float(x)
     if approximate == "tanh":
         inner = B.mul(math.sqrt(2.0 / math.pi),
                       B.add(x, B.mul(0.044715, B.mul(B.mul(x, x), x))))
-        return B.mul(B.mul(0.5, x), B.add(1.0, B.un("math.tanh", inner)))
-    return B.mul(B.mul(0.5, x), B.add(1.0, B.un("math.erf", B.mul(x, 1 / math.sqrt(2.0)))))
+        return B.mul(B.mul(0.5, x), B.add(1.0, B.unary("math.tanh", inner)))
+    return B.mul(B.mul(0.5, x), B.add(1.0, B.unary("math.erf", B.mul(x, 1 / math.sqrt(2.0)))))
 
 
 def _to_copy(B, x, dtype=None, **_):
     if dtype is None:
         return x
     if dtype == torch.bool:
-        return B.b(x)
+        return B.as_bool(x)
     if dtype in (torch.float32, torch.float64):
-        return B.f(x)
+        return B.as_float(x)
     if dtype in (torch.float16, torch.bfloat16):
         return B.round_to(x, STORAGE[dtype])
     raise UnsupportedOpError(f"conversion to {dtype} (only floating types and bool)")
@@ -111,7 +111,7 @@ def _bool_or_float(B, logic_op, float_op):
 
 
 def handlers(B: Body) -> dict:
-    f, un = B.f, B.un
+    as_float, unary = B.as_float, B.unary
 
     def add(a, b, alpha=1):
         return B.add(a, b if alpha == 1 else B.mul(b, alpha))
@@ -125,16 +125,16 @@ def handlers(B: Body) -> dict:
     def div_mode(a, b, rounding_mode=None):
         q = B.div(a, b)
         if rounding_mode == "trunc":
-            return un("math.trunc", q)
+            return unary("math.trunc", q)
         if rounding_mode == "floor":
-            return un("math.floor", q)
+            return unary("math.floor", q)
         return q
 
     def remainder(a, b):
-        return B.sub(a, B.mul(un("math.floor", B.div(a, b)), b))
+        return B.sub(a, B.mul(unary("math.floor", B.div(a, b)), b))
 
     def sign(x):
-        x = f(x)
+        x = as_float(x)
         return B.select(B.cmp("ogt", x, 0.0), 1.0,
                         B.select(B.cmp("olt", x, 0.0), -1.0, x))
 
@@ -159,7 +159,7 @@ def handlers(B: Body) -> dict:
         # adjoint would be 0 * inf).
         pos = B.cmp("ogt", x, 0.0)
         neg = B.mul(B.mul(scale, alpha),
-                    un("math.expm1", B.mul(B.select(pos, 0.0, x), input_scale)))
+                    unary("math.expm1", B.mul(B.select(pos, 0.0, x), input_scale)))
         return B.select(pos, B.mul(x, scale), neg)
 
     def lerp(a, b, w):
@@ -172,16 +172,16 @@ def handlers(B: Body) -> dict:
         return B.add(a, B.mul(B.div(t1, t2), value))
 
     def hypot(a, b):
-        return un("math.sqrt", B.add(B.mul(a, a), B.mul(b, b)))
+        return unary("math.sqrt", B.add(B.mul(a, a), B.mul(b, b)))
 
     def frac(x):
-        return B.sub(x, un("math.trunc", x))
+        return B.sub(x, unary("math.trunc", x))
 
     def cmp(pred):
         return lambda a, b: B.cmp(pred, a, b)
 
     def math1(op):
-        return lambda x: un(op, x)
+        return lambda x: unary(op, x)
 
     def const_like(v):
         return lambda *a, **k: B.const(v)
@@ -190,11 +190,11 @@ def handlers(B: Body) -> dict:
         return B.const(v)
 
     def detach(x):
-        x = f(x)
+        x = as_float(x)
         return B.emit(f"flexsn.detach {x.name} : {B.ft}", "f")
 
     def spike(x, kind, params):
-        x = f(x)
+        x = as_float(x)
         return B.emit(f"flexsn.spike {x.name} surrogate "
                       f"{_sg.ir_attribute(kind, params)} : {B.ft}", "f")
 
@@ -258,19 +258,19 @@ def handlers(B: Body) -> dict:
         aten.round.default: math1("math.roundeven"), aten.trunc.default: math1("math.trunc"),
         aten.frac.default: frac,
         aten.relu.default: relu, aten.sign.default: sign, aten.sgn.default: sign,
-        aten.minimum.default: lambda a, b: B.bin("arith.minimumf", a, b),
-        aten.maximum.default: lambda a, b: B.bin("arith.maximumf", a, b),
-        aten.fmin.default: lambda a, b: B.bin("arith.minnumf", a, b),
-        aten.fmax.default: lambda a, b: B.bin("arith.maxnumf", a, b),
-        aten.fmod.Scalar: lambda a, b: B.bin("arith.remf", a, b),
-        aten.fmod.Tensor: lambda a, b: B.bin("arith.remf", a, b),
+        aten.minimum.default: lambda a, b: B.binary("arith.minimumf", a, b),
+        aten.maximum.default: lambda a, b: B.binary("arith.maximumf", a, b),
+        aten.fmin.default: lambda a, b: B.binary("arith.minnumf", a, b),
+        aten.fmax.default: lambda a, b: B.binary("arith.maxnumf", a, b),
+        aten.fmod.Scalar: lambda a, b: B.binary("arith.remf", a, b),
+        aten.fmod.Tensor: lambda a, b: B.binary("arith.remf", a, b),
         aten.remainder.Scalar: remainder, aten.remainder.Tensor: remainder,
         aten.pow.Tensor_Scalar: lambda a, e: _pow(B, a, e),
-        aten.pow.Tensor_Tensor: lambda a, e: B.bin("math.powf", a, e),
-        aten.pow.Scalar: lambda a, e: B.bin("math.powf", a, e),
-        aten.atan2.default: lambda a, b: B.bin("math.atan2", a, b),
-        aten.copysign.Tensor: lambda a, b: B.bin("math.copysign", a, b),
-        aten.copysign.Scalar: lambda a, b: B.bin("math.copysign", a, b),
+        aten.pow.Tensor_Tensor: lambda a, e: B.binary("math.powf", a, e),
+        aten.pow.Scalar: lambda a, e: B.binary("math.powf", a, e),
+        aten.atan2.default: lambda a, b: B.binary("math.atan2", a, b),
+        aten.copysign.Tensor: lambda a, b: B.binary("math.copysign", a, b),
+        aten.copysign.Scalar: lambda a, b: B.binary("math.copysign", a, b),
         aten.hypot.default: hypot,
         aten.clamp.default: lambda x, lo=None, hi=None: _clamp(B, x, lo, hi),
         aten.clamp.Tensor: lambda x, lo=None, hi=None: _clamp(B, x, lo, hi),
@@ -325,10 +325,10 @@ def out_of_place(op):
 def table_logsigmoid(B: Body, x):
     # log sigmoid(x) = min(x, 0) - log1p(exp(-|x|)), with min and |x| as
     # selects on one predicate so that the derivative at 0 is 1/2.
-    x = B.f(x)
+    x = B.as_float(x)
     nonneg, z = _neg_abs(B, x)
     m = B.select(nonneg, 0.0, x)
-    return B.sub(m, B.un("math.log1p", B.un("math.exp", z)))
+    return B.sub(m, B.unary("math.log1p", B.unary("math.exp", z)))
 
 
 def supported_ops() -> list[str]:

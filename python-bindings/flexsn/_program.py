@@ -2,11 +2,11 @@
 
 A :class:`Program` is one module compiled by libFlexSN for one target
 (``"cpu"`` or ``"cuda"`` with a chip), cached in the process by (IR,
-target, options). A :class:`Launcher` is one kernel of it on one device:
+target, options). A :class:`KernelEntry` is one kernel of it on one device:
 it reads the manifest once to know, for every pointer argument, which
 tensor it takes (by meaning: ``input`` #0, ``grad_output`` #1, ...) or
-which result it writes and how large that is. A :class:`Bound` is a
-launcher whose arguments are bound to positions in the tensor list a call
+which result it writes and how large that is. A :class:`KernelBinding` is an
+entry whose arguments are bound to positions in the tensor list a call
 passes, in libFlexSNTorch.so's launch operator (flexsn/_native.py), which
 then allocates the results and launches.
 """
@@ -35,7 +35,7 @@ _programs: dict[tuple, "Program"] = {}
 
 
 class Program:
-    """A compiled module (owns its C handle and kernel launchers)."""
+    """A compiled module (owns its C handle and kernel entries)."""
 
     def __init__(self, handle: int, target: str):
         self.handle, self.target = handle, target
@@ -44,21 +44,21 @@ class Program:
         self.digest = ""
         self.manifest = json.loads(_capi.program_manifest(handle))
         self.kernels = {k["name"]: k for k in self.manifest["kernels"]}
-        self._launchers: dict[tuple, Launcher] = {}
+        self._entries: dict[tuple, KernelEntry] = {}
         # handed to the operators (which then own it) by its first binding
         self.adopted = False
         self.source = None  # (IR, target, options but the chip): get_program
 
-    def launcher(self, name: str, device: int) -> "Launcher":
+    def entry(self, name: str, device: int) -> "KernelEntry":
         key = (name, device)
-        launcher = self._launchers.get(key)
-        if launcher is None:
+        entry = self._entries.get(key)
+        if entry is None:
             if name not in self.kernels:
                 raise KeyError(f"no kernel {name!r} (have {sorted(self.kernels)})")
             handle = _capi.kernel_get(self.handle, name, device)
-            launcher = Launcher(self, self.kernels[name], handle, device)
-            self._launchers[key] = launcher
-        return launcher
+            entry = KernelEntry(self, self.kernels[name], handle, device)
+            self._entries[key] = entry
+        return entry
 
     def adopt(self) -> None:
         """Hands the program to the operators: a kernel bound there keeps it
@@ -198,7 +198,7 @@ def chip_of(device: torch.device) -> str:
     return chip
 
 
-class Launcher:
+class KernelEntry:
     """One kernel on one device, with its arguments resolved by meaning."""
 
     def __init__(self, program: Program, info: dict, handle: int, device: int):
@@ -227,8 +227,8 @@ def _device_of(cuda: bool, index: int) -> torch.device:
     return torch.device("cuda", index) if cuda else torch.device("cpu")
 
 
-class Bound:
-    """A launcher whose pointer arguments are bound once to positions: each
+class KernelBinding:
+    """A kernel entry whose pointer arguments are bound once to positions: each
     read to an index of the tensor list a call passes (None at an optional
     read: a null pointer, which the kernel reads as zeros), each write to a
     fresh result of shape [T, *S], [*S] or, for an accumulated scalar, a
@@ -240,15 +240,15 @@ class Bound:
 
     SEQ, STEP, SCALAR = 0, 1, 2
 
-    def __init__(self, launcher: Launcher, positions: dict):
-        self.name, self.cuda, self.device = launcher.name, launcher.cuda, launcher.device
-        self.variant = launcher.info["variant"]
+    def __init__(self, entry: KernelEntry, positions: dict):
+        self.name, self.cuda, self.device = entry.name, entry.cuda, entry.device
+        self.variant = entry.info["variant"]
         kinds = {"[T, NCL]": self.SEQ, "[NCL]": self.STEP}
         # (slot, position), and what the operator checks a tensor against
         # there: (slot, position, dtype, shape kind, may be None); (meaning,
         # index)
         self.reads, self.read_keys, checked = [], [], []
-        for slot, key, optional, dtype, shape in launcher.reads:
+        for slot, key, optional, dtype, shape in entry.reads:
             if key not in positions:
                 if optional:
                     continue
@@ -259,27 +259,27 @@ class Bound:
             checked.append((slot, positions[key], dtype, kinds.get(shape, self.SCALAR),
                             int(optional)))
         self.allocs = [(slot, dtype, kinds.get(shape, self.SCALAR))
-                       for slot, _, dtype, shape in launcher.allocs]
+                       for slot, _, dtype, shape in entry.allocs]
         # the key (meaning, index) of each result, in the order a call returns them
-        self.result_keys = [key for _, key, _, _ in launcher.allocs]
+        self.result_keys = [key for _, key, _, _ in entry.allocs]
         # a call passes every position some kernel of its kind reads
         num_args = max(positions.values(), default=-1) + 1
         self.checks, self.num_args = checked, num_args
         names = [f"{meaning} #{index}" for meaning, index in self.read_keys]
-        key = _native.content_key("kernel", launcher.program.digest, self.name, self.device,
-                                  launcher.num_pointers, self.cuda, num_args, checked,
+        key = _native.content_key("kernel", entry.program.digest, self.name, self.device,
+                                  entry.num_pointers, self.cuda, num_args, checked,
                                   self.allocs)
 
         def bind(key):
-            launcher.program.adopt()
-            return _native.bind_kernel(launcher.program.handle, launcher.handle, self.name,
-                                       launcher.num_pointers, self.cuda, self.device,
+            entry.program.adopt()
+            return _native.bind_kernel(entry.program.handle, entry.handle, self.name,
+                                       entry.num_pointers, self.cuda, self.device,
                                        num_args, checked, names, self.allocs, key)
         self.native = _native.bind_shared(key, bind)
         # what binds it in another process (see csrc/FlexSNTorch.cpp, Recipes)
         self.section = _native.kernel_section(
-            key, launcher.program.source, self.name, launcher.num_pointers, num_args,
-            checked, names, self.allocs) if launcher.program.source else ""
+            key, entry.program.source, self.name, entry.num_pointers, num_args,
+            checked, names, self.allocs) if entry.program.source else ""
         self.recipe = _native.recipe(self.section) if self.section else ""
         _native.note_kernel(self.native, [(dtype, kind) for _, dtype, kind in self.allocs],
                             num_args, _device_of(self.cuda, self.device),

@@ -10,7 +10,7 @@ import torch
 
 from . import _native
 from ._checks import as_contiguous, flat_params, requires_grad_mask
-from ._compiled import CompiledCore, InferPrep, call_result, prepare_infer, prepare_train
+from ._compiled import CompiledCore, InferenceConfig, call_result, inference_config, training_config
 from ._errors import FlexSNError
 
 def run_empty(compiled: CompiledCore, inputs, init_states, training: bool, want_seqs: bool):
@@ -26,7 +26,7 @@ def run_empty(compiled: CompiledCore, inputs, init_states, training: bool, want_
     return outs, seqs, finals
 
 
-class Plan:
+class FastPathPlan:
     """How run_compiled ran one call, recorded in libFlexSNTorch.so to run
     the next call of the same configuration with none of the general
     path's checks, conversions and lookups (FlexSN.forward's fast path):
@@ -39,10 +39,10 @@ class Plan:
     __slots__ = ("native", "num_results", "num_outputs", "final", "want_seqs")
 
     def __init__(self, prep, want_seqs: bool, args: list):
-        """`prep`: the InferPrep or TrainPrep the recorded call ran; `args`:
+        """`prep`: the InferenceConfig or TrainingConfig the recorded call ran; `args`:
         its tensors as its kernels took them."""
         last_steps = False
-        if isinstance(prep, InferPrep):
+        if isinstance(prep, InferenceConfig):
             target, train = prep.kernel.native, False
             order = prep.out_ix + prep.rest_ix
             self.num_outputs, self.final = len(prep.out_ix), not want_seqs
@@ -86,8 +86,8 @@ class Plan:
         return call_result(res[:num_outputs], res[num_outputs:], self.final, self.want_seqs)
 
 
-def _plan_for(prep, step: tuple, want_seqs: bool, tensors, taken) -> Optional[Plan]:
-    """The Plan of a call run_compiled ran with `prep`, or None when it took
+def _plan_for(prep, step: tuple, want_seqs: bool, tensors, taken) -> Optional[FastPathPlan]:
+    """The FastPathPlan of a call run_compiled ran with `prep`, or None when it took
     a tensor other than the one given (a contiguous copy, a move, a
     broadcast), which a plan does not repeat. `tensors`: (inputs, initial
     states or None, parameters) as given; `taken`: as the kernels took
@@ -99,7 +99,7 @@ def _plan_for(prep, step: tuple, want_seqs: bool, tensors, taken) -> Optional[Pl
     if init_states is not None and any(t.shape != step for t in init_states):
         return None
     xs, s0, ps = taken
-    plan = Plan(prep, want_seqs, list(xs) + list(s0) + list(ps))
+    plan = FastPathPlan(prep, want_seqs, list(xs) + list(s0) + list(ps))
     return plan if plan.native is not None else None
 
 
@@ -109,7 +109,7 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
     with `params`; returns (outputs [T, *S], state sequences [T, *S] or None,
     final states [*S]). The kernels and their bound arguments are looked up
     by the call's configuration, prepared on its first call. `plan`, a list:
-    the call's Plan is appended to it (None appended when the call has
+    the call's FastPathPlan is appended to it (None appended when the call has
     none)."""
     first = inputs[0]
     T, step, device = first.shape[0], tuple(first.shape[1:]), first.device
@@ -128,9 +128,9 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
     # No initial states: null pointers, read as zeros by the kernels.
     s0 = [None] * compiled.num_states if init_states is None else as_contiguous(init_states)
     if mask is None:
-        prep = prepare_infer(compiled, first.dtype, device, want_seqs, p_dtypes, p_scalar)
+        prep = inference_config(compiled, first.dtype, device, want_seqs, p_dtypes, p_scalar)
     else:
-        prep = prepare_train(compiled, first.dtype, device, p_dtypes, p_scalar, mask)
+        prep = training_config(compiled, first.dtype, device, p_dtypes, p_scalar, mask)
         prep.preload(NCL, want_seqs)
     if plan is not None:
         plan.append(_plan_for(prep, step, want_seqs, (inputs, init_states, params),

@@ -60,13 +60,13 @@ class LaunchSpy:
         self.launches = []
         self._ops = _native.ops()
         self._bounds = {}
-        init = _program.Bound.__init__
+        init = _program.KernelBinding.__init__
         bounds = self._bounds
 
         def spy_init(b, *a, **k):
             init(b, *a, **k)
             bounds[b.native] = b
-        monkeypatch.setattr(_program.Bound, "__init__", spy_init)
+        monkeypatch.setattr(_program.KernelBinding, "__init__", spy_init)
 
     def __enter__(self):
         self._ops.trace(True)

@@ -138,12 +138,12 @@ def test_final_states_of_a_sequence_pair_through_the_plan(device, monkeypatch):
     their gradient: the third call's backward reaches the first call's
     inputs, as on the general path."""
     from flexsn import _native
-    init = _compiled.TrainPrep.__init__
+    init = _compiled.TrainingConfig.__init__
 
     def without_final_pair(self, *args, **kwargs):
         init(self, *args, **kwargs)
         self._has_final = False
-    monkeypatch.setattr(_compiled.TrainPrep, "__init__", without_final_pair)
+    monkeypatch.setattr(_compiled.TrainingConfig, "__init__", without_final_pair)
 
     def go():
         counted = Counted(monkeypatch)
@@ -161,7 +161,7 @@ def test_final_states_of_a_sequence_pair_through_the_plan(device, monkeypatch):
             loss.backward()
             got.append((outs, states, [t.grad for call in leaves for t in call]))
         prep = next(p for p in fast.kernel.compiled.prepared.values()
-                    if isinstance(p, _compiled.TrainPrep))
+                    if isinstance(p, _compiled.TrainingConfig))
         assert not prep._has_final  # the case under test
         assert counted.general == 2 + 3  # fast: calls 1 and 2 (two slots)
         for k in range(3):

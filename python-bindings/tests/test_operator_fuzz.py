@@ -37,7 +37,7 @@ if DEVICE.type == "cuda":
 
 def bindings(core, n_in, n_st):
     """Inference, final-state training pair and its backward of `core` on
-    DEVICE, run once so that they are bound: [(kind, Bound or TrainPair)]."""
+    DEVICE, run once so that they are bound: [(kind, KernelBinding or TrainingBinding)]."""
     k = flexsn.FlexSNKernel(core, n_in, n_st, backend=DEVICE.type)
     xs = [torch.randn(3, 4, device=DEVICE, requires_grad=True) for _ in range(n_in)]
     s0 = [torch.zeros(4, device=DEVICE) for _ in range(n_st)]
@@ -57,7 +57,7 @@ def bindings(core, n_in, n_st):
 
 
 def bound_of(kind, b):
-    """The Bound whose rules a call of `kind` on `b` is held to."""
+    """The KernelBinding whose rules a call of `kind` on `b` is held to."""
     return b.backward if kind == "backward" else b.forward if kind in ("train", "forward") \
         else b
 

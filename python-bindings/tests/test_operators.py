@@ -70,12 +70,12 @@ def test_double_backward_is_refused(device):
 
 
 def _lif_kernel():
-    """(program, launcher) of lif's CPU inference kernel."""
+    """(program, entry) of lif's CPU inference kernel."""
     compiled = flexsn.FlexSNKernel(lif(), 1, 1, backend="cpu").compiled
     n = len(compiled.traced.params)
     ir = compiled.ir([torch.float32] * 2, [torch.float32] * n, [False] * n, [False] * (2 + n))
     prog = _program.get_program(ir, "cpu")
-    return prog, prog.launcher("core_inference", 0)
+    return prog, prog.entry("core_inference", 0)
 
 
 def test_operators_refuse_bad_calls():

@@ -17,9 +17,9 @@ from cores import lif, tutorial
 
 
 def _prep(m):
-    """The module's one TrainPrep."""
-    from flexsn._compiled import TrainPrep
-    preps = [p for p in m.kernel.compiled.prepared.values() if isinstance(p, TrainPrep)]
+    """The module's one TrainingConfig."""
+    from flexsn._compiled import TrainingConfig
+    preps = [p for p in m.kernel.compiled.prepared.values() if isinstance(p, TrainingConfig)]
     assert len(preps) == 1, preps
     return preps[0]
 
@@ -37,7 +37,7 @@ def test_a_training_call_binds_only_the_pair_it_runs(device):
         x = torch.randn(5, 3, 4, device=device, requires_grad=True)
         c(x).sum().backward()
         prep = _prep(c)
-        fetched = {name for name, _ in prep._program._launchers}
+        fetched = {name for name, _ in prep._program._entries}
         assert not any(n.startswith("core_") and not n.endswith("_final")
                        for n in fetched), fetched
         assert {"core_forward_final", "core_backward_final"} <= fetched, fetched
@@ -45,7 +45,7 @@ def test_a_training_call_binds_only_the_pair_it_runs(device):
         c.store_state_seqs = True
         s = c(x)
         s.sum().backward()
-        fetched = {name for name, _ in prep._program._launchers}
+        fetched = {name for name, _ in prep._program._entries}
         assert {"core_forward", "core_backward"} <= fetched, fetched
         assert len(c.state_seqs[0]) == 5
     go()

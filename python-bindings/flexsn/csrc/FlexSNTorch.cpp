@@ -1243,7 +1243,7 @@ trainOp(int64_t id, const c10::List<std::optional<at::Tensor>> &leaves,
 }
 
 /// A call's configuration, recorded for the package's fast path (its
-/// _runner.Plan): a later call through run_plan is checked against it here
+/// _runner.FastPathPlan): a later call through run_plan is checked against it here
 /// and, when it matches, launches the plan's inference kernel or training
 /// node with no Python in between. The configuration: grad mode; per
 /// tensor of the call (inputs, initial states, parameters) whether it is
