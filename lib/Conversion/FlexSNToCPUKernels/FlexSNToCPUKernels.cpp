@@ -1,7 +1,7 @@
 //===- FlexSNToCPUKernels.cpp - flexsn.scan to CPU loops -------------------------===//
 
 #include "flexsn/Conversion/Passes.h"
-#include "../Common/ScanKernel.h"
+#include "../Common/TimeLoops.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

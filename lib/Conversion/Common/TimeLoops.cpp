@@ -1,6 +1,6 @@
-//===- ScanKernel.cpp - Loop emission shared by both lowerings ------------===//
+//===- TimeLoops.cpp - Loop emission shared by both lowerings -------------===//
 
-#include "ScanKernel.h"
+#include "TimeLoops.h"
 #include "flexsn/Conversion/Passes.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNDialect.h"
 

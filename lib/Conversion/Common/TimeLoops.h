@@ -1,4 +1,4 @@
-//===- ScanKernel.h - Loop emission shared by both lowerings ----*- C++ -*-===//
+//===- TimeLoops.h - Loop emission shared by both lowerings -----*- C++ -*-===//
 //
 // Private to lib/Conversion: what the CPU and GPU lowerings share to emit a
 // kernel (the loop over time for a group of neurons, atomic sums). The
@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FLEXSN_LIB_CONVERSION_COMMON_SCANKERNEL_H
-#define FLEXSN_LIB_CONVERSION_COMMON_SCANKERNEL_H
+#ifndef FLEXSN_LIB_CONVERSION_COMMON_TIMELOOPS_H
+#define FLEXSN_LIB_CONVERSION_COMMON_TIMELOOPS_H
 
 #include "flexsn/Dialect/FlexSN/Utils/KernelABI.h"
 #include "mlir/IR/Builders.h"
@@ -85,4 +85,4 @@ void emitAtomicAdd(OpBuilder &b, Location loc, Value ptr, Value value);
 } // namespace flexsn
 } // namespace mlir
 
-#endif // FLEXSN_LIB_CONVERSION_COMMON_SCANKERNEL_H
+#endif // FLEXSN_LIB_CONVERSION_COMMON_TIMELOOPS_H
