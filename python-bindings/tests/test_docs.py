@@ -46,3 +46,33 @@ def test_a_changed_figure_is_caught(tmp_path):
 
 def test_benchmarks_page_is_short():
     assert len((ROOT / "docs" / "benchmarks.md").read_text().splitlines()) < 300
+
+
+def _program(page: str, cuda: bool) -> str:
+    """`page`'s Python blocks in order, as one program: ```python blocks,
+    and ```python cuda blocks where a GPU runs them."""
+    import re
+    text = (ROOT / page).read_text()
+    wanted = {"python", "python cuda"} if cuda else {"python"}
+    return "\n".join(code for info, code in re.findall(r"```(python[^\n]*)\n(.*?)```", text, re.S)
+                     if info.strip() in wanted)
+
+
+CUDA = pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a GPU")
+
+
+@pytest.mark.parametrize("page", [
+    "README.md", "docs/python.md", "docs/convert.md",
+    pytest.param("docs/tutorial.md", marks=[pytest.mark.cuda, CUDA]),
+])
+def test_page_runs(page, tmp_path, monkeypatch):
+    """A page's code, run as written (interop.md and deploy.md have tests of
+    their own, tests/test_multistep.py and tests/test_export.py)."""
+    import torch
+    import warnings
+    program = _program(page, torch.cuda.is_available())
+    assert program.strip()
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(program, page, "exec"), {"__name__": "doc_page"})  # noqa: S102
