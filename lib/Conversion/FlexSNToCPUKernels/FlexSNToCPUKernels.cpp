@@ -20,184 +20,203 @@ using namespace mlir;
 using namespace mlir::flexsn;
 
 namespace {
+
+/// Emits the body of one CPU kernel function (its entry block's builder
+/// `b`, its arguments `args` as `abi` lists them) and returns after the
+/// scan: blocks of neurons, or at `prefetch` > 1 the GPU's pipelined loop
+/// one neuron at a time.
+void emitKernelBody(OpBuilder &b, Location loc, ScanOp scan,
+                    KernelVariant variant, ArrayRef<KernelArg> abi,
+                    ValueRange args, unsigned prefetch) {
+  Value begin = args[args.size() - 2], end = args.back();
+  // Sums over neurons (sum_states): this call's share, accumulated in
+  // f64 (an f32 running sum over a million neurons loses 1e-5), then
+  // rounded once and added atomically at the end (callers run chunks
+  // of NCL in parallel).
+  Type f64 = b.getF64Type();
+  SmallVector<Value> sumPtrs;
+  SmallVector<Type> sumTypes;
+  for (auto [arg, value] : llvm::zip(abi, args))
+    if (arg.role == KernelArgRole::SumState) {
+      sumPtrs.push_back(value);
+      sumTypes.push_back(arg.type);
+    }
+  SmallVector<Value> sums;
+  if (prefetch == 1) {
+    // Blocks of neurons, time outside, neurons inside: consecutive
+    // accesses that LLVM vectorizes (emitBlockScan).
+    sums = emitBlockScan(b, loc, scan, variant, args, begin, end,
+                         kCPUBlockNeurons);
+  } else {
+    // The GPU's pipelined time loop, one neuron at a time (to test
+    // that transformation against the interpreter).
+    Value one = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1));
+    auto widen = [&](OpBuilder &nb, Value v) -> Value {
+      return v.getType() == f64
+                 ? v
+                 : arith::ExtFOp::create(nb, loc, f64, v).getResult();
+    };
+    SmallVector<Value> zeros;
+    if (!sumPtrs.empty())
+      zeros.assign(sumPtrs.size(),
+                   arith::ConstantOp::create(b, loc, b.getFloatAttr(f64, 0.0)));
+    auto loop = scf::ForOp::create(
+        b, loc, begin, end, one, zeros,
+        [&](OpBuilder &nb, Location, Value n, ValueRange acc) {
+          SmallVector<Value> partials =
+              emitNeuronScan(nb, loc, scan, variant, args, n, /*width=*/1,
+                             LaneAccess::Scalar, prefetch, CursorStep::Plain);
+          SmallVector<Value> next;
+          for (auto [a, p] : llvm::zip_equal(acc, partials))
+            next.push_back(arith::AddFOp::create(nb, loc, a, widen(nb, p)));
+          scf::YieldOp::create(nb, loc, next);
+        });
+    sums.assign(loop.getResults().begin(), loop.getResults().end());
+  }
+  for (auto [ptr, sum, type] : llvm::zip_equal(sumPtrs, sums, sumTypes)) {
+    Value rounded = type == f64
+                        ? sum
+                        : arith::TruncFOp::create(b, loc, type, sum).getResult();
+    emitAtomicAdd(b, loc, ptr, rounded);
+  }
+  func::ReturnOp::create(b, loc);
+}
+
+/// Replaces the function holding `scan` by one kernel function per kernel
+/// spec: pointers as `!llvm.ptr`, the neuron range [begin, end) last.
+void lowerScan(ScanOp scan, unsigned prefetch) {
+  auto func = cast<func::FuncOp>(scan->getParentOp());
+  MLIRContext *ctx = scan.getContext();
+  Type ptrType = LLVM::LLVMPointerType::get(ctx);
+  Location loc = scan.getLoc();
+  OpBuilder b(func);
+  for (const KernelSpec &spec : getKernelSpecs(scan)) {
+    SmallVector<KernelArg> abi = getKernelABI(scan, spec.variant, /*cpu=*/true);
+    SmallVector<Type> types;
+    for (const KernelArg &arg : abi)
+      types.push_back(arg.isPointer() ? ptrType : arg.type);
+    b.setInsertionPoint(func);
+    auto kernel = func::FuncOp::create(b, loc, spec.name,
+                                       FunctionType::get(ctx, types, {}));
+    kernel->setAttr(kVariantAttr, b.getStringAttr(spec.kind));
+    Block *entry = kernel.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    emitKernelBody(b, loc, scan, spec.variant, abi, entry->getArguments(),
+                   prefetch);
+  }
+  func.erase();
+}
+
+/// expm1 and log1p exist for small arguments: MLIR 22's math-to-llvm
+/// writes them as exp(x) - 1 and log(1 + x), which lose every digit at
+/// |x| ~ 1e-7 in f32 (2% error at 1e-6; found by flexsn-fuzz through a
+/// -0.0 that exp(x) - 1 turns into +0.0). Call libm's expm1/log1p, as
+/// the GPU calls libdevice's.
+void callLibmForExpm1AndLog1p(ModuleOp module) {
+  auto libmCall = [&](Operation *op, StringRef f32Name, StringRef f64Name) {
+    Type type = op->getResult(0).getType();
+    if (!type.isF32() && !type.isF64())
+      return;
+    StringRef name = type.isF32() ? f32Name : f64Name;
+    auto callee = module.lookupSymbol<func::FuncOp>(name);
+    if (!callee) {
+      OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
+      callee = func::FuncOp::create(
+          mb, op->getLoc(), name,
+          FunctionType::get(op->getContext(), {type}, {type}));
+      callee.setPrivate();
+    }
+    OpBuilder b(op);
+    auto call =
+        func::CallOp::create(b, op->getLoc(), callee, op->getOperand(0));
+    op->replaceAllUsesWith(call.getResults());
+    op->erase();
+  };
+  SmallVector<Operation *> libmOps;
+  module.walk([&](Operation *op) {
+    if (isa<math::ExpM1Op, math::Log1pOp>(op))
+      libmOps.push_back(op);
+  });
+  for (Operation *op : libmOps) {
+    if (isa<math::ExpM1Op>(op))
+      libmCall(op, "expm1f", "expm1");
+    else
+      libmCall(op, "log1pf", "log1p");
+  }
+}
+
+/// bf16 storage is read and written as i16 bits, widened and narrowed
+/// with integer ops: no bf16 value reaches the x86 back end, whose
+/// lowering of a bf16 load bitcast to i16 loses the sign bit in LLVM 22
+/// (copysign of two widened bf16 inputs came out positive; found by
+/// flexsn-fuzz, test/Integration/CPU/bf16-sign.mlir).
+void accessBF16AsBits(ModuleOp module) {
+  MLIRContext *ctx = module.getContext();
+  Type bf16 = BFloat16Type::get(ctx);
+  Type i16 = IntegerType::get(ctx, 16);
+  Type i32 = IntegerType::get(ctx, 32);
+  Type f32 = Float32Type::get(ctx);
+  SmallVector<LLVM::LoadOp> loads;
+  module.walk([&](LLVM::LoadOp load) {
+    if (load.getType() == bf16)
+      loads.push_back(load);
+  });
+  for (LLVM::LoadOp load : loads) {
+    OpBuilder b(load);
+    Location loc = load.getLoc();
+    Value bits = LLVM::LoadOp::create(b, loc, i16, load.getAddr(),
+                                      load.getAlignment().value_or(2));
+    Value wide = arith::ExtUIOp::create(b, loc, i32, bits);
+    Value shifted = arith::ShLIOp::create(
+        b, loc, wide,
+        arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(16)));
+    Value asF32 = arith::BitcastOp::create(b, loc, f32, shifted);
+    for (Operation *user : llvm::make_early_inc_range(load->getUsers())) {
+      auto ext = dyn_cast<arith::ExtFOp>(user);
+      if (!ext)
+        continue;
+      OpBuilder ub(ext);
+      Value to = ext.getType() == f32
+                     ? asF32
+                     : arith::ExtFOp::create(ub, loc, ext.getType(), asF32)
+                           .getResult();
+      ext.replaceAllUsesWith(to);
+      ext.erase();
+    }
+    if (!load->use_empty())
+      load.replaceAllUsesWith(
+          arith::BitcastOp::create(b, loc, bf16, bits).getResult());
+    load.erase();
+  }
+  module.walk([&](LLVM::StoreOp store) {
+    if (store.getValue().getType() != bf16)
+      return;
+    OpBuilder b(store);
+    Value bits =
+        arith::BitcastOp::create(b, store.getLoc(), i16, store.getValue());
+    store.getValueMutable().assign(bits);
+  });
+}
+
 struct ConvertFlexSNToCPUKernelsPass
-    : public mlir::flexsn::impl::ConvertFlexSNToCPUKernelsBase<ConvertFlexSNToCPUKernelsPass> {
+    : public mlir::flexsn::impl::ConvertFlexSNToCPUKernelsBase<
+          ConvertFlexSNToCPUKernelsPass> {
   using Base::Base;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (prefetch < 1 || prefetch > kMaxPrefetchDepth) {
       module.emitError() << "prefetch must be 1 to " << kMaxPrefetchDepth
-                         << ", got "
-                         << static_cast<unsigned>(prefetch);
+                         << ", got " << static_cast<unsigned>(prefetch);
       return signalPassFailure();
     }
     SmallVector<ScanOp> scans;
     if (failed(collectKernelScans(module, "CPU", scans)))
       return signalPassFailure();
-
-    MLIRContext *ctx = &getContext();
-    Type ptrType = LLVM::LLVMPointerType::get(ctx);
-    for (ScanOp scan : scans) {
-      auto func = cast<func::FuncOp>(scan->getParentOp());
-      Location loc = scan.getLoc();
-      OpBuilder b(func);
-      for (const KernelSpec &spec : getKernelSpecs(scan)) {
-        KernelVariant variant = spec.variant;
-        SmallVector<KernelArg> abi = getKernelABI(scan, variant, /*cpu=*/true);
-        SmallVector<Type> types;
-        for (const KernelArg &arg : abi)
-          types.push_back(arg.isPointer() ? ptrType : arg.type);
-        b.setInsertionPoint(func);
-        auto kernel = func::FuncOp::create(b, loc, spec.name,
-                                           FunctionType::get(ctx, types, {}));
-        kernel->setAttr(kVariantAttr, b.getStringAttr(spec.kind));
-        Block *entry = kernel.addEntryBlock();
-        b.setInsertionPointToStart(entry);
-        ValueRange args = entry->getArguments();
-        Value begin = args[args.size() - 2], end = args.back();
-        // Sums over neurons (sum_states): this call's share, accumulated in
-        // f64 (an f32 running sum over a million neurons loses 1e-5), then
-        // rounded once and added atomically at the end (callers run chunks
-        // of NCL in parallel).
-        Type f64 = b.getF64Type();
-        SmallVector<Value> sumPtrs;
-        SmallVector<Type> sumTypes;
-        for (auto [arg, value] : llvm::zip(abi, args))
-          if (arg.role == KernelArgRole::SumState) {
-            sumPtrs.push_back(value);
-            sumTypes.push_back(arg.type);
-          }
-        SmallVector<Value> sums;
-        if (prefetch == 1) {
-          // Blocks of neurons, time outside, neurons inside: consecutive
-          // accesses that LLVM vectorizes (emitBlockScan).
-          sums = emitBlockScan(b, loc, scan, variant, args, begin, end,
-                               kCPUBlockNeurons);
-        } else {
-          // The GPU's pipelined time loop, one neuron at a time (to test
-          // that transformation against the interpreter).
-          Value one =
-              arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1));
-          auto widen = [&](OpBuilder &nb, Value v) -> Value {
-            return v.getType() == f64
-                       ? v
-                       : arith::ExtFOp::create(nb, loc, f64, v).getResult();
-          };
-          SmallVector<Value> zeros;
-          if (!sumPtrs.empty())
-            zeros.assign(sumPtrs.size(),
-                         arith::ConstantOp::create(
-                             b, loc, b.getFloatAttr(f64, 0.0)));
-          auto loop = scf::ForOp::create(
-              b, loc, begin, end, one, zeros,
-              [&](OpBuilder &nb, Location, Value n, ValueRange acc) {
-                SmallVector<Value> partials = emitNeuronScan(
-                    nb, loc, scan, variant, args, n, /*width=*/1,
-                    LaneAccess::Scalar, prefetch, CursorStep::Plain);
-                SmallVector<Value> next;
-                for (auto [a, p] : llvm::zip_equal(acc, partials))
-                  next.push_back(
-                      arith::AddFOp::create(nb, loc, a, widen(nb, p)));
-                scf::YieldOp::create(nb, loc, next);
-              });
-          sums.assign(loop.getResults().begin(), loop.getResults().end());
-        }
-        for (auto [ptr, sum, type] : llvm::zip_equal(sumPtrs, sums, sumTypes)) {
-          Value rounded =
-              type == f64 ? sum
-                          : arith::TruncFOp::create(b, loc, type, sum).getResult();
-          emitAtomicAdd(b, loc, ptr, rounded);
-        }
-        func::ReturnOp::create(b, loc);
-      }
-      func.erase();
-    }
-    // expm1 and log1p exist for small arguments: MLIR 22's math-to-llvm
-    // writes them as exp(x) - 1 and log(1 + x), which lose every digit at
-    // |x| ~ 1e-7 in f32 (2% error at 1e-6; found by flexsn-fuzz through a
-    // -0.0 that exp(x) - 1 turns into +0.0). Call libm's expm1/log1p, as
-    // the GPU calls libdevice's.
-    auto libmCall = [&](Operation *op, StringRef f32Name, StringRef f64Name) {
-      Type type = op->getResult(0).getType();
-      if (!type.isF32() && !type.isF64())
-        return;
-      StringRef name = type.isF32() ? f32Name : f64Name;
-      auto callee = module.lookupSymbol<func::FuncOp>(name);
-      if (!callee) {
-        OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
-        callee = func::FuncOp::create(
-            mb, op->getLoc(), name,
-            FunctionType::get(op->getContext(), {type}, {type}));
-        callee.setPrivate();
-      }
-      OpBuilder b(op);
-      auto call = func::CallOp::create(b, op->getLoc(), callee,
-                                       op->getOperand(0));
-      op->replaceAllUsesWith(call.getResults());
-      op->erase();
-    };
-    SmallVector<Operation *> libmOps;
-    module.walk([&](Operation *op) {
-      if (isa<math::ExpM1Op, math::Log1pOp>(op))
-        libmOps.push_back(op);
-    });
-    for (Operation *op : libmOps) {
-      if (isa<math::ExpM1Op>(op))
-        libmCall(op, "expm1f", "expm1");
-      else
-        libmCall(op, "log1pf", "log1p");
-    }
-
-    // bf16 storage is read and written as i16 bits, widened and narrowed
-    // with integer ops: no bf16 value reaches the x86 back end, whose
-    // lowering of a bf16 load bitcast to i16 loses the sign bit in LLVM 22
-    // (copysign of two widened bf16 inputs came out positive; found by
-    // flexsn-fuzz, test/Integration/CPU/bf16-sign.mlir).
-    Type bf16 = BFloat16Type::get(&getContext());
-    Type i16 = IntegerType::get(&getContext(), 16);
-    Type i32 = IntegerType::get(&getContext(), 32);
-    Type f32 = Float32Type::get(&getContext());
-    SmallVector<LLVM::LoadOp> loads;
-    getOperation().walk([&](LLVM::LoadOp load) {
-      if (load.getType() == bf16)
-        loads.push_back(load);
-    });
-    for (LLVM::LoadOp load : loads) {
-      OpBuilder b(load);
-      Location loc = load.getLoc();
-      Value bits = LLVM::LoadOp::create(b, loc, i16, load.getAddr(),
-                                        load.getAlignment().value_or(2));
-      Value wide = arith::ExtUIOp::create(b, loc, i32, bits);
-      Value shifted = arith::ShLIOp::create(
-          b, loc, wide,
-          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(16)));
-      Value asF32 = arith::BitcastOp::create(b, loc, f32, shifted);
-      for (Operation *user : llvm::make_early_inc_range(load->getUsers())) {
-        auto ext = dyn_cast<arith::ExtFOp>(user);
-        if (!ext)
-          continue;
-        OpBuilder ub(ext);
-        Value to = ext.getType() == f32
-                       ? asF32
-                       : arith::ExtFOp::create(ub, loc, ext.getType(), asF32)
-                             .getResult();
-        ext.replaceAllUsesWith(to);
-        ext.erase();
-      }
-      if (!load->use_empty())
-        load.replaceAllUsesWith(arith::BitcastOp::create(b, loc, bf16, bits)
-                                    .getResult());
-      load.erase();
-    }
-    getOperation().walk([&](LLVM::StoreOp store) {
-      if (store.getValue().getType() != bf16)
-        return;
-      OpBuilder b(store);
-      Value bits =
-          arith::BitcastOp::create(b, store.getLoc(), i16, store.getValue());
-      store.getValueMutable().assign(bits);
-    });
+    for (ScanOp scan : scans)
+      lowerScan(scan, prefetch);
+    callLibmForExpm1AndLog1p(module);
+    accessBF16AsBits(module);
   }
 };
 } // namespace
