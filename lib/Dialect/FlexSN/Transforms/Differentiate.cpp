@@ -90,8 +90,19 @@ private:
     llvm::DenseMap<Value, Value> adj;
   };
 
+  /// A set of step values whose crossing the forward pays for: their cost
+  /// in bytes per neuron and step, and whether a state is among them.
+  struct SaveCut {
+    int64_t cost = 0;
+    SmallVector<Value> values;
+    bool hasState = false;
+  };
+
   LogicalResult analyze();
   LogicalResult chooseSaves();
+  FailureOr<llvm::DenseSet<Value>> findNeeds();
+  FailureOr<SaveCut> minimumSaveCut(const llvm::DenseSet<Value> &needs,
+                                    int64_t stateReads);
   FailureOr<Sweep> sweep(OpBuilder &b, ArrayRef<Value> ins, ArrayRef<Value> gy,
                          ArrayRef<Value> gseq, ArrayRef<Value> lagged,
                          ArrayRef<Value> carries, ArrayRef<Value> params);
@@ -234,13 +245,45 @@ LogicalResult Differentiator::chooseSaves() {
   for (Operation &op : primal.without_terminator())
     if (op.getNumRegions())
       return success();
+  FailureOr<llvm::DenseSet<Value>> needs = findNeeds();
+  if (failed(needs))
+    return failure();
+
+  // With no state in the cut the final-state pair writes no state
+  // sequence; else every sequence is written and read where cut. The
+  // cheaper choice wins; a tie keeps the sequences (rematerialization).
+  FailureOr<SaveCut> noSeqs = minimumSaveCut(*needs, 2),
+                     seqs = minimumSaveCut(*needs, 1);
+  if (failed(noSeqs) || failed(seqs))
+    return failure();
+  int64_t seqWrites = 0;
+  for (Value v : scan.getInitStates())
+    seqWrites += getElementTypeOrSelf(v.getType()).getIntOrFloatBitWidth() / 8;
+  const SaveCut &best =
+      !noSeqs->hasState && noSeqs->cost < seqs->cost + seqWrites ? *noSeqs
+                                                                 : *seqs;
+
+  // The cut's op results are saved (in body order); its leaves are read.
+  llvm::SmallPtrSet<Operation *, 8> chosen(forcedSaves.begin(),
+                                           forcedSaves.end());
+  for (Value v : best.values)
+    if (Operation *op = v.getDefiningOp())
+      chosen.insert(op);
+  savedOps.clear();
+  for (Operation &op : primal.without_terminator())
+    if (chosen.contains(&op))
+      savedOps.push_back(&op);
+  return success();
+}
+
+/// The needs: the adjoint sweep is built in a scratch function and walked
+/// back from the gradients the backward yields through the adjoint ops;
+/// every recomputed step value or leaf they read is a need.
+FailureOr<llvm::DenseSet<Value>> Differentiator::findNeeds() {
+  Block &primal = scan.getBodyBlock();
   unsigned numIn = scan.getNumInputs(), numSt = scan.getNumStates(),
            numPa = scan.getNumParams(), numOut = scan.getNumOutputs();
   Location loc = scan.getLoc();
-
-  // 1. The needs: build the adjoint sweep in a scratch function and walk
-  //    back from the gradients the backward yields through the adjoint
-  //    ops; every recomputed value or leaf they read is a need.
   OpBuilder tb(ctx);
   auto scratch = func::FuncOp::create(tb, loc, "__flexsn_needs",
                                       FunctionType::get(ctx, {}, {}));
@@ -307,11 +350,17 @@ LogicalResult Differentiator::chooseSaves() {
   while (!work.empty())
     for (Value operand : work.pop_back_val()->getOperands())
       visit(operand);
+  return needs;
+}
 
-  // 2. A minimum cut for a given cost of a state (`stateReads`: 1 when the
-  //    forward writes the state sequences anyway, 2 when a cut without
-  //    states lets the final-state pair write none): value k has in node 2k
-  //    and out node 2k + 1; returns the cut's cost and values.
+/// A minimum cut between the leaves and `needs` for a given cost of a
+/// state (`stateReads`: 1 when the forward writes the state sequences
+/// anyway, 2 when a cut without states lets the final-state pair write
+/// none): value k has in node 2k and out node 2k + 1.
+FailureOr<Differentiator::SaveCut>
+Differentiator::minimumSaveCut(const llvm::DenseSet<Value> &needs,
+                               int64_t stateReads) {
+  Block &primal = scan.getBodyBlock();
   llvm::DenseMap<Value, unsigned> id;
   SmallVector<Value> values;
   auto number = [&](Value v) {
@@ -327,81 +376,49 @@ LogicalResult Differentiator::chooseSaves() {
   auto bytes = [](Type t) -> int64_t {
     return getElementTypeOrSelf(t).getIntOrFloatBitWidth() / 8;
   };
-  struct Cut {
-    int64_t cost = 0;
-    SmallVector<Value> values;
-    bool hasState = false;
-  };
-  auto minCut = [&](int64_t stateReads) -> FailureOr<Cut> {
-    unsigned source = 2 * values.size(), sink = source + 1;
-    MinCut graph(sink + 1);
-    for (auto [i, a] : llvm::enumerate(scan.getInputArgs())) {
-      graph.addEdge(source, 2 * id[a], inf);
-      graph.addEdge(2 * id[a], 2 * id[a] + 1,
-                    bytes(scan.getInputs()[i].getType()));
+  unsigned source = 2 * values.size(), sink = source + 1;
+  MinCut graph(sink + 1);
+  for (auto [i, a] : llvm::enumerate(scan.getInputArgs())) {
+    graph.addEdge(source, 2 * id[a], inf);
+    graph.addEdge(2 * id[a], 2 * id[a] + 1,
+                  bytes(scan.getInputs()[i].getType()));
+  }
+  for (auto [i, a] : llvm::enumerate(scan.getStateArgs())) {
+    graph.addEdge(source, 2 * id[a], inf);
+    graph.addEdge(2 * id[a], 2 * id[a] + 1,
+                  stateReads * bytes(scan.getInitStates()[i].getType()));
+  }
+  // Params are read by both scans anyway: free, never cut.
+  for (Value a : scan.getParamArgs())
+    graph.addEdge(2 * id[a], 2 * id[a] + 1, inf);
+  for (Operation &op : primal.without_terminator()) {
+    bool saveable =
+        op.getNumResults() == 1 && op.getResult(0).getType() == computeType;
+    int64_t cost = forcedSaves.contains(&op) ? 0
+                   : saveable               ? 2 * bytes(computeType)
+                                            : inf;
+    for (Value r : op.getResults()) {
+      graph.addEdge(2 * id[r], 2 * id[r] + 1, cost);
+      for (Value operand : op.getOperands())
+        if (id.count(operand))
+          graph.addEdge(2 * id[operand] + 1, 2 * id[r], inf);
     }
-    for (auto [i, a] : llvm::enumerate(scan.getStateArgs())) {
-      graph.addEdge(source, 2 * id[a], inf);
-      graph.addEdge(2 * id[a], 2 * id[a] + 1,
-                    stateReads * bytes(scan.getInitStates()[i].getType()));
-    }
-    // Params are read by both scans anyway: free, never cut.
-    for (Value a : scan.getParamArgs())
-      graph.addEdge(2 * id[a], 2 * id[a] + 1, inf);
-    for (Operation &op : primal.without_terminator()) {
-      bool saveable =
-          op.getNumResults() == 1 && op.getResult(0).getType() == computeType;
-      int64_t cost = forcedSaves.contains(&op) ? 0
-                     : saveable               ? 2 * bytes(computeType)
-                                              : inf;
-      for (Value r : op.getResults()) {
-        graph.addEdge(2 * id[r], 2 * id[r] + 1, cost);
-        for (Value operand : op.getOperands())
-          if (id.count(operand))
-            graph.addEdge(2 * id[operand] + 1, 2 * id[r], inf);
-      }
-    }
-    for (Value v : needs)
-      graph.addEdge(2 * id[v] + 1, sink, inf);
-    // Every path crosses a leaf's finite edge, so a cut always exists.
-    if (!graph.solve(source, sink))
-      return (LogicalResult)scan.emitOpError(
-          "auto saving policy: a need with no finite cut");
-    Cut cut;
-    for (auto [k, v] : llvm::enumerate(values)) {
-      if (!graph.onSourceSide(2 * k) || graph.onSourceSide(2 * k + 1))
-        continue;
-      cut.values.push_back(v);
-      cut.cost += graph.getCapacity(2 * k, 2 * k + 1);
-      cut.hasState |= llvm::is_contained(scan.getStateArgs(), v);
-    }
-    return cut;
-  };
-
-  // 3. With no state in the cut the final-state pair writes no state
-  //    sequence; else every sequence is written and read where cut. The
-  //    cheaper choice wins; a tie keeps the sequences (rematerialization).
-  FailureOr<Cut> noSeqs = minCut(2), seqs = minCut(1);
-  if (failed(noSeqs) || failed(seqs))
-    return failure();
-  int64_t seqWrites = 0;
-  for (Value v : scan.getInitStates())
-    seqWrites += bytes(v.getType());
-  const Cut &best = !noSeqs->hasState && noSeqs->cost < seqs->cost + seqWrites
-                        ? *noSeqs
-                        : *seqs;
-
-  // 4. The cut's op results are saved (in body order); its leaves are read.
-  llvm::SmallPtrSet<Operation *, 8> chosen(forcedSaves.begin(),
-                                           forcedSaves.end());
-  for (Value v : best.values)
-    if (Operation *op = v.getDefiningOp())
-      chosen.insert(op);
-  savedOps.clear();
-  for (Operation &op : primal.without_terminator())
-    if (chosen.contains(&op))
-      savedOps.push_back(&op);
-  return success();
+  }
+  for (Value v : needs)
+    graph.addEdge(2 * id[v] + 1, sink, inf);
+  // Every path crosses a leaf's finite edge, so a cut always exists.
+  if (!graph.solve(source, sink))
+    return (LogicalResult)scan.emitOpError(
+        "auto saving policy: a need with no finite cut");
+  SaveCut cut;
+  for (auto [k, v] : llvm::enumerate(values)) {
+    if (!graph.onSourceSide(2 * k) || graph.onSourceSide(2 * k + 1))
+      continue;
+    cut.values.push_back(v);
+    cut.cost += graph.getCapacity(2 * k, 2 * k + 1);
+    cut.hasState |= llvm::is_contained(scan.getStateArgs(), v);
+  }
+  return cut;
 }
 
 func::FuncOp Differentiator::createFunc(StringRef suffix, StringRef kind,
