@@ -292,6 +292,195 @@ LogicalResult ScanOp::verifyRegions() {
 }
 
 namespace {
+/// Moves constant scalar params into the body; returns whether it moved
+/// any (it frees block arguments).
+bool inlineConstantParams(ScanOp scan, PatternRewriter &rewriter) {
+  Block &body = scan.getBodyBlock();
+  bool changed = false;
+  for (unsigned i = 0, e = scan.getNumParams(); i < e; ++i) {
+    Value param = scan.getParams()[i];
+    FloatAttr attr;
+    BlockArgument arg = scan.getParamArgs()[i];
+    if (arg.use_empty() || !matchPattern(param, m_Constant(&attr)))
+      continue;
+    rewriter.setInsertionPointToStart(&body);
+    auto cst = arith::ConstantOp::create(
+        rewriter, param.getLoc(),
+        rewriter.getFloatAttr(arg.getType(), attr.getValueAsDouble()));
+    rewriter.replaceAllUsesWith(arg, cst);
+    changed = true;
+  }
+  return changed;
+}
+
+/// Which of a scan's operands and results stay.
+struct ScanLiveness {
+  llvm::BitVector out, state, in, lagged, param;
+
+  bool dead() const { return out.none() && state.none(); }
+  bool all() const {
+    return out.all() && state.all() && in.all() && lagged.all() &&
+           param.all();
+  }
+};
+
+/// Liveness of yielded values: outputs with uses, states with used
+/// results, and (to a fixpoint) states whose argument feeds a live value;
+/// then the inputs, lagged values and params those read. Backward functions
+/// made by flexsn-differentiate name each argument's meaning (flexsn.role,
+/// flexsn.index) and must shed what they do not read: their operands may
+/// go. A training forward keeps its inputs like the function it was made
+/// from (and a scan with no input left would have no sequence to take T
+/// from).
+ScanLiveness computeLiveness(ScanOp scan) {
+  YieldOp yield = scan.getYield();
+  unsigned numIn = scan.getNumInputs(), numLa = scan.getNumLagged(),
+           numSt = scan.getNumStates(), numPa = scan.getNumParams(),
+           numOut = scan.getNumOutputs();
+  Operation *func = scan->getParentOp();
+  auto kind = func ? func->getAttrOfType<StringAttr>(kKernelKindAttr)
+                   : StringAttr();
+  bool inFunction = func && isa<FunctionOpInterface>(func) &&
+                    (!kind || kind.getValue() != "backward");
+  auto isFunctionArg = [&](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return inFunction && arg && arg.getOwner()->getParentOp() == func;
+  };
+  ScanLiveness live;
+  live.out.resize(numOut);
+  live.state.resize(numSt);
+  for (unsigned i = 0; i < numOut; ++i)
+    live.out[i] = inFunction || !scan.getOutputResults()[i].use_empty();
+  for (unsigned i = 0; i < numSt; ++i)
+    live.state[i] = inFunction || !scan.getStateResults()[i].use_empty() ||
+                    isFunctionArg(scan.getInitStates()[i]);
+  auto argsReachedBy = [&](Value root, llvm::SetVector<Value> &seen) {
+    SmallVector<Value> stack{root};
+    while (!stack.empty()) {
+      Value v = stack.pop_back_val();
+      if (!seen.insert(v))
+        continue;
+      if (Operation *def = v.getDefiningOp())
+        for (Value operand : def->getOperands())
+          stack.push_back(operand);
+    }
+  };
+  llvm::SetVector<Value> reached;
+  bool grew = true;
+  while (grew) {
+    grew = false;
+    reached.clear();
+    for (unsigned i = 0; i < numOut; ++i)
+      if (live.out[i])
+        argsReachedBy(yield.getValues()[i], reached);
+    for (unsigned i = 0; i < numSt; ++i)
+      if (live.state[i])
+        argsReachedBy(yield.getValues()[numOut + i], reached);
+    for (unsigned i = 0; i < numSt; ++i)
+      if (!live.state[i] && reached.contains(scan.getStateArgs()[i])) {
+        live.state[i] = true;
+        grew = true;
+      }
+  }
+  live.in.resize(numIn);
+  live.lagged.resize(numLa);
+  live.param.resize(numPa);
+  for (unsigned i = 0; i < numIn; ++i)
+    live.in[i] = reached.contains(scan.getInputArgs()[i]) ||
+                 isFunctionArg(scan.getInputs()[i]);
+  for (unsigned i = 0; i < numLa; ++i)
+    live.lagged[i] = reached.contains(scan.getLaggedArgs()[i]) ||
+                     isFunctionArg(scan.getLagged()[i]) ||
+                     isFunctionArg(scan.getLaggedInit()[i]);
+  for (unsigned i = 0; i < numPa; ++i)
+    live.param[i] = reached.contains(scan.getParamArgs()[i]) ||
+                    isFunctionArg(scan.getParams()[i]);
+  return live;
+}
+
+/// Replaces `scan` by a scan of its live operands and results, its body
+/// moved over.
+void rebuildLive(ScanOp scan, const ScanLiveness &live,
+                 PatternRewriter &rewriter) {
+  Block &body = scan.getBodyBlock();
+  YieldOp yield = scan.getYield();
+  unsigned numIn = scan.getNumInputs(), numLa = scan.getNumLagged(),
+           numSt = scan.getNumStates(), numPa = scan.getNumParams(),
+           numOut = scan.getNumOutputs();
+  SmallVector<Value> inputs, lagged, laggedInit, states, params;
+  SmallVector<int64_t> sums;
+  SmallVector<Type> resultTypes;
+  SmallVector<Value> oldResults;
+  llvm::BitVector keepArgs(body.getNumArguments());
+  for (unsigned i = 0; i < numIn; ++i)
+    if (live.in[i]) {
+      inputs.push_back(scan.getInputs()[i]);
+      keepArgs.set(i);
+    }
+  for (unsigned i = 0; i < numLa; ++i)
+    if (live.lagged[i]) {
+      lagged.push_back(scan.getLagged()[i]);
+      laggedInit.push_back(scan.getLaggedInit()[i]);
+      keepArgs.set(numIn + i);
+    }
+  for (unsigned i = 0; i < numSt; ++i)
+    if (live.state[i]) {
+      if (scan.isSumState(i))
+        sums.push_back(states.size());
+      states.push_back(scan.getInitStates()[i]);
+      keepArgs.set(numIn + numLa + i);
+    }
+  for (unsigned i = 0; i < numPa; ++i)
+    if (live.param[i]) {
+      params.push_back(scan.getParams()[i]);
+      keepArgs.set(numIn + numLa + numSt + i);
+    }
+  SmallVector<Value> yielded;
+  for (unsigned i = 0; i < numOut; ++i)
+    if (live.out[i]) {
+      resultTypes.push_back(scan.getOutputResults()[i].getType());
+      oldResults.push_back(scan.getOutputResults()[i]);
+      yielded.push_back(yield.getValues()[i]);
+    }
+  for (unsigned i = 0; i < numSt; ++i)
+    if (live.state[i]) {
+      resultTypes.push_back(scan.getStateResults()[i].getType());
+      oldResults.push_back(scan.getStateResults()[i]);
+      yielded.push_back(yield.getValues()[numOut + i]);
+    }
+
+  rewriter.setInsertionPoint(scan);
+  auto newScan = ScanOp::create(
+      rewriter, scan.getLoc(), resultTypes, inputs, lagged, laggedInit,
+      states, params, scan.getReverseAttr(), scan.getFinalStatesAttr(),
+      sums.empty() ? DenseI64ArrayAttr()
+                   : rewriter.getDenseI64ArrayAttr(sums));
+  newScan->setDiscardableAttrs(scan->getDiscardableAttrDictionary());
+  rewriter.inlineRegionBefore(scan.getBody(), newScan.getBody(),
+                              newScan.getBody().end());
+  Block &newBody = newScan.getBodyBlock();
+  rewriter.setInsertionPoint(yield);
+  rewriter.replaceOpWithNewOp<YieldOp>(yield, yielded);
+  // Dead block arguments may still have (dead) uses: give them a
+  // placeholder zero so the body stays valid; canonicalization removes it.
+  rewriter.setInsertionPointToStart(&newBody);
+  for (int i = newBody.getNumArguments() - 1; i >= 0; --i) {
+    if (keepArgs.test(i))
+      continue;
+    BlockArgument arg = newBody.getArgument(i);
+    if (!arg.use_empty()) {
+      auto zero = arith::ConstantOp::create(
+          rewriter, arg.getLoc(), rewriter.getFloatAttr(arg.getType(), 0.0));
+      rewriter.replaceAllUsesWith(arg, zero);
+    }
+    newBody.eraseArgument(i);
+  }
+  for (auto [oldResult, newResult] :
+       llvm::zip_equal(oldResults, newScan.getResults()))
+    rewriter.replaceAllUsesWith(oldResult, newResult);
+  rewriter.eraseOp(scan);
+}
+
 /// Drops what a scan computes for nobody: unused output results, states
 /// whose result is unused and whose value feeds no live result, and
 /// inputs/params the body no longer reads. Scalar params that are constants
@@ -308,169 +497,12 @@ struct SimplifyScanOperands : public OpRewritePattern<ScanOp> {
 
   LogicalResult matchAndRewrite(ScanOp scan,
                                 PatternRewriter &rewriter) const override {
-    Block &body = scan.getBodyBlock();
-    YieldOp yield = scan.getYield();
-    unsigned numIn = scan.getNumInputs(), numLa = scan.getNumLagged(),
-             numSt = scan.getNumStates(), numPa = scan.getNumParams(),
-             numOut = scan.getNumOutputs();
-
     // Inline constant scalar params first: it frees block arguments.
-    bool changed = false;
-    for (unsigned i = 0; i < numPa; ++i) {
-      Value param = scan.getParams()[i];
-      FloatAttr attr;
-      BlockArgument arg = scan.getParamArgs()[i];
-      if (arg.use_empty() || !matchPattern(param, m_Constant(&attr)))
-        continue;
-      rewriter.setInsertionPointToStart(&body);
-      auto cst = arith::ConstantOp::create(
-          rewriter, param.getLoc(),
-          rewriter.getFloatAttr(arg.getType(), attr.getValueAsDouble()));
-      rewriter.replaceAllUsesWith(arg, cst);
-      changed = true;
-    }
-
-    // Liveness of yielded values: outputs with uses, states with used
-    // results, and (to a fixpoint) states whose argument feeds a live value.
-    // Backward functions made by flexsn-differentiate name each argument's
-    // meaning (flexsn.role, flexsn.index) and must shed what they do not
-    // read: their operands may go. A training forward keeps its inputs like
-    // the function it was made from (and a scan with no input left would
-    // have no sequence to take T from).
-    Operation *func = scan->getParentOp();
-    auto kind = func ? func->getAttrOfType<StringAttr>(kKernelKindAttr)
-                     : StringAttr();
-    bool inFunction = func && isa<FunctionOpInterface>(func) &&
-                      (!kind || kind.getValue() != "backward");
-    auto isFunctionArg = [&](Value v) {
-      auto arg = dyn_cast<BlockArgument>(v);
-      return inFunction && arg && arg.getOwner()->getParentOp() == func;
-    };
-    llvm::BitVector liveOut(numOut), liveState(numSt);
-    for (unsigned i = 0; i < numOut; ++i)
-      liveOut[i] = inFunction || !scan.getOutputResults()[i].use_empty();
-    for (unsigned i = 0; i < numSt; ++i)
-      liveState[i] = inFunction || !scan.getStateResults()[i].use_empty() ||
-                     isFunctionArg(scan.getInitStates()[i]);
-    auto argsReachedBy = [&](Value root, llvm::SetVector<Value> &seen) {
-      SmallVector<Value> stack{root};
-      while (!stack.empty()) {
-        Value v = stack.pop_back_val();
-        if (!seen.insert(v))
-          continue;
-        if (Operation *def = v.getDefiningOp())
-          for (Value operand : def->getOperands())
-            stack.push_back(operand);
-      }
-    };
-    llvm::SetVector<Value> reached;
-    bool grew = true;
-    while (grew) {
-      grew = false;
-      reached.clear();
-      for (unsigned i = 0; i < numOut; ++i)
-        if (liveOut[i])
-          argsReachedBy(yield.getValues()[i], reached);
-      for (unsigned i = 0; i < numSt; ++i)
-        if (liveState[i])
-          argsReachedBy(yield.getValues()[numOut + i], reached);
-      for (unsigned i = 0; i < numSt; ++i)
-        if (!liveState[i] && reached.contains(scan.getStateArgs()[i])) {
-          liveState[i] = true;
-          grew = true;
-        }
-    }
-    if (liveOut.none() && liveState.none())
-      return changed ? success() : failure(); // the whole scan is dead
-    llvm::BitVector liveIn(numIn), liveLa(numLa), livePa(numPa);
-    for (unsigned i = 0; i < numIn; ++i)
-      liveIn[i] = reached.contains(scan.getInputArgs()[i]) ||
-                  isFunctionArg(scan.getInputs()[i]);
-    for (unsigned i = 0; i < numLa; ++i)
-      liveLa[i] = reached.contains(scan.getLaggedArgs()[i]) ||
-                  isFunctionArg(scan.getLagged()[i]) ||
-                  isFunctionArg(scan.getLaggedInit()[i]);
-    for (unsigned i = 0; i < numPa; ++i)
-      livePa[i] = reached.contains(scan.getParamArgs()[i]) ||
-                  isFunctionArg(scan.getParams()[i]);
-
-    if (liveOut.all() && liveState.all() && liveIn.all() && liveLa.all() &&
-        livePa.all())
-      return changed ? success() : failure();
-
-    // Rebuild with the live subset.
-    SmallVector<Value> inputs, lagged, laggedInit, states, params;
-    SmallVector<int64_t> sums;
-    SmallVector<Type> resultTypes;
-    SmallVector<Value> oldResults;
-    llvm::BitVector keepArgs(body.getNumArguments());
-    for (unsigned i = 0; i < numIn; ++i)
-      if (liveIn[i]) {
-        inputs.push_back(scan.getInputs()[i]);
-        keepArgs.set(i);
-      }
-    for (unsigned i = 0; i < numLa; ++i)
-      if (liveLa[i]) {
-        lagged.push_back(scan.getLagged()[i]);
-        laggedInit.push_back(scan.getLaggedInit()[i]);
-        keepArgs.set(numIn + i);
-      }
-    for (unsigned i = 0; i < numSt; ++i)
-      if (liveState[i]) {
-        if (scan.isSumState(i))
-          sums.push_back(states.size());
-        states.push_back(scan.getInitStates()[i]);
-        keepArgs.set(numIn + numLa + i);
-      }
-    for (unsigned i = 0; i < numPa; ++i)
-      if (livePa[i]) {
-        params.push_back(scan.getParams()[i]);
-        keepArgs.set(numIn + numLa + numSt + i);
-      }
-    SmallVector<Value> yielded;
-    for (unsigned i = 0; i < numOut; ++i)
-      if (liveOut[i]) {
-        resultTypes.push_back(scan.getOutputResults()[i].getType());
-        oldResults.push_back(scan.getOutputResults()[i]);
-        yielded.push_back(yield.getValues()[i]);
-      }
-    for (unsigned i = 0; i < numSt; ++i)
-      if (liveState[i]) {
-        resultTypes.push_back(scan.getStateResults()[i].getType());
-        oldResults.push_back(scan.getStateResults()[i]);
-        yielded.push_back(yield.getValues()[numOut + i]);
-      }
-
-    rewriter.setInsertionPoint(scan);
-    auto newScan = ScanOp::create(
-        rewriter, scan.getLoc(), resultTypes, inputs, lagged, laggedInit,
-        states, params, scan.getReverseAttr(), scan.getFinalStatesAttr(),
-        sums.empty() ? DenseI64ArrayAttr()
-                     : rewriter.getDenseI64ArrayAttr(sums));
-    newScan->setDiscardableAttrs(scan->getDiscardableAttrDictionary());
-    rewriter.inlineRegionBefore(scan.getBody(), newScan.getBody(),
-                                newScan.getBody().end());
-    Block &newBody = newScan.getBodyBlock();
-    rewriter.setInsertionPoint(yield);
-    rewriter.replaceOpWithNewOp<YieldOp>(yield, yielded);
-    // Dead block arguments may still have (dead) uses: give them a
-    // placeholder zero so the body stays valid; canonicalization removes it.
-    rewriter.setInsertionPointToStart(&newBody);
-    for (int i = newBody.getNumArguments() - 1; i >= 0; --i) {
-      if (keepArgs.test(i))
-        continue;
-      BlockArgument arg = newBody.getArgument(i);
-      if (!arg.use_empty()) {
-        auto zero = arith::ConstantOp::create(
-            rewriter, arg.getLoc(), rewriter.getFloatAttr(arg.getType(), 0.0));
-        rewriter.replaceAllUsesWith(arg, zero);
-      }
-      newBody.eraseArgument(i);
-    }
-    for (auto [oldResult, newResult] :
-         llvm::zip_equal(oldResults, newScan.getResults()))
-      rewriter.replaceAllUsesWith(oldResult, newResult);
-    rewriter.eraseOp(scan);
+    bool changed = inlineConstantParams(scan, rewriter);
+    ScanLiveness live = computeLiveness(scan);
+    if (live.dead() || live.all())
+      return success(changed); // a dead scan is left whole
+    rebuildLive(scan, live, rewriter);
     return success();
   }
 };
