@@ -134,16 +134,27 @@ struct Evaluator {
         });
   }
 
+  /// Sets `op`'s value from its operands; false for an op the
+  /// interpreter does not know.
   bool eval(Operation *op) {
     watch(op);
-    auto unary = [&](double (*f)(double)) {
-      env[op->getResult(0)] = f(get(op->getOperand(0)));
-      return true;
-    };
-    auto binary = [&](auto f) {
-      env[op->getResult(0)] = f(get(op->getOperand(0)), get(op->getOperand(1)));
-      return true;
-    };
+    if (isa<math::MathDialect>(op->getDialect()))
+      return evalMath(op);
+    return evalArithOrFlexSN(op);
+  }
+
+  bool unary(Operation *op, double (*f)(double)) {
+    env[op->getResult(0)] = f(get(op->getOperand(0)));
+    return true;
+  }
+  template <typename F> bool binary(Operation *op, F f) {
+    env[op->getResult(0)] = f(get(op->getOperand(0)), get(op->getOperand(1)));
+    return true;
+  }
+
+  bool evalArithOrFlexSN(Operation *op) {
+    auto unary = [&](double (*f)(double)) { return this->unary(op, f); };
+    auto binary = [&](auto f) { return this->binary(op, f); };
     return llvm::TypeSwitch<Operation *, bool>(op)
         .Case([&](arith::ConstantOp c) {
           if (auto f = dyn_cast<FloatAttr>(c.getValue()))
@@ -229,6 +240,21 @@ struct Evaluator {
         .Case([&](arith::AddIOp) { return binary(std::plus<double>()); })
         .Case([&](arith::SubIOp) { return binary(std::minus<double>()); })
         .Case([&](arith::MulIOp) { return binary(std::multiplies<double>()); })
+        .Case([&](SpikeOp s) {
+          env[s] = get(s.getInput()) >= 0.0 ? 1.0 : 0.0;
+          return true;
+        })
+        .Case([&](DetachOp d) {
+          env[d] = get(d.getInput());
+          return true;
+        })
+        .Default([](Operation *) { return false; });
+  }
+
+  bool evalMath(Operation *op) {
+    auto unary = [&](double (*f)(double)) { return this->unary(op, f); };
+    auto binary = [&](auto f) { return this->binary(op, f); };
+    return llvm::TypeSwitch<Operation *, bool>(op)
         .Case([&](math::ExpOp) { return unary(std::exp); })
         .Case([&](math::Exp2Op) { return unary(std::exp2); })
         .Case([&](math::ExpM1Op) { return unary(std::expm1); })
@@ -275,14 +301,6 @@ struct Evaluator {
         })
         .Case([&](math::FmaOp f) {
           env[f] = std::fma(get(f.getA()), get(f.getB()), get(f.getC()));
-          return true;
-        })
-        .Case([&](SpikeOp s) {
-          env[s] = get(s.getInput()) >= 0.0 ? 1.0 : 0.0;
-          return true;
-        })
-        .Case([&](DetachOp d) {
-          env[d] = get(d.getInput());
           return true;
         })
         .Default([](Operation *) { return false; });
