@@ -350,68 +350,32 @@ static void writeObject(StringRef dir, StringRef path,
   }
 }
 
-llvm::Expected<CPUKernels::KernelFn> CPUKernels::lookup(StringRef name) {
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = entries.find(name); it != entries.end())
-    return it->second;
-  auto fn = lowered->lookupSymbol<LLVM::LLVMFuncOp>(name);
-  if (!fn || fn.isExternal())
-    return llvm::createStringError("no CPU kernel named '" + name + "'");
-  auto failed = [&](llvm::Error e, StringRef detail = {}) {
-    std::string message = llvm::toString(std::move(e));
-    if (!detail.empty())
-      message += " (" + detail.str() + ")";
-    return llvm::createStringError("JIT compilation of CPU kernel '" + name +
-                                   "' failed: " + message);
-  };
-
-  OwningOpRef<ModuleOp> one = kernelModule(*lowered, name);
-  std::string packed = ("_mlir_" + name).str();
-
-  // Links `object` into a JITDylib of this kernel's own and finds its
-  // entry point; a failed link leaves no JITDylib behind.
-  auto link = [&](std::unique_ptr<llvm::MemoryBuffer> object)
-      -> llvm::Expected<KernelFn> {
-    std::lock_guard<std::mutex> jitLock(SharedJIT::mutex);
-    auto shared = SharedJIT::get();
-    if (!shared)
-      return shared.takeError();
-    llvm::orc::LLJIT &jit = *(*shared)->jit;
-    auto dylib = jit.createJITDylib(
-        "flexsn." + std::to_string((*shared)->nextDylib++));
-    if (!dylib)
-      return dylib.takeError();
-    auto address = [&]() -> llvm::Expected<llvm::orc::ExecutorAddr> {
-      if (llvm::Error e = jit.addObjectFile(*dylib, std::move(object)))
-        return std::move(e);
-      return jit.lookup(*dylib, packed);
-    }();
-    if (!address) {
-      llvm::consumeError(jit.getExecutionSession().removeJITDylib(*dylib));
-      return address.takeError();
-    }
-    dylibs.push_back(&*dylib);
-    return address->toPtr<KernelFn>();
-  };
-
-  // From the object cache, when this program has one and it holds the
-  // kernel.
-  std::string cachePath;
-  if (!objectCacheDir.empty()) {
-    llvm::SmallString<256> path(objectCacheDir);
-    llvm::sys::path::append(path,
-                            "cpu-" + objectKey(*one, *targetMachine) + ".o");
-    cachePath = std::string(path);
-    if (auto object = readObject(cachePath, packed)) {
-      auto entry = link(std::move(object));
-      if (entry) {
-        entries[name] = *entry;
-        return *entry;
-      }
-      llvm::consumeError(entry.takeError()); // compiled again below
-    }
+llvm::Expected<CPUKernels::KernelFn>
+CPUKernels::link(std::unique_ptr<llvm::MemoryBuffer> object, StringRef packed) {
+  std::lock_guard<std::mutex> jitLock(SharedJIT::mutex);
+  auto shared = SharedJIT::get();
+  if (!shared)
+    return shared.takeError();
+  llvm::orc::LLJIT &jit = *(*shared)->jit;
+  auto dylib =
+      jit.createJITDylib("flexsn." + std::to_string((*shared)->nextDylib++));
+  if (!dylib)
+    return dylib.takeError();
+  auto address = [&]() -> llvm::Expected<llvm::orc::ExecutorAddr> {
+    if (llvm::Error e = jit.addObjectFile(*dylib, std::move(object)))
+      return std::move(e);
+    return jit.lookup(*dylib, packed);
+  }();
+  if (!address) {
+    llvm::consumeError(jit.getExecutionSession().removeJITDylib(*dylib));
+    return address.takeError();
   }
+  dylibs.push_back(&*dylib);
+  return address->toPtr<KernelFn>();
+}
 
+llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>>
+CPUKernels::compile(ModuleOp one, StringRef name, StringRef packed) {
   // Translation reports through the context's diagnostics: kept for the
   // error message.
   std::string diagnostics;
@@ -422,15 +386,16 @@ llvm::Expected<CPUKernels::KernelFn> CPUKernels::lookup(StringRef name) {
       diagnostics += (diagnostics.empty() ? "" : "; ") + d.str();
       return success();
     });
-    module = translateModuleToLLVMIR(*one, *context, name);
+    module = translateModuleToLLVMIR(one, *context, name);
   }
   if (!module)
-    return failed(llvm::createStringError("cannot translate it to LLVM IR"),
-                  diagnostics);
+    return llvm::createStringError(
+        "cannot translate it to LLVM IR" +
+        (diagnostics.empty() ? std::string() : " (" + diagnostics + ")"));
   module->setDataLayout(targetMachine->createDataLayout());
   module->setTargetTriple(targetMachine->getTargetTriple());
   if (llvm::Error e = addPackedEntry(*module, name, packed))
-    return failed(std::move(e));
+    return std::move(e);
 
   // LLVM's optimizer, with the host's target machine and libraries.
   {
@@ -457,16 +422,50 @@ llvm::Expected<CPUKernels::KernelFn> CPUKernels::lookup(StringRef name) {
     passes.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2)
         .run(*module, mam);
   }
-
-  // Code generation, then linking (and the object cached, when the
-  // program has a cache).
   llvm::orc::SimpleCompiler compiler(*targetMachine);
-  auto object = compiler(*module);
+  return compiler(*module);
+}
+
+llvm::Expected<CPUKernels::KernelFn> CPUKernels::lookup(StringRef name) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = entries.find(name); it != entries.end())
+    return it->second;
+  auto fn = lowered->lookupSymbol<LLVM::LLVMFuncOp>(name);
+  if (!fn || fn.isExternal())
+    return llvm::createStringError("no CPU kernel named '" + name + "'");
+  auto failed = [&](llvm::Error e) {
+    return llvm::createStringError("JIT compilation of CPU kernel '" + name +
+                                   "' failed: " + llvm::toString(std::move(e)));
+  };
+  OwningOpRef<ModuleOp> one = kernelModule(*lowered, name);
+  std::string packed = ("_mlir_" + name).str();
+
+  // From the object cache, when this program has one and it holds the
+  // kernel.
+  std::string cachePath;
+  if (!objectCacheDir.empty()) {
+    llvm::SmallString<256> path(objectCacheDir);
+    llvm::sys::path::append(path,
+                            "cpu-" + objectKey(*one, *targetMachine) + ".o");
+    cachePath = std::string(path);
+    if (auto object = readObject(cachePath, packed)) {
+      auto entry = link(std::move(object), packed);
+      if (entry) {
+        entries[name] = *entry;
+        return *entry;
+      }
+      llvm::consumeError(entry.takeError()); // compiled again below
+    }
+  }
+
+  // Compiled, then linked (and the object cached, when the program has a
+  // cache).
+  auto object = compile(*one, name, packed);
   if (!object)
     return failed(object.takeError());
   if (!cachePath.empty())
     writeObject(objectCacheDir, cachePath, (*object)->getMemBufferRef());
-  auto entry = link(std::move(*object));
+  auto entry = link(std::move(*object), packed);
   if (!entry)
     return failed(entry.takeError());
   entries[name] = *entry;

@@ -95,6 +95,17 @@ public:
 private:
   CPUKernels() = default;
 
+  /// Links `object` into a JITDylib of its own and finds `packed`, its
+  /// entry point; a failed link leaves no JITDylib behind. Called with
+  /// `mutex` held.
+  llvm::Expected<KernelFn> link(std::unique_ptr<llvm::MemoryBuffer> object,
+                                StringRef packed);
+  /// The object code of `one` (a module of one kernel, `name`, whose packed
+  /// entry point is `packed`): translated to LLVM IR, optimized at O2 for
+  /// the host, compiled.
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>>
+  compile(ModuleOp one, StringRef name, StringRef packed);
+
   /// The program after the CPU pipeline (LLVM dialect).
   OwningOpRef<ModuleOp> lowered;
   /// The host's, for LLVM's optimizer and code generator.
