@@ -27,10 +27,19 @@ def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
     `requires_grad` (inputs, states, params) marks what takes a gradient.
     (Initial states that are zeros need no variant: every kernel reads a
     null initial-state pointer as zeros.)"""
-    ni, ns, no = traced.num_inputs, traced.num_states, traced.num_outputs
     compute = "f64" if all(d == torch.float64 for d in in_dtypes) else "f32"
     B = Body(compute)
-    table = handlers(B)
+    values, block_args = _bind_arguments(traced, compute)
+    result = _emit_nodes(traced, B, values)
+    yielded = _yielded(traced, B, values, result)
+    return _function_text(traced, B, block_args, yielded, in_dtypes, param_dtypes,
+                          param_scalar, requires_grad, name)
+
+
+def _bind_arguments(traced: TracedCore, compute: str):
+    """(the values of the graph's inputs, states, parameters and constants
+    by node name; the scan body's block arguments)."""
+    ni, ns = traced.num_inputs, traced.num_states
     values: dict[str, Any] = {}
     placeholders = [nd for nd in traced.graph.nodes if nd.op == "placeholder"]
     block_args = []
@@ -43,6 +52,13 @@ def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
         values[node_name] = Value(f"%p{p}", "f")
     for node_name, c in traced.constants.items():
         values[node_name] = c
+    return values, block_args
+
+
+def _emit_nodes(traced: TracedCore, B: Body, values: dict):
+    """Writes each ATen call of the graph into `B` through the op table,
+    filling `values`; returns the graph's output argument."""
+    table = handlers(B)
 
     def resolve(a):
         if isinstance(a, Node):
@@ -52,13 +68,11 @@ def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
         return a
 
     multi: dict[str, list] = {}
-    result = None
     for nd in traced.graph.nodes:
         if nd.op in ("placeholder", "get_attr") or nd.name in values:
             continue
         if nd.op == "output":
-            result = nd.args[0]
-            break
+            return nd.args[0]
         if nd.op != "call_function":
             raise UnsupportedOpError(f"{nd.op} {nd.target}{node_location(nd)}")
         if nd.target is operator.getitem:
@@ -92,7 +106,12 @@ def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
             raise UnsupportedOpError(
                 f"the core calls {nd.target} with arguments flexsn does not "
                 f"support ({e}){node_location(nd)}") from None
+    return None
 
+
+def _yielded(traced: TracedCore, B: Body, values: dict, result) -> list:
+    """The names of the values the scan yields: outputs, then new states."""
+    no = traced.num_outputs
     outs = result if isinstance(result, (tuple, list)) else (result,)
     yielded = []
     for k, out in enumerate(outs):
@@ -102,6 +121,14 @@ def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
             raise TypeError(f"the core's {what} is a bool tensor; FlexSN needs "
                             "floating-point outputs and states (use .to(x))")
         yielded.append(B.as_float(v).name)
+    return yielded
+
+
+def _function_text(traced: TracedCore, B: Body, block_args: list, yielded: list,
+                   in_dtypes, param_dtypes, param_scalar, requires_grad, name: str) -> str:
+    """The kernel function around the scan body `B`."""
+    ni, ns, no = traced.num_inputs, traced.num_states, traced.num_outputs
+    compute = B.ft
 
     def seq(d):
         return f"tensor<?x?x{STORAGE[d]}>"
