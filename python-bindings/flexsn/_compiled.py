@@ -17,7 +17,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from . import _emit, _graph, _native, _program, _recorder, _spikes
+from . import _emit, _fakes, _graph, _native, _program, _recipes, _recorder, _spikes
 from ._errors import FallbackWarning, FlexSNError, UnsupportedOpError
 
 class CompiledCore:
@@ -223,13 +223,13 @@ class TrainingBinding:
                   recompute)
         key = _native.content_key("train", self.forward.native, self.backward.native, *layout)
         # what binds it in another process (csrc/FlexSNTorch.cpp, Recipes)
-        self.recipe = _native.recipe(_native.training_section(
+        self.recipe = _recipes.recipe(_recipes.training_section(
             key, recompute, self.forward.section, self.backward.section,
             dict(zip(("out", "state", "kept", "read", "grad", "nondiff"), layout[:6])))) \
             if self.forward.section and self.backward.section else ""
         self.native = _native.bind_shared(key, lambda key: _native.bind_train(
             self.forward.native, self.backward.native, *layout, key, self.recipe))
-        _native.note_training(self.native, self.forward.native, self.backward.native,
+        _fakes.note_training(self.native, self.forward.native, self.backward.native,
                               self.out_ix + self.state_ix)
 
     def __del__(self):

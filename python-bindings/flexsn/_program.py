@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
 
-from . import _cache, _capi, _native
+from . import _cache, _capi, _fakes, _libdevice, _native, _recipes
 from ._errors import FlexSNError
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
@@ -90,7 +89,7 @@ def cache_dir() -> Optional[Path]:
 def _compile(ir: str, target: str, options: str) -> Program:
     code = _capi.TARGET_CUDA if target == "cuda" else _capi.TARGET_CPU
     if target == "cuda":
-        options = f"{options} {cuda_home_option()}".strip()
+        options = f"{options} {_libdevice.cuda_home_option()}".strip()
     directory = cache_dir()
     if target != "cuda":
         # The library keys, checks and writes each kernel's object file
@@ -120,41 +119,6 @@ def _compile(ir: str, target: str, options: str) -> Program:
         "ptx": _capi.program_ptx(program.handle),
         "manifest": _capi.program_manifest(program.handle)}).encode())
     return program
-
-
-LIBDEVICE = Path("nvvm") / "libdevice" / "libdevice.10.bc"
-DEFAULT_TOOLKIT = Path("/usr/local/cuda")
-
-
-def packaged_cuda_home() -> Optional[Path]:
-    """The toolkit-shaped folder the package carries libdevice in (next to
-    libFlexSN.so), when it does."""
-    home = Path(_capi.library_path()).parent / "cuda"
-    return home if (home / LIBDEVICE).is_file() else None
-
-
-def cuda_home_option() -> str:
-    """The compiler's cuda-home option where the toolkit it would read
-    ($CUDA_HOME, else /usr/local/cuda) has no libdevice but the package
-    carries one; "" otherwise (the compiler's own choice, which also names
-    the missing libdevice in its error). Decided once per $CUDA_HOME."""
-    env = os.environ.get("CUDA_HOME")
-    if env not in _cuda_home_options:
-        _cuda_home_options[env] = _cuda_home_for(env)
-    return _cuda_home_options[env]
-
-
-_cuda_home_options: dict = {}
-
-
-def _cuda_home_for(env: Optional[str]) -> str:
-    toolkit = Path(env) if env else DEFAULT_TOOLKIT
-    if (toolkit / LIBDEVICE).is_file():
-        return ""
-    home = packaged_cuda_home()
-    if home is None or any(c.isspace() for c in str(home)):
-        return ""  # (options are separated by white space)
-    return f"cuda-home={home}"
 
 
 def get_program(ir: str, target: str, chip: Optional[str] = None,
@@ -277,11 +241,11 @@ class KernelBinding:
                                        num_args, checked, names, self.allocs, key)
         self.native = _native.bind_shared(key, bind)
         # what binds it in another process (see csrc/FlexSNTorch.cpp, Recipes)
-        self.section = _native.kernel_section(
+        self.section = _recipes.kernel_section(
             key, entry.program.source, self.name, entry.num_pointers, num_args,
             checked, names, self.allocs) if entry.program.source else ""
-        self.recipe = _native.recipe(self.section) if self.section else ""
-        _native.note_kernel(self.native, [(dtype, kind) for _, dtype, kind in self.allocs],
+        self.recipe = _recipes.recipe(self.section) if self.section else ""
+        _fakes.note_kernel(self.native, [(dtype, kind) for _, dtype, kind in self.allocs],
                             num_args, _device_of(self.cuda, self.device),
                             [row[1:] for row in checked])
 

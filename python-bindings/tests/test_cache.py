@@ -13,7 +13,7 @@ import torch
 
 import flexsn
 from conftest import child_python
-from flexsn import _cache, _capi, _compiled, _native, _program
+from flexsn import _cache, _capi, _compiled, _native, _opsbuild, _program
 from cores import lif
 
 
@@ -341,35 +341,35 @@ def test_a_planted_operator_library_is_not_loaded(tmp_path, monkeypatch):
     build = key_dir / "build-planted"
     build.mkdir(mode=0o700)
     (build / "libFlexSNTorch.so").write_bytes(b"planted")
-    assert _native._current(key_dir) is None
+    assert _opsbuild._current(key_dir) is None
     _cache.write_entry(key_dir, "current",
                        b'{"build": "build-planted", "sha256": "' + b"0" * 64 + b'"}')
     with pytest.warns(flexsn.CacheWarning, match="fails its checksum"):
-        assert _native._current(key_dir) is None
+        assert _opsbuild._current(key_dir) is None
     (key_dir / "current").write_bytes(b'{"build": "build-planted", "sha256": "x"}')
     with pytest.warns(flexsn.CacheWarning, match="has no checksum"):
-        assert _native._current(key_dir) is None
+        assert _opsbuild._current(key_dir) is None
     digest = _cache.file_digest(build / "libFlexSNTorch.so")
     _cache.write_entry(key_dir, "current",
                        ('{"build": "build-planted", "sha256": "%s"}' % digest).encode())
-    assert _native._current(key_dir) == build / "libFlexSNTorch.so"
+    assert _opsbuild._current(key_dir) == build / "libFlexSNTorch.so"
     _cache.write_entry(key_dir, "current",
                        ('{"build": "../elsewhere", "sha256": "%s"}' % digest).encode())
-    assert _native._current(key_dir) is None
+    assert _opsbuild._current(key_dir) is None
 
 
 def test_the_build_has_a_timeout(tmp_path, monkeypatch):
     monkeypatch.setenv("FLEXSN_BUILD_TIMEOUT", "1")
-    cxx = _native.compiler()
+    cxx = _opsbuild.compiler()
     if cxx is None:
         pytest.skip("no C++ compiler here")
     with pytest.raises(RuntimeError, match=r"took over 1 s \(FLEXSN_BUILD_TIMEOUT\)"):
-        _native._compile_into(["sh", "-c", "sleep 30", "--"], tmp_path)
+        _opsbuild._compile_into(["sh", "-c", "sleep 30", "--"], tmp_path)
 
 
 def test_the_build_key_names_the_compiler():
-    cxx = _native.compiler()
+    cxx = _opsbuild.compiler()
     if cxx is None:
         pytest.skip("no C++ compiler here")
-    assert _native.build_key(cxx) != _native.build_key(["env"] + cxx)
-    assert _native.build_key(cxx) == _native.build_key(list(cxx))
+    assert _opsbuild.build_key(cxx) != _opsbuild.build_key(["env"] + cxx)
+    assert _opsbuild.build_key(cxx) == _opsbuild.build_key(list(cxx))

@@ -147,13 +147,13 @@ def _lying(recipe: str) -> str:
     """`recipe` whose first read claims one element where the kernel reads
     a sequence, checksummed anew: what someone writing a recipe by hand
     could make."""
-    from flexsn import _native
-    body = _native.recipe_text(recipe).split("\n", 1)[1]
+    from flexsn import _recipes as recipes
+    body = recipes.recipe_text(recipe).split("\n", 1)[1]
     lines = body.split("\n")
     at = next(i for i, l in enumerate(lines) if l.startswith("reads ")) + 1
     slot, pos, dtype, shape, optional, *name = lines[at].split(" ")
     lines[at] = " ".join([slot, pos, dtype, "2", optional, *name])
-    return _native.recipe("\n".join(lines))
+    return recipes.recipe("\n".join(lines))
 
 
 @pytest.mark.parametrize("damage, message", [
@@ -179,7 +179,7 @@ def test_a_damaged_artifact_is_an_error(tmp_path, damage, message):
         at = recipe.index("flexsn.scan") if "flexsn.scan" in recipe else len(recipe) // 2
         recipe = recipe[:at] + recipe[at:].replace("flexsn.scan", "flexsn.scam", 1)
     elif damage == "version":
-        recipe = recipe.replace(f"flexsn-recipe {flexsn._native.RECIPE_VERSION}",
+        recipe = recipe.replace(f"flexsn-recipe {flexsn._recipes.RECIPE_VERSION}",
                                 "flexsn-recipe 9", 1)
     elif damage == "line break":
         recipe = recipe.replace("\\n", "\n", 1)
@@ -352,14 +352,14 @@ def test_a_recipe_is_one_line_that_keeps_any_text():
     """A graph's recipe argument holds no line break (Inductor copies it
     into comments of the Triton code it generates), and its text comes
     back whole, backslashes and carriage returns included."""
-    from flexsn import _native
+    from flexsn import _recipes as recipes
     model, reset = _model("flexsn", torch.device("cpu"))
     reset()
     ep = torch.export.export(model, (torch.rand(5, 3, 16),))
     (node,) = _recipes(ep)
     assert "\n" not in node.args[2] and "\r" not in node.args[2]
     body = 'kernel 1 cpu f 2 2\nir 9\n"a\\\\n\\b"\r\n\\'
-    assert _native.recipe_text(_native.recipe(body)).split("\n", 1)[1] == body
+    assert recipes.recipe_text(recipes.recipe(body)).split("\n", 1)[1] == body
     for bad in ("x\\q", "x\\"):
         with pytest.raises(RuntimeError, match="a bad escape"):
-            _native.recipe_text(bad)
+            recipes.recipe_text(bad)

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import flexsn
-from flexsn import _compiled, _program
+from flexsn import _compiled, _libdevice, _program
 
-TOOLKIT_LIBDEVICE = Path("/usr/local/cuda") / _program.LIBDEVICE
+TOOLKIT_LIBDEVICE = Path("/usr/local/cuda") / _libdevice.LIBDEVICE
 
 
 def _math_ir():
@@ -29,9 +29,9 @@ def no_toolkit(tmp_path, monkeypatch):
     """CUDA_HOME and the default toolkit path point at empty folders; the
     disk cache is off (a PTX compiled earlier must not answer)."""
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-toolkit"))
-    monkeypatch.setattr(_program, "DEFAULT_TOOLKIT", tmp_path / "no-default-toolkit")
+    monkeypatch.setattr(_libdevice, "DEFAULT_TOOLKIT", tmp_path / "no-default-toolkit")
     monkeypatch.setenv("FLEXSN_CACHE_DIR", "off")
-    monkeypatch.setattr(_program, "_cuda_home_options", {})
+    monkeypatch.setattr(_libdevice, "_cuda_home_options", {})
     monkeypatch.setattr(_program, "_programs", {})
     return tmp_path
 
@@ -39,10 +39,10 @@ def no_toolkit(tmp_path, monkeypatch):
 @pytest.mark.skipif(not TOOLKIT_LIBDEVICE.is_file(), reason="no libdevice to copy here")
 def test_packaged_libdevice_compiles_math_cores(no_toolkit, monkeypatch):
     home = no_toolkit / "package" / "cuda"
-    (home / _program.LIBDEVICE).parent.mkdir(parents=True)
-    shutil.copy(TOOLKIT_LIBDEVICE, home / _program.LIBDEVICE)
-    monkeypatch.setattr(_program, "packaged_cuda_home", lambda: home)
-    assert _program.cuda_home_option() == f"cuda-home={home}"
+    (home / _libdevice.LIBDEVICE).parent.mkdir(parents=True)
+    shutil.copy(TOOLKIT_LIBDEVICE, home / _libdevice.LIBDEVICE)
+    monkeypatch.setattr(_libdevice, "packaged_cuda_home", lambda: home)
+    assert _libdevice.cuda_home_option() == f"cuda-home={home}"
     program = _program.get_program(_math_ir(), "cuda", chip="sm_90")
     from flexsn import _capi, _compiled
     ptx = _capi.program_ptx(program.handle)
@@ -50,17 +50,17 @@ def test_packaged_libdevice_compiles_math_cores(no_toolkit, monkeypatch):
 
 
 def test_no_libdevice_is_named(no_toolkit, monkeypatch):
-    monkeypatch.setattr(_program, "packaged_cuda_home", lambda: None)
-    assert _program.cuda_home_option() == ""
+    monkeypatch.setattr(_libdevice, "packaged_cuda_home", lambda: None)
+    assert _libdevice.cuda_home_option() == ""
     with pytest.raises(flexsn.FlexSNError, match="libdevice"):
         _program.get_program(_math_ir(), "cuda", chip="sm_90")
 
 
 def test_toolkit_wins(tmp_path, monkeypatch):
     """Where $CUDA_HOME has libdevice, the compiler reads it (no option)."""
-    lib = tmp_path / "toolkit" / _program.LIBDEVICE
+    lib = tmp_path / "toolkit" / _libdevice.LIBDEVICE
     lib.parent.mkdir(parents=True)
     lib.write_bytes(b"")
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "toolkit"))
-    monkeypatch.setattr(_program, "_cuda_home_options", {})
-    assert _program.cuda_home_option() == ""
+    monkeypatch.setattr(_libdevice, "_cuda_home_options", {})
+    assert _libdevice.cuda_home_option() == ""

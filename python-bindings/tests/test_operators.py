@@ -15,7 +15,7 @@ import torch
 import flexsn
 from conftest import assert_close, child_python
 from cores import lif, tutorial
-from flexsn import _native, _program
+from flexsn import _native, _opsbuild, _program
 
 
 def test_status_names_the_operators():
@@ -377,7 +377,7 @@ def _first_use(tmp_path, lib, **env_extra):
 
 
 def test_operators_are_built_on_first_use_and_kept(tmp_path):
-    if _native.compiler() is None:
+    if _opsbuild.compiler() is None:
         pytest.skip("no C++ compiler here")
     lib = _lone_library(tmp_path)
     first = _first_use(tmp_path, lib)
@@ -417,14 +417,14 @@ def test_strict_refuses_to_run_without_operators(monkeypatch):
 
 
 def test_build_command_targets_this_torch():
-    cmd = _native.build_command(["ccache", "c++"], "out.so")
-    include, lib = _native._torch_dirs()
-    assert cmd[:2] == ["ccache", "c++"] and str(_native.SOURCE) in cmd
+    cmd = _opsbuild.build_command(["ccache", "c++"], "out.so")
+    include, lib = _opsbuild.torch_dirs()
+    assert cmd[:2] == ["ccache", "c++"] and str(_opsbuild.SOURCE) in cmd
     assert f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}" in cmd
     assert str(include) in cmd and f"-L{lib}" in cmd
     # PyTorch's own shared C++ runtime, never a static copy of the compiler's
     assert any(os.path.basename(c).startswith("libstdc++.so") for c in cmd), cmd
-    assert _native.SOURCE.is_file()
+    assert _opsbuild.SOURCE.is_file()
 
 
 # Two threads ask for the operators at once in a process that has to build
@@ -449,7 +449,7 @@ def test_operator_builds_in_the_cache_are_checked_and_rebuilt(tmp_path):
     does not load (each built again, once, into a fresh build directory,
     with a CacheWarning); and a process that finds another holding the
     build lock, which says that it waits."""
-    cxx = _native.compiler()
+    cxx = _opsbuild.compiler()
     if cxx is None:
         pytest.skip("no C++ compiler here")
     lib = _lone_library(tmp_path)

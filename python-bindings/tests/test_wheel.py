@@ -25,7 +25,7 @@ needs_plain_wheel = pytest.mark.skipif(
 
 SCRIPT = r"""
 import sys, torch, flexsn
-from flexsn import _capi, _compiled, _program
+from flexsn import _capi, _compiled, _libdevice, _program
 assert "/venv/" in flexsn.__file__, flexsn.__file__
 assert flexsn.call_path().startswith("native"), flexsn.call_path()
 assert "built with the package" in flexsn.call_path(), flexsn.call_path()
@@ -35,7 +35,7 @@ def core(x, v):
     return s, h * (1.0 - s)
 out, v = flexsn.FlexSNKernel(core, 1, 1, strict=True)(torch.randn(5, 3), torch.zeros(3))
 assert out.shape == (5, 3)
-assert _program.cuda_home_option().startswith("cuda-home="), _program.cuda_home_option()
+assert _libdevice.cuda_home_option().startswith("cuda-home="), _libdevice.cuda_home_option()
 cc = _compiled.CompiledCore(core, 1, 1)
 p = _program.get_program(cc.ir([torch.float32] * 2, [], [], [False, False]), "cuda",
                          chip="sm_90")

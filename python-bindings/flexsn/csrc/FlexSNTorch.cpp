@@ -24,7 +24,7 @@
 // runtime: the package hands it the addresses of `flexsn_kernel_launch`,
 // `flexsn_free` and `flexsn_program_destroy` of the library it loaded and of
 // PyTorch's current-stream getter (0 in a PyTorch without CUDA). It is built
-// against one PyTorch version; flexsn/_native.py loads it only under that
+// against one PyTorch version; flexsn/_opsbuild.py takes it only under that
 // version and builds it for the installed one otherwise.
 //
 // Operators are public: a user, a hand-edited or an exported graph can call
@@ -1382,7 +1382,7 @@ TORCH_LIBRARY(flexsn_native, m) {
   m.def("run_plan(int id, Tensor?[] args) -> Tensor[]", &runPlan);
   // The operators that take tensors have kernels per backend (CPU, CUDA)
   // and, `train`, per autograd key, so that the package's fake
-  // implementations (flexsn/_native.py) serve torch.compile's tracing.
+  // implementations (flexsn/_fakes.py) serve torch.compile's tracing.
   // `recipe`: what binds `id` in a process that has not (see Recipes);
   // graphs carry it, eager calls pass none.
   m.def("launch(int id, Tensor?[] args, str recipe=\"\") -> Tensor[]");
