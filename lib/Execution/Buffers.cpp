@@ -4,7 +4,7 @@
 
 #include "flexsn/Execution/Harness.h"
 
-#include "flexsn/Execution/Storage.h"
+#include "flexsn/Storage/Storage.h"
 #include "flexsn/Interpreter/Interpreter.h"
 #include "flexsn/Pipelines/Pipelines.h"
 #include "flexsn/Runtime/CPU/CPUBackend.h"

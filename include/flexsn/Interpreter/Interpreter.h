@@ -10,7 +10,7 @@
 #define FLEXSN_INTERPRETER_INTERPRETER_H
 
 #include "flexsn/Dialect/FlexSN/Utils/KernelABI.h"
-#include "flexsn/Execution/Storage.h"
+#include "flexsn/Storage/Storage.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
 
 #include "llvm/ADT/DenseMap.h"

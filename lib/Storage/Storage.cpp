@@ -1,6 +1,6 @@
 //===- Storage.cpp - Storage-type codec of kernel buffers -----------------===//
 
-#include "flexsn/Execution/Storage.h"
+#include "flexsn/Storage/Storage.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/APFloat.h"

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FLEXSN_EXECUTION_STORAGE_H
-#define FLEXSN_EXECUTION_STORAGE_H
+#ifndef FLEXSN_STORAGE_STORAGE_H
+#define FLEXSN_STORAGE_STORAGE_H
 
 #include "mlir/IR/Types.h"
 
@@ -33,4 +33,4 @@ double roundToType(double x, Type type);
 } // namespace flexsn
 } // namespace mlir
 
-#endif // FLEXSN_EXECUTION_STORAGE_H
+#endif // FLEXSN_STORAGE_STORAGE_H
