@@ -25,6 +25,16 @@ void mlir::flexsn::emitAtomicAdd(OpBuilder &b, Location loc, Value ptr,
                             LLVM::AtomicOrdering::monotonic);
 }
 
+void mlir::flexsn::collectSumStates(ArrayRef<KernelArg> abi, ValueRange args,
+                                    SmallVectorImpl<Value> &ptrs,
+                                    SmallVectorImpl<Type> &types) {
+  for (auto [arg, value] : llvm::zip(abi, args))
+    if (arg.role == KernelArgRole::SumState) {
+      ptrs.push_back(value);
+      types.push_back(arg.type);
+    }
+}
+
 //===----------------------------------------------------------------------===//
 // Emission
 //===----------------------------------------------------------------------===//

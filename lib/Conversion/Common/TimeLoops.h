@@ -82,6 +82,13 @@ unsigned choosePrefetchDepth(ScanOp scan, unsigned width);
 /// Adds `value` to `*ptr` atomically (llvm.atomicrmw fadd, monotonic).
 void emitAtomicAdd(OpBuilder &b, Location loc, Value ptr, Value value);
 
+/// The kernel's sum_states pointers (sums over neurons, which both
+/// lowerings accumulate and add atomically) and their element types, in
+/// argument order; `args` are the kernel's arguments as `abi` lists them.
+void collectSumStates(ArrayRef<KernelArg> abi, ValueRange args,
+                      SmallVectorImpl<Value> &ptrs,
+                      SmallVectorImpl<Type> &types);
+
 } // namespace flexsn
 } // namespace mlir
 

@@ -36,11 +36,7 @@ void emitKernelBody(OpBuilder &b, Location loc, ScanOp scan,
   Type f64 = b.getF64Type();
   SmallVector<Value> sumPtrs;
   SmallVector<Type> sumTypes;
-  for (auto [arg, value] : llvm::zip(abi, args))
-    if (arg.role == KernelArgRole::SumState) {
-      sumPtrs.push_back(value);
-      sumTypes.push_back(arg.type);
-    }
+  collectSumStates(abi, args, sumPtrs, sumTypes);
   SmallVector<Value> sums;
   if (prefetch == 1) {
     // Blocks of neurons, time outside, neurons inside: consecutive

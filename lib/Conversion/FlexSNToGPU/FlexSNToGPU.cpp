@@ -192,11 +192,7 @@ struct ConvertFlexSNToGPUPass
     // atomic add per block.
     SmallVector<Value> sumPtrs;
     SmallVector<Type> sumTypes;
-    for (auto [arg, value] : llvm::zip(abi, args))
-      if (arg.role == KernelArgRole::SumState) {
-        sumPtrs.push_back(value);
-        sumTypes.push_back(arg.type);
-      }
+    collectSumStates(abi, args, sumPtrs, sumTypes);
     // Each thread's share is in the compute type; the block's sum and the
     // atomic add across blocks are in f64 (the buffer's type).
     Type computeType = scan.getComputeType();
