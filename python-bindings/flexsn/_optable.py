@@ -110,8 +110,9 @@ def _bool_or_float(B, logic_op, float_op):
     return handler
 
 
-def handlers(B: Body) -> dict:
-    as_float, unary = B.as_float, B.unary
+def _arithmetic_handlers(B: Body) -> dict:
+    """Arithmetic, logic, comparisons, selects and clamps."""
+    unary = B.unary
 
     def add(a, b, alpha=1):
         return B.add(a, b if alpha == 1 else B.mul(b, alpha))
@@ -133,14 +134,6 @@ def handlers(B: Body) -> dict:
     def remainder(a, b):
         return B.sub(a, B.mul(unary("math.floor", B.div(a, b)), b))
 
-    def sign(x):
-        x = as_float(x)
-        return B.select(B.cmp("ogt", x, 0.0), 1.0,
-                        B.select(B.cmp("olt", x, 0.0), -1.0, x))
-
-    def relu(x):
-        return B.select(B.cmp("ugt", x, 0.0), x, 0.0)
-
     def where(c, a, b):
         return B.select(c, a, b)
 
@@ -151,17 +144,6 @@ def handlers(B: Body) -> dict:
         return B.select(B.cmp("oeq", x, 0.0), v,
                         B.select(B.cmp("ogt", x, 0.0), 1.0, 0.0))
 
-    def leaky_relu(x, slope=0.01):
-        return B.select(B.cmp("ogt", x, 0.0), x, B.mul(x, slope))
-
-    def elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
-        # expm1 of min(x, 0): the branch the select drops never overflows (its
-        # adjoint would be 0 * inf).
-        pos = B.cmp("ogt", x, 0.0)
-        neg = B.mul(B.mul(scale, alpha),
-                    unary("math.expm1", B.mul(B.select(pos, 0.0, x), input_scale)))
-        return B.select(pos, B.mul(x, scale), neg)
-
     def lerp(a, b, w):
         return B.add(a, B.mul(w, B.sub(b, a)))
 
@@ -171,17 +153,130 @@ def handlers(B: Body) -> dict:
     def addcdiv(a, t1, t2, value=1):
         return B.add(a, B.mul(B.div(t1, t2), value))
 
+    def cmp(pred):
+        return lambda a, b: B.cmp(pred, a, b)
+
+    mul_or_and = _bool_or_float(B, "andi", B.mul)
+
+    add_or_or = _bool_or_float(B, "ori", add)
+
+    return {
+        aten.add.Tensor: add_or_or, aten.add.Scalar: add,
+        aten.sub.Tensor: sub, aten.sub.Scalar: sub,
+        aten.rsub.Tensor: rsub, aten.rsub.Scalar: rsub,
+        aten.mul.Tensor: mul_or_and, aten.mul.Scalar: B.mul,
+        aten.div.Tensor: B.div, aten.div.Scalar: B.div,
+        aten.div.Tensor_mode: div_mode, aten.div.Scalar_mode: div_mode,
+        aten.neg.default: B.neg, aten.reciprocal.default: lambda x: B.div(1.0, x),
+        aten.bitwise_and.Tensor: lambda a, b: B.logic("andi", a, b),
+        aten.bitwise_or.Tensor: lambda a, b: B.logic("ori", a, b),
+        aten.bitwise_xor.Tensor: lambda a, b: B.logic("xori", a, b),
+        aten.bitwise_not.default: B.lnot,
+        aten.logical_and.default: lambda a, b: B.logic("andi", a, b),
+        aten.logical_or.default: lambda a, b: B.logic("ori", a, b),
+        aten.logical_xor.default: lambda a, b: B.logic("xori", a, b),
+        aten.logical_not.default: B.lnot,
+        aten.eq.Tensor: cmp("oeq"), aten.eq.Scalar: cmp("oeq"),
+        aten.ne.Tensor: cmp("une"), aten.ne.Scalar: cmp("une"),
+        aten.ge.Tensor: cmp("oge"), aten.ge.Scalar: cmp("oge"),
+        aten.gt.Tensor: cmp("ogt"), aten.gt.Scalar: cmp("ogt"),
+        aten.le.Tensor: cmp("ole"), aten.le.Scalar: cmp("ole"),
+        aten.lt.Tensor: cmp("olt"), aten.lt.Scalar: cmp("olt"),
+        aten.isnan.default: lambda x: B.cmp("uno", x, x),
+        aten.minimum.default: lambda a, b: B.binary("arith.minimumf", a, b),
+        aten.maximum.default: lambda a, b: B.binary("arith.maximumf", a, b),
+        aten.fmin.default: lambda a, b: B.binary("arith.minnumf", a, b),
+        aten.fmax.default: lambda a, b: B.binary("arith.maxnumf", a, b),
+        aten.fmod.Scalar: lambda a, b: B.binary("arith.remf", a, b),
+        aten.fmod.Tensor: lambda a, b: B.binary("arith.remf", a, b),
+        aten.remainder.Scalar: remainder, aten.remainder.Tensor: remainder,
+        aten.clamp.default: lambda x, lo=None, hi=None: _clamp(B, x, lo, hi),
+        aten.clamp.Tensor: lambda x, lo=None, hi=None: _clamp(B, x, lo, hi),
+        aten.clamp_min.default: lambda x, lo: _clamp(B, x, lo, None),
+        aten.clamp_min.Tensor: lambda x, lo: _clamp(B, x, lo, None),
+        aten.clamp_max.default: lambda x, hi: _clamp(B, x, None, hi),
+        aten.clamp_max.Tensor: lambda x, hi: _clamp(B, x, None, hi),
+        aten.hardtanh.default: lambda x, lo=-1.0, hi=1.0: _clamp(B, x, lo, hi),
+        aten.where.self: where, aten.where.ScalarSelf: where,
+        aten.where.ScalarOther: where, aten.where.Scalar: where,
+        aten.masked_fill.Scalar: masked_fill, aten.masked_fill.Tensor: masked_fill,
+        aten.heaviside.default: heaviside,
+        aten.lerp.Scalar: lerp, aten.lerp.Tensor: lerp,
+        aten.addcmul.default: addcmul, aten.addcdiv.default: addcdiv,
+        aten.square.default: lambda x: B.mul(x, x),
+    }
+
+
+def _math_handlers(B: Body) -> dict:
+    """Elementwise math functions, with the activations built from them."""
+    as_float, unary = B.as_float, B.unary
+
+    def elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
+        # expm1 of min(x, 0): the branch the select drops never overflows (its
+        # adjoint would be 0 * inf).
+        pos = B.cmp("ogt", x, 0.0)
+        neg = B.mul(B.mul(scale, alpha),
+                    unary("math.expm1", B.mul(B.select(pos, 0.0, x), input_scale)))
+        return B.select(pos, B.mul(x, scale), neg)
+
     def hypot(a, b):
         return unary("math.sqrt", B.add(B.mul(a, a), B.mul(b, b)))
 
     def frac(x):
         return B.sub(x, unary("math.trunc", x))
 
-    def cmp(pred):
-        return lambda a, b: B.cmp(pred, a, b)
-
     def math1(op):
         return lambda x: unary(op, x)
+
+    def relu(x):
+        return B.select(B.cmp("ugt", x, 0.0), x, 0.0)
+
+    def sign(x):
+        x = as_float(x)
+        return B.select(B.cmp("ogt", x, 0.0), 1.0,
+                        B.select(B.cmp("olt", x, 0.0), -1.0, x))
+
+    def leaky_relu(x, slope=0.01):
+        return B.select(B.cmp("ogt", x, 0.0), x, B.mul(x, slope))
+
+    return {
+        aten.sigmoid.default: lambda x: _sigmoid(B, x),
+        aten.tanh.default: math1("math.tanh"),
+        aten.exp.default: math1("math.exp"), aten.exp2.default: math1("math.exp2"),
+        aten.expm1.default: math1("math.expm1"),
+        aten.log.default: math1("math.log"), aten.log2.default: math1("math.log2"),
+        aten.log10.default: math1("math.log10"), aten.log1p.default: math1("math.log1p"),
+        aten.sqrt.default: math1("math.sqrt"), aten.rsqrt.default: math1("math.rsqrt"),
+        aten.abs.default: math1("math.absf"),
+        aten.sin.default: math1("math.sin"), aten.cos.default: math1("math.cos"),
+        aten.tan.default: math1("math.tan"), aten.atan.default: math1("math.atan"),
+        aten.asin.default: math1("math.asin"), aten.acos.default: math1("math.acos"),
+        aten.sinh.default: math1("math.sinh"), aten.cosh.default: math1("math.cosh"),
+        aten.asinh.default: math1("math.asinh"), aten.acosh.default: math1("math.acosh"),
+        aten.atanh.default: math1("math.atanh"),
+        aten.erf.default: math1("math.erf"), aten.erfc.default: math1("math.erfc"),
+        aten.floor.default: math1("math.floor"), aten.ceil.default: math1("math.ceil"),
+        aten.round.default: math1("math.roundeven"), aten.trunc.default: math1("math.trunc"),
+        aten.frac.default: frac,
+        aten.relu.default: relu, aten.sign.default: sign, aten.sgn.default: sign,
+        aten.pow.Tensor_Scalar: lambda a, e: _pow(B, a, e),
+        aten.pow.Tensor_Tensor: lambda a, e: B.binary("math.powf", a, e),
+        aten.pow.Scalar: lambda a, e: B.binary("math.powf", a, e),
+        aten.atan2.default: lambda a, b: B.binary("math.atan2", a, b),
+        aten.copysign.Tensor: lambda a, b: B.binary("math.copysign", a, b),
+        aten.copysign.Scalar: lambda a, b: B.binary("math.copysign", a, b),
+        aten.hypot.default: hypot,
+        aten.softplus.default: lambda x, beta=1.0, threshold=20.0: _softplus(B, x, beta, threshold),
+        aten.leaky_relu.default: leaky_relu, aten.elu.default: elu,
+        aten.silu.default: lambda x: B.mul(x, _sigmoid(B, x)),
+        aten.gelu.default: lambda x, approximate="none": _gelu(B, x, approximate),
+    }
+
+
+def _shape_handlers(B: Body) -> dict:
+    """Ops that only move, copy, make or mark a step's value (the scan owns
+    the shapes), the spike op and dtype conversions."""
+    as_float = B.as_float
 
     def const_like(v):
         return lambda *a, **k: B.const(v)
@@ -213,83 +308,7 @@ def handlers(B: Body) -> dict:
             raise UnsupportedOpError(f"stack/cat of {len(tensors)} tensors mixes neurons")
         return tensors[0]
 
-    mul_or_and = _bool_or_float(B, "andi", B.mul)
-    add_or_or = _bool_or_float(B, "ori", add)
-
     return {
-        aten.add.Tensor: add_or_or, aten.add.Scalar: add,
-        aten.sub.Tensor: sub, aten.sub.Scalar: sub,
-        aten.rsub.Tensor: rsub, aten.rsub.Scalar: rsub,
-        aten.mul.Tensor: mul_or_and, aten.mul.Scalar: B.mul,
-        aten.div.Tensor: B.div, aten.div.Scalar: B.div,
-        aten.div.Tensor_mode: div_mode, aten.div.Scalar_mode: div_mode,
-        aten.neg.default: B.neg, aten.reciprocal.default: lambda x: B.div(1.0, x),
-        aten.bitwise_and.Tensor: lambda a, b: B.logic("andi", a, b),
-        aten.bitwise_or.Tensor: lambda a, b: B.logic("ori", a, b),
-        aten.bitwise_xor.Tensor: lambda a, b: B.logic("xori", a, b),
-        aten.bitwise_not.default: B.lnot,
-        aten.logical_and.default: lambda a, b: B.logic("andi", a, b),
-        aten.logical_or.default: lambda a, b: B.logic("ori", a, b),
-        aten.logical_xor.default: lambda a, b: B.logic("xori", a, b),
-        aten.logical_not.default: B.lnot,
-        aten.eq.Tensor: cmp("oeq"), aten.eq.Scalar: cmp("oeq"),
-        aten.ne.Tensor: cmp("une"), aten.ne.Scalar: cmp("une"),
-        aten.ge.Tensor: cmp("oge"), aten.ge.Scalar: cmp("oge"),
-        aten.gt.Tensor: cmp("ogt"), aten.gt.Scalar: cmp("ogt"),
-        aten.le.Tensor: cmp("ole"), aten.le.Scalar: cmp("ole"),
-        aten.lt.Tensor: cmp("olt"), aten.lt.Scalar: cmp("olt"),
-        aten.isnan.default: lambda x: B.cmp("uno", x, x),
-        aten.sigmoid.default: lambda x: _sigmoid(B, x),
-        aten.tanh.default: math1("math.tanh"),
-        aten.exp.default: math1("math.exp"), aten.exp2.default: math1("math.exp2"),
-        aten.expm1.default: math1("math.expm1"),
-        aten.log.default: math1("math.log"), aten.log2.default: math1("math.log2"),
-        aten.log10.default: math1("math.log10"), aten.log1p.default: math1("math.log1p"),
-        aten.sqrt.default: math1("math.sqrt"), aten.rsqrt.default: math1("math.rsqrt"),
-        aten.abs.default: math1("math.absf"),
-        aten.sin.default: math1("math.sin"), aten.cos.default: math1("math.cos"),
-        aten.tan.default: math1("math.tan"), aten.atan.default: math1("math.atan"),
-        aten.asin.default: math1("math.asin"), aten.acos.default: math1("math.acos"),
-        aten.sinh.default: math1("math.sinh"), aten.cosh.default: math1("math.cosh"),
-        aten.asinh.default: math1("math.asinh"), aten.acosh.default: math1("math.acosh"),
-        aten.atanh.default: math1("math.atanh"),
-        aten.erf.default: math1("math.erf"), aten.erfc.default: math1("math.erfc"),
-        aten.floor.default: math1("math.floor"), aten.ceil.default: math1("math.ceil"),
-        aten.round.default: math1("math.roundeven"), aten.trunc.default: math1("math.trunc"),
-        aten.frac.default: frac,
-        aten.relu.default: relu, aten.sign.default: sign, aten.sgn.default: sign,
-        aten.minimum.default: lambda a, b: B.binary("arith.minimumf", a, b),
-        aten.maximum.default: lambda a, b: B.binary("arith.maximumf", a, b),
-        aten.fmin.default: lambda a, b: B.binary("arith.minnumf", a, b),
-        aten.fmax.default: lambda a, b: B.binary("arith.maxnumf", a, b),
-        aten.fmod.Scalar: lambda a, b: B.binary("arith.remf", a, b),
-        aten.fmod.Tensor: lambda a, b: B.binary("arith.remf", a, b),
-        aten.remainder.Scalar: remainder, aten.remainder.Tensor: remainder,
-        aten.pow.Tensor_Scalar: lambda a, e: _pow(B, a, e),
-        aten.pow.Tensor_Tensor: lambda a, e: B.binary("math.powf", a, e),
-        aten.pow.Scalar: lambda a, e: B.binary("math.powf", a, e),
-        aten.atan2.default: lambda a, b: B.binary("math.atan2", a, b),
-        aten.copysign.Tensor: lambda a, b: B.binary("math.copysign", a, b),
-        aten.copysign.Scalar: lambda a, b: B.binary("math.copysign", a, b),
-        aten.hypot.default: hypot,
-        aten.clamp.default: lambda x, lo=None, hi=None: _clamp(B, x, lo, hi),
-        aten.clamp.Tensor: lambda x, lo=None, hi=None: _clamp(B, x, lo, hi),
-        aten.clamp_min.default: lambda x, lo: _clamp(B, x, lo, None),
-        aten.clamp_min.Tensor: lambda x, lo: _clamp(B, x, lo, None),
-        aten.clamp_max.default: lambda x, hi: _clamp(B, x, None, hi),
-        aten.clamp_max.Tensor: lambda x, hi: _clamp(B, x, None, hi),
-        aten.hardtanh.default: lambda x, lo=-1.0, hi=1.0: _clamp(B, x, lo, hi),
-        aten.where.self: where, aten.where.ScalarSelf: where,
-        aten.where.ScalarOther: where, aten.where.Scalar: where,
-        aten.masked_fill.Scalar: masked_fill, aten.masked_fill.Tensor: masked_fill,
-        aten.heaviside.default: heaviside,
-        aten.lerp.Scalar: lerp, aten.lerp.Tensor: lerp,
-        aten.addcmul.default: addcmul, aten.addcdiv.default: addcdiv,
-        aten.softplus.default: lambda x, beta=1.0, threshold=20.0: _softplus(B, x, beta, threshold),
-        aten.leaky_relu.default: leaky_relu, aten.elu.default: elu,
-        aten.silu.default: lambda x: B.mul(x, _sigmoid(B, x)),
-        aten.gelu.default: lambda x, approximate="none": _gelu(B, x, approximate),
-        aten.square.default: lambda x: B.mul(x, x),
         aten.clone.default: identity, aten.alias.default: identity,
         # shape-only ops (a step's values are per neuron; shapes are the
         # scan's): SpikingJelly's single steps run a T=1 sequence through them
@@ -306,6 +325,12 @@ def handlers(B: Body) -> dict:
         aten._to_copy.default: lambda x, **kw: _to_copy(B, x, **kw),
         torch.ops.flexsn.spike.default: spike,
     }
+
+
+def handlers(B: Body) -> dict:
+    """The op table: each ATen op the tracer compiles, and what it emits
+    into `B`."""
+    return {**_arithmetic_handlers(B), **_math_handlers(B), **_shape_handlers(B)}
 
 
 MULTI = {aten.log_sigmoid_forward.default}
