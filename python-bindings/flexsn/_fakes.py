@@ -20,8 +20,6 @@ from ._recipes import DTYPE_CODES, RECIPE_VERSION, recipe_text
 # forward and backward kernel bindings and which of the forward's results
 # the autograd node returns.
 _kernels: dict = {}
-
-
 _trainings: dict = {}
 
 

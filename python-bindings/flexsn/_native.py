@@ -30,28 +30,14 @@ from ._recipes import code as _code
 
 
 _lock = threading.Lock()
-
-
 _loaded = False  # set once the outcome (ops or a reason) is final
-
-
 _ops = None  # torch.ops.flexsn_native once loaded
-
-
 _reason = "not loaded yet"
-
-
 _fix = ("install a C++ compiler (g++) or set $CXX, then restart Python: the package "
         "builds its operators for this PyTorch on first use")
-
-
 # The operators' overloads, looked up once (attribute lookups cost a call).
 launch = None
-
-
 train = None
-
-
 run_plan = None
 
 
@@ -234,8 +220,6 @@ def unavailable_message() -> str:
 # kernels, layout and autograd plumbing everywhere. Equal keys in one
 # process share one binding, counted.
 _refs: dict = {}
-
-
 _refs_lock = threading.RLock()  # a binding's __del__ may run inside bind_shared (GC)
 
 
