@@ -11,8 +11,8 @@ saved graph naming them (torch.export, AOTInductor) loads after ``import
 torch, flexsn``.
 """
 
-from ._errors import (CacheWarning, FallbackWarning, FlexSNError, StepByStepWarning,
-                      UnsupportedOpError)
+from ._errors import (CacheWarning, FallbackWarning, FlexSNError, LoopWarning,
+                      StepByStepWarning, UnsupportedOpError)
 
 __version__ = "0.5.0"
 
@@ -29,6 +29,8 @@ _LAZY = {
     "recompute_states": "._compiled",
     "multistep": "._multistep",
     "MultiStep": "._multistep",
+    "backend": "._backend",
+    "Backend": "._backend",
     "spikingjelly": None,
     "snntorch": None,
     "norse": None,
@@ -36,9 +38,10 @@ _LAZY = {
 }
 
 __all__ = ["FlexSN", "FlexSNKernel", "surrogate", "neuron", "from_snntorch",
-           "from_norse", "convert", "multistep", "MultiStep", "compact_spikes",
+           "from_norse", "convert", "multistep", "MultiStep", "backend", "Backend",
+           "compact_spikes",
            "mark_spikes", "recompute_states", "FlexSNError", "UnsupportedOpError",
-           "FallbackWarning", "StepByStepWarning", "CacheWarning", "library_version", "call_path"]
+           "FallbackWarning", "StepByStepWarning", "LoopWarning", "CacheWarning", "library_version", "call_path"]
 
 
 def __getattr__(name):

@@ -17,7 +17,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from . import _emit, _fakes, _graph, _native, _program, _recipes, _recorder, _spikes
+from . import _backend, _emit, _fakes, _graph, _native, _program, _recipes, _recorder, _spikes
 from ._errors import FallbackWarning, FlexSNError, UnsupportedOpError
 
 class CompiledCore:
@@ -134,6 +134,8 @@ class InferenceConfig:
         self.out_ix = [self.kernel.index(("output", k)) for k in range(compiled.num_outputs)]
         rest = "state_seq" if want_seqs else "final_state"
         self.rest_ix = [self.kernel.index((rest, s)) for s in range(num_states)]
+        _backend.note_layout(self.kernel.native, num_inputs, num_states, self.out_ix,
+                             self.rest_ix, not want_seqs)
 
     def __call__(self, args):
         """(outputs [T, *S], state sequences [T, *S] or final states [*S])."""
@@ -231,6 +233,9 @@ class TrainingBinding:
             self.forward.native, self.backward.native, *layout, key, self.recipe))
         _fakes.note_training(self.native, self.forward.native, self.backward.native,
                               self.out_ix + self.state_ix)
+        # the train operator returns the outputs, then the state results
+        _backend.note_layout(self.native, num_inputs, num_states, list(range(num_outputs)),
+                             list(range(num_outputs, num_outputs + num_states)), final)
 
     def __del__(self):
         native = getattr(self, "native", None)

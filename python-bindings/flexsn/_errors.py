@@ -20,6 +20,11 @@ class StepByStepWarning(UserWarning):
     sequence and runs it one step at a time; the message says why."""
 
 
+class LoopWarning(UserWarning):
+    """flexsn.backend leaves a chain of per-step neuron calls one call per
+    step, as traced; the message names the call and why."""
+
+
 class CacheWarning(UserWarning):
     """The on-disk cache could not be used as found (a directory another
     user could write, an unwritable one, a damaged entry); the message says

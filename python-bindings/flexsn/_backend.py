@@ -1,0 +1,280 @@
+"""flexsn.backend: a torch.compile backend that rolls a time loop's
+per-step neuron calls back into one fused scan.
+
+Dynamo unrolls a forward that loops over time into T copies of the step.
+Where a step calls a neuron that runs on the package's operators (a
+converted Norse or SpikingJelly neuron, a flexsn module in step mode
+``"s"``), each copy holds one ``flexsn_native.train`` (or ``launch``) node
+whose state inputs are the previous copy's state results. The backend finds
+each such chain and replaces it by one call of the first step's binding on
+the steps' inputs concatenated over time: the same kernel run over T steps
+instead of T kernels of one step, with the loop's numbers (a binding's
+kernels take any T). The rest of the graph goes to the backend it names
+(Inductor by default).
+
+A chain is rolled only when that is exact: the calls take the same
+parameters, each step's state inputs are the previous step's state results
+(as they are, or through ``.to``/``.contiguous`` that change nothing), and
+no state result but the last step's is read elsewhere (the rolled call
+gives final states only). Anything else is compiled as traced, with one
+:class:`flexsn.LoopWarning` that names the call and the reason.
+"""
+
+from __future__ import annotations
+
+import heapq
+import operator
+import warnings
+from typing import Callable, Optional, Union
+
+import torch
+from torch import fx
+
+from ._errors import LoopWarning
+
+__all__ = ["Backend", "backend"]
+
+# Per binding id, how its call's tensors and results split: (inputs,
+# states, result indices of the outputs, result indices of the states, the
+# states are final states), recorded when the binding is made.
+_layouts: dict = {}
+
+
+def note_layout(ident: int, num_inputs: int, num_states: int, outputs: list,
+                states: list, final: bool) -> None:
+    _layouts[ident] = (num_inputs, num_states, list(outputs), list(states), final)
+
+
+def _ops():
+    """The operators a chain is made of, by the targets a graph names them
+    with (Dynamo's graphs name the packet, AOTAutograd's the overload)."""
+    ops = torch.ops.flexsn_native
+    return {ops.train: "train", ops.train.default: "train",
+            ops.launch: "launch", ops.launch.default: "launch"}
+
+
+def _through_no_ops(node):
+    """`node` without the ``.to``/``.contiguous`` calls around it that
+    return their input unchanged (same dtype and device; the operators
+    take contiguous tensors)."""
+    while isinstance(node, fx.Node) and node.op == "call_method" and \
+            node.target in ("to", "contiguous"):
+        src = node.args[0]
+        before, after = src.meta.get("example_value"), node.meta.get("example_value")
+        if not isinstance(before, torch.Tensor) or not isinstance(after, torch.Tensor) or \
+                before.dtype != after.dtype or before.device != after.device:
+            return node
+        node = src
+    return node
+
+
+def _result(call: fx.Node, index: int) -> Optional[fx.Node]:
+    """The getitem of `call`'s result `index`, where the graph has one."""
+    for user in call.users:
+        if user.op == "call_function" and user.target is operator.getitem and \
+                user.args[1] == index:
+            return user
+    return None
+
+
+class _Call:
+    """One operator call node and its binding's layout."""
+
+    def __init__(self, node: fx.Node, kind: str):
+        self.node, self.kind = node, kind
+        self.ident, self.leaves = node.args[0], list(node.args[1])
+        layout = _layouts.get(self.ident)
+        self.layout = layout
+        if layout is not None:
+            ni, ns = layout[0], layout[1]
+            self.inputs, self.states = self.leaves[:ni], self.leaves[ni:ni + ns]
+            self.params = self.leaves[ni + ns:]
+
+    def previous(self, calls: dict) -> Optional["_Call"]:
+        """The call whose state results this one's state inputs are, where
+        every state input is one."""
+        if self.layout is None or not self.states:
+            return None
+        found = None
+        for j, s in enumerate(self.states):
+            src = _through_no_ops(s)
+            if not (isinstance(src, fx.Node) and src.op == "call_function"
+                    and src.target is operator.getitem):
+                return None
+            prev = calls.get(src.args[0])
+            if prev is None or prev.layout is None or prev.kind != self.kind or \
+                    src.args[1] != prev.layout[3][j] or (found is not None and found is not prev):
+                return None
+            found = prev
+        return found
+
+
+def _chains(gm: fx.GraphModule) -> list:
+    kinds = _ops()
+    calls = {n: _Call(n, kinds[n.target]) for n in gm.graph.nodes
+             if n.op == "call_function" and n.target in kinds}
+    nexts = {}
+    for call in calls.values():
+        prev = call.previous(calls)
+        if prev is not None:
+            nexts.setdefault(prev.node, []).append(call)
+    starts = [c for c in calls.values() if c.previous(calls) is None and c.node in nexts]
+    chains = []
+    for start in starts:
+        chain, at = [start], start
+        while len(nexts.get(at.node, [])) == 1:
+            at = nexts[at.node][0]
+            chain.append(at)
+        if len(chain) > 1:
+            chains.append(chain)
+    return chains
+
+
+def _refusal(chain: list) -> Optional[str]:
+    """Why `chain` cannot be rolled exactly, or None."""
+    first = chain[0]
+    ni, ns, outs, states, final = first.layout
+    if not final:
+        return "its calls return state sequences"
+    for call in chain[1:]:
+        if call.layout[:2] != (ni, ns) or call.layout[2:] != (outs, states, final):
+            return "its calls bind kernels of different layouts"
+        if call.params != first.params:
+            return "its calls take different parameters"
+        if any(isinstance(x, fx.Node) is False for x in call.inputs):
+            return "a step passes no input tensor"
+    for t, call in enumerate(chain[:-1]):
+        following = chain[t + 1].node
+        for j in states:
+            r = _result(call.node, j)
+            if r is None:
+                continue
+            for user in r.users:
+                if user is following or _leads_only_to(user, following):
+                    continue
+                return (f"the loop reads the state result #{j - len(outs)} of step {t}, "
+                        "and a rolled call gives final states only")
+    return None
+
+
+def _leads_only_to(node: fx.Node, target: fx.Node) -> bool:
+    """Whether `node` is a no-op conversion used only on the way to
+    `target`."""
+    if _through_no_ops(node) is node:
+        return False
+    return all(u is target or _leads_only_to(u, target) for u in node.users)
+
+
+def _feeds_itself(chain: list) -> bool:
+    """Whether a step's input depends on a call of the chain (a recurrent
+    connection): the calls then cannot run as one."""
+    calls = {c.node for c in chain}
+    seen = set()
+    stack = [x for c in chain for x in c.inputs if isinstance(x, fx.Node)]
+    while stack:
+        node = stack.pop()
+        if node in calls:
+            return True
+        if node in seen:
+            continue
+        seen.add(node)
+        stack.extend(a for a in node.all_input_nodes)
+    return False
+
+
+def _roll(gm: fx.GraphModule, chain: list) -> None:
+    """Replaces `chain` by one call of its first binding on the steps'
+    inputs concatenated over time: each step's outputs are its rows of the
+    rolled outputs, the last step's state results the rolled final states."""
+    first, last = chain[0], chain[-1]
+    ni, _, outs, states, _ = first.layout
+    graph = gm.graph
+    with graph.inserting_before(last.node):
+        inputs = [graph.call_function(torch.cat, ([c.inputs[i] for c in chain], 0))
+                  for i in range(ni)]
+        rolled = graph.call_function(first.node.target,
+                                     (first.ident, inputs + first.states + first.params,
+                                      *first.node.args[2:]), dict(first.node.kwargs))
+        for k in outs:
+            res = graph.call_function(operator.getitem, (rolled, k))
+            pieces = graph.call_function(_split_steps, (res, [c.inputs[0] for c in chain]))
+            for t, call in enumerate(chain):
+                old = _result(call.node, k)
+                if old is not None:
+                    old.replace_all_uses_with(graph.call_function(operator.getitem, (pieces, t)))
+        for k in states:
+            old = _result(last.node, k)
+            if old is not None:
+                old.replace_all_uses_with(graph.call_function(operator.getitem, (rolled, k)))
+
+
+def _split_steps(seq: torch.Tensor, steps: list) -> tuple:
+    """`seq` split into the rows each step's call gave."""
+    return torch.split(seq, [x.shape[0] for x in steps], 0)
+
+
+def _topologically_sorted(gm: fx.GraphModule) -> None:
+    """Reorders `gm`'s nodes so that each comes after its inputs, keeping
+    the traced order where it can (a rolled call's outputs are read by
+    nodes that stood before its last input)."""
+    nodes = list(gm.graph.nodes)
+    index = {n: i for i, n in enumerate(nodes)}
+    waiting = {n: len(set(n.all_input_nodes)) for n in nodes}
+    ready = [index[n] for n in nodes if waiting[n] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        n = nodes[heapq.heappop(ready)]
+        order.append(n)
+        for user in n.users:
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                heapq.heappush(ready, index[user])
+    if len(order) != len(nodes):
+        raise RuntimeError("flexsn.backend: internal error, a cycle after rolling")
+    # moved in place: placeholders keep what Dynamo attached to them
+    for before, node in zip(order, order[1:]):
+        before.append(node)
+
+
+class Backend:
+    """A torch.compile backend: ``torch.compile(model, backend=flexsn.backend)``,
+    or ``flexsn.Backend(then="aot_eager")`` to hand the rolled graph to
+    another backend (a name torch.compile takes, or a backend callable)."""
+
+    def __init__(self, then: Union[str, Callable] = "inductor"):
+        self.then = then
+
+    def __call__(self, gm: fx.GraphModule, example_inputs):
+        rolled = self.roll(gm)
+        gm.recompile()
+        then = self.then
+        if isinstance(then, str):
+            from torch._dynamo import lookup_backend
+            then = lookup_backend(then)
+        gm.meta["flexsn_rolled"] = rolled
+        return then(gm, example_inputs)
+
+    @staticmethod
+    def roll(gm: fx.GraphModule) -> int:
+        """Rolls every chain it can in `gm` (in place); returns how many."""
+        rolled = 0
+        for chain in _chains(gm):
+            reason = _refusal(chain) or (
+                "a step's input depends on an earlier step's call" if _feeds_itself(chain)
+                else None)
+            if reason is not None:
+                warnings.warn(f"flexsn.backend: the {len(chain)} calls from "
+                              f"{chain[0].node.name} stay one per step: {reason}",
+                              LoopWarning, stacklevel=2)
+                continue
+            _roll(gm, chain)
+            rolled += 1
+        if rolled:
+            _topologically_sorted(gm)
+            gm.graph.eliminate_dead_code()  # the per-step calls
+            gm.graph.lint()
+        return rolled
+
+
+backend = Backend()

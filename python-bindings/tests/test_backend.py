@@ -1,0 +1,187 @@
+"""flexsn.backend: torch.compile of a forward that loops over time, with
+neurons that run on the package's operators (converted Norse and
+SpikingJelly neurons), rolls each neuron's per-step calls into one fused
+scan and gives eager's outputs, states and gradients, bit for bit; a chain
+it cannot roll exactly stays as traced, with one LoopWarning."""
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import flexsn
+from conftest import DEVICES
+
+nt = pytest.importorskip("norse.torch")
+sj = pytest.importorskip("spikingjelly.activation_based")
+
+
+class _NorseLoop(nn.Module):
+    """Norse users' loop: ``z, s = cell(x[t], s)`` per step, two layers."""
+
+    def __init__(self, record_states=False):
+        super().__init__()
+        self.fc1, self.cell1 = nn.Linear(8, 16), flexsn.from_norse(nt.LIFCell())
+        self.fc2, self.cell2 = nn.Linear(16, 4), flexsn.from_norse(nt.LIFCell())
+        self.record_states = record_states
+
+    def forward(self, x):
+        s1 = s2 = None
+        outs, vs = [], []
+        for t in range(x.shape[0]):
+            z1, s1 = self.cell1(self.fc1(x[t]), s1)
+            z2, s2 = self.cell2(self.fc2(z1), s2)
+            outs.append(z2)
+            if self.record_states:
+                vs.append(s1.v)
+        out = torch.stack(outs)
+        return (out, torch.stack(vs)) if self.record_states else (out, s2.v)
+
+
+class _SpikingJellyLoop(nn.Module):
+    """A SpikingJelly single-step network called once per step."""
+
+    def __init__(self):
+        super().__init__()
+        from spikingjelly.activation_based import neuron
+        self.fc1, self.sn1 = nn.Linear(8, 16), neuron.LIFNode()
+        self.fc2, self.sn2 = nn.Linear(16, 4), neuron.LIFNode()
+
+    def forward(self, x):
+        return torch.stack([self.sn2(self.fc2(self.sn1(self.fc1(x[t]))))
+                            for t in range(x.shape[0])])
+
+
+class _FlexSNLoop(nn.Module):
+    """flexsn's own neurons in step mode "s", called once per step."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.sn1 = nn.Linear(8, 16), flexsn.neuron.LIFNode(step_mode="s")
+        self.fc2, self.sn2 = nn.Linear(16, 4), flexsn.neuron.LIFNode(step_mode="s")
+
+    def forward(self, x):
+        return torch.stack([self.sn2(self.fc2(self.sn1(self.fc1(x[t]))))
+                            for t in range(x.shape[0])])
+
+
+def _compiled(model, rolled):
+    def then(gm, example_inputs):
+        rolled.append(gm.meta["flexsn_rolled"])
+        return gm.forward
+    torch._dynamo.reset()
+    return torch.compile(model, backend=flexsn.Backend(then=then))
+
+
+def _step(model, x, reset):
+    """Outputs and the gradients of x and each parameter."""
+    x = x.detach().clone().requires_grad_()
+    reset()
+    outs = model(x)
+    loss = sum((o.float() * torch.linspace(0.5, 1.5, o.numel(), device=o.device)
+                .view(o.shape)).sum() for o in outs if isinstance(o, torch.Tensor))
+    grads = torch.autograd.grad(loss, [x, *model.parameters()], allow_unused=True)
+    return [o.detach() for o in outs], grads
+
+
+def _model(name, device):
+    torch.manual_seed(0)
+    if name == "norse":
+        m = _NorseLoop().to(device)
+        return m, lambda: None
+    if name == "flexsn":
+        m = _FlexSNLoop().to(device)
+        return m, lambda: (m.sn1.reset(), m.sn2.reset())
+    from spikingjelly.activation_based import functional
+    m = flexsn.convert(_SpikingJellyLoop()).to(device)
+    return m, lambda: functional.reset_net(m)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["norse", "spikingjelly", "flexsn"])
+def test_each_neuron_becomes_one_scan_with_eager_numbers(device, name):
+    model, reset = _model(name, torch.device(device))
+    x = torch.rand(6, 3, 8, device=device) * 3
+    want = _step(model, x, reset)
+    rolled = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", flexsn.LoopWarning)
+        got = _step(_compiled(model, rolled), x, reset)
+    assert rolled == [2]  # both layers' chains
+    for a, b in zip(got[0], want[0]):
+        assert torch.equal(a, b)
+    for a, b in zip(got[1], want[1]):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["norse", "spikingjelly", "flexsn"])
+def test_inference_rolls_too(name):
+    model, reset = _model(name, torch.device("cpu"))
+    x = torch.rand(5, 2, 8) * 3
+    with torch.no_grad():
+        reset()
+        want = model(x)
+        rolled = []
+        compiled = _compiled(model, rolled)
+        reset()
+        got = compiled(x)
+    assert rolled == [2]
+    got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
+def test_spikingjelly_states_end_where_the_loop_leaves_them():
+    model, reset = _model("spikingjelly", torch.device("cpu"))
+    x = torch.rand(4, 2, 8) * 3
+    reset()
+    model(x)
+    want = [model.sn1.v.clone(), model.sn2.v.clone()]
+    compiled = _compiled(model, [])
+    reset()
+    compiled(x)
+    assert torch.equal(model.sn1.v, want[0]) and torch.equal(model.sn2.v, want[1])
+
+
+def test_a_loop_that_reads_every_state_stays_per_step_and_says_why():
+    """A rolled call gives final states only: a loop that keeps each step's
+    state of layer 1 is left as traced for that layer, with one warning,
+    and its numbers are eager's."""
+    torch.manual_seed(0)
+    model = _NorseLoop(record_states=True)
+    x = torch.rand(5, 2, 8) * 3
+    want = model(x)
+    rolled = []
+    with pytest.warns(flexsn.LoopWarning, match="reads the state result #0 of step 0"):
+        got = _compiled(model, rolled)(x)
+    assert rolled == [1]  # layer 2 alone
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
+def test_the_rest_goes_to_the_backend_named():
+    model, reset = _model("norse", torch.device("cpu"))
+    x = torch.rand(4, 2, 8) * 3
+    want = model(x)
+    torch._dynamo.reset()
+    got = torch.compile(model, backend=flexsn.Backend(then="aot_eager"))(x)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
+def test_inductor_compiles_the_rest():
+    """flexsn.backend as torch.compile takes it: Inductor compiles the
+    layers around the rolled scans (its fused linear backward may round
+    the weights' gradients differently in the last bits)."""
+    model, reset = _model("norse", torch.device("cpu"))
+    x = torch.rand(6, 3, 8) * 3
+    want = _step(model, x, reset)
+    torch._dynamo.reset()
+    got = _step(torch.compile(model, backend=flexsn.backend), x, reset)
+    for a, b in zip(got[0], want[0]):
+        assert torch.equal(a, b)
+    for a, b in zip(got[1], want[1]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
