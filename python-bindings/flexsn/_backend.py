@@ -182,10 +182,11 @@ def _feeds_itself(chain: list) -> bool:
     return False
 
 
-def _roll(gm: fx.GraphModule, chain: list) -> None:
+def _roll(gm: fx.GraphModule, chain: list) -> list:
     """Replaces `chain` by one call of its first binding on the steps'
     inputs concatenated over time: each step's outputs are its rows of the
-    rolled outputs, the last step's state results the rolled final states."""
+    rolled outputs, the last step's state results the rolled final states.
+    Returns the concatenations."""
     first, last = chain[0], chain[-1]
     ni, _, outs, states, _ = first.layout
     graph = gm.graph
@@ -197,7 +198,7 @@ def _roll(gm: fx.GraphModule, chain: list) -> None:
                                       *first.node.args[2:]), dict(first.node.kwargs))
         for k in outs:
             res = graph.call_function(operator.getitem, (rolled, k))
-            pieces = graph.call_function(_split_steps, (res, [c.inputs[0] for c in chain]))
+            pieces = graph.call_function(_split_steps, (res, _row_counts(chain)))
             for t, call in enumerate(chain):
                 old = _result(call.node, k)
                 if old is not None:
@@ -206,11 +207,155 @@ def _roll(gm: fx.GraphModule, chain: list) -> None:
             old = _result(last.node, k)
             if old is not None:
                 old.replace_all_uses_with(graph.call_function(operator.getitem, (rolled, k)))
+    return inputs
 
 
-def _split_steps(seq: torch.Tensor, steps: list) -> tuple:
+def _row_counts(chain: list) -> list:
+    """The time rows each call's input #0 holds: numbers where the trace
+    knows them (a call per step: 1), else the inputs, measured at run time
+    (which keeps them alive until then)."""
+    counts = []
+    for call in chain:
+        value = call.inputs[0].meta.get("example_value")
+        rows = value.shape[0] if isinstance(value, torch.Tensor) else None
+        counts.append(rows if isinstance(rows, int) else call.inputs[0])
+    return counts
+
+
+def _split_steps(seq: torch.Tensor, counts: list) -> tuple:
     """`seq` split into the rows each step's call gave."""
-    return torch.split(seq, [x.shape[0] for x in steps], 0)
+    return torch.split(seq, [c if isinstance(c, int) else c.shape[0] for c in counts], 0)
+
+
+class _OverSteps(torch.nn.Module):
+    """One step's stateless layers (`step`, an fx.GraphModule of
+    ``(step value, *shared)``) applied to every step at once: under
+    torch.vmap over the leading dimension, which computes each step as the
+    step alone would; the results concatenated over time as the per-step
+    calls' inputs were."""
+
+    def __init__(self, step: fx.GraphModule, num_varying: int):
+        super().__init__()
+        self.step, self.num_varying = step, num_varying
+
+    def forward(self, *args):
+        varying, shared = args[:self.num_varying], args[self.num_varying:]
+        out = torch.vmap(lambda *v: self.step(*v, *shared))(*varying)
+        return out.flatten(0, 1)
+
+
+def _step_leaf(nodes: list) -> Optional[tuple]:
+    """(what stacks the step values `nodes`) where they are a tensor's rows
+    0..T-1 in order (``x[t]``), or a rolled call's steps (its output rows):
+    the tensor itself then, or its first T rows."""
+    first = nodes[0]
+    if not all(isinstance(n, fx.Node) and n.op == "call_function" and
+               n.target is operator.getitem for n in nodes):
+        return None
+    sources = {n.args[0] for n in nodes}
+    if len(sources) == 1 and [n.args[1] for n in nodes] == list(range(len(nodes))):
+        source = first.args[0]
+        value = source.meta.get("example_value")
+        if isinstance(value, torch.Tensor) and value.dim() >= 1:
+            return ("rows", source)
+    # x[t] of a rolled call's split: its output rows, one per step
+    inner = [n.args[0] for n in nodes]
+    if all(n.args[1] == 0 for n in nodes) and all(
+            isinstance(i, fx.Node) and i.op == "call_function" and i.target is operator.getitem
+            for i in inner):
+        splits = {i.args[0] for i in inner}
+        if len(splits) == 1 and [i.args[1] for i in inner] == list(range(len(nodes))):
+            split = inner[0].args[0]
+            if split.op == "call_function" and split.target is _split_steps and \
+                    all(c == 1 for c in split.args[1]):
+                return ("rows", split.args[0])
+    return None
+
+
+def _match_steps(nodes: list, varying: list, shared: list, body: dict) -> bool:
+    """Walks the per-step nodes `nodes` (one per step) back in lockstep:
+    the same node in every step is shared, step values of one tensor are
+    varying, and anything else must be the same op on matching arguments.
+    Fills `varying` and `shared` (lists of node tuples / nodes) and `body`
+    (step 0's node -> its place)."""
+    first = nodes[0]
+    if first in body:
+        return all(body.get(n) is not None for n in nodes)
+    if all(n is first for n in nodes):
+        body[first] = ("shared", len(shared))
+        shared.append(first)
+        return True
+    leaf = _step_leaf(nodes)
+    if leaf is not None:
+        body[first] = ("varying", len(varying))
+        varying.append(leaf)
+        return True
+    if any(not isinstance(n, fx.Node) or n.op not in ("call_function", "call_method") or
+           n.target != first.target or len(n.args) != len(first.args) or
+           n.kwargs.keys() != first.kwargs.keys() for n in nodes):
+        return False
+    for position in range(len(first.args)):
+        if not _match_arg([n.args[position] for n in nodes], varying, shared, body):
+            return False
+    for key in first.kwargs:
+        if not _match_arg([n.kwargs[key] for n in nodes], varying, shared, body):
+            return False
+    body[first] = ("op", None)
+    for n in nodes[1:]:
+        body[n] = ("copy", None)
+    return True
+
+
+def _match_arg(args: list, varying, shared, body) -> bool:
+    first = args[0]
+    if isinstance(first, fx.Node):
+        return all(isinstance(a, fx.Node) for a in args) and \
+            _match_steps(args, varying, shared, body)
+    if isinstance(first, (list, tuple)):
+        return all(isinstance(a, type(first)) and len(a) == len(first) for a in args) and \
+            all(_match_arg([a[i] for a in args], varying, shared, body)
+                for i in range(len(first)))
+    return all(type(a) is type(first) and a == first for a in args)
+
+
+def _batch_stateless(gm: fx.GraphModule, cat: fx.Node) -> bool:
+    """Replaces ``cat([f(x[0]), ..., f(x[T-1])])`` (a rolled call's input)
+    by f applied to all steps at once, where every step's f is the same
+    stateless computation; False where they differ."""
+    steps = list(cat.args[0])
+    varying, shared, body = [], [], {}
+    if not _match_steps(steps, varying, shared, body) or not varying:
+        return False
+    # step 0's computation as a module of (step values..., shared...)
+    sub = fx.Graph()
+    env = {}
+    places = [sub.placeholder(f"step{i}") for i in range(len(varying))] + \
+        [sub.placeholder(f"shared{i}") for i in range(len(shared))]
+    order = [n for n in gm.graph.nodes if body.get(n, (None,))[0] in ("op", "varying", "shared")]
+    for n in order:
+        kind, index = body[n]
+        if kind == "varying":
+            env[n] = places[index]
+        elif kind == "shared":
+            env[n] = places[len(varying) + index]
+        else:
+            env[n] = sub.node_copy(n, lambda a: env[a])
+    sub.output(env[steps[0]])
+    module = _OverSteps(fx.GraphModule(gm, sub), len(varying))
+    name = f"flexsn_over_steps_{len([m for m in gm.children() if isinstance(m, _OverSteps)])}"
+    gm.add_submodule(name, module)
+    with gm.graph.inserting_before(cat):
+        stacked = []
+        for _, source in varying:
+            value = source.meta.get("example_value")
+            rows = len(steps)
+            if isinstance(value, torch.Tensor) and value.shape[0] == rows:
+                stacked.append(source)
+            else:
+                stacked.append(gm.graph.call_method("narrow", (source, 0, 0, rows)))
+        batched = gm.graph.call_module(name, tuple(stacked) + tuple(shared))
+    cat.replace_all_uses_with(batched)
+    return True
 
 
 def _topologically_sorted(gm: fx.GraphModule) -> None:
@@ -238,27 +383,32 @@ def _topologically_sorted(gm: fx.GraphModule) -> None:
 
 
 class Backend:
-    """A torch.compile backend: ``torch.compile(model, backend=flexsn.backend)``,
-    or ``flexsn.Backend(then="aot_eager")`` to hand the rolled graph to
-    another backend (a name torch.compile takes, or a backend callable)."""
+    """A torch.compile backend: ``torch.compile(model, backend=flexsn.backend)``.
 
-    def __init__(self, then: Union[str, Callable] = "inductor"):
-        self.then = then
+    ``flexsn.Backend(then=..., batch_steps=...)`` configures one: `then`, the
+    backend that compiles the rolled graph (a name torch.compile takes, or a
+    backend callable; Inductor by default); `batch_steps`, whether the
+    stateless layers that feed a rolled neuron run once over all steps
+    (under torch.vmap: a Linear's T products become one, which rounds as a
+    batched product does, as in flexsn.multistep) or stay one per step, so
+    that every number is the loop's bit for bit."""
+
+    def __init__(self, then: Union[str, Callable] = "inductor", batch_steps: bool = True):
+        self.then, self.batch_steps = then, batch_steps
 
     def __call__(self, gm: fx.GraphModule, example_inputs):
-        rolled = self.roll(gm)
+        gm.meta["flexsn_rolled"] = self.roll(gm, self.batch_steps)
         gm.recompile()
         then = self.then
         if isinstance(then, str):
             from torch._dynamo import lookup_backend
             then = lookup_backend(then)
-        gm.meta["flexsn_rolled"] = rolled
         return then(gm, example_inputs)
 
     @staticmethod
-    def roll(gm: fx.GraphModule) -> int:
+    def roll(gm: fx.GraphModule, batch_steps: bool = True) -> int:
         """Rolls every chain it can in `gm` (in place); returns how many."""
-        rolled = 0
+        rolled, cats = 0, []
         for chain in _chains(gm):
             reason = _refusal(chain) or (
                 "a step's input depends on an earlier step's call" if _feeds_itself(chain)
@@ -268,10 +418,12 @@ class Backend:
                               f"{chain[0].node.name} stay one per step: {reason}",
                               LoopWarning, stacklevel=2)
                 continue
-            _roll(gm, chain)
+            cats += _roll(gm, chain)
             rolled += 1
         if rolled:
             _topologically_sorted(gm)
+            if batch_steps and any([_batch_stateless(gm, cat) for cat in cats]):
+                _topologically_sorted(gm)
             gm.graph.eliminate_dead_code()  # the per-step calls
             gm.graph.lint()
         return rolled

@@ -1,7 +1,9 @@
 """flexsn.backend: torch.compile of a forward that loops over time, with
 neurons that run on the package's operators (converted Norse and
-SpikingJelly neurons), rolls each neuron's per-step calls into one fused
-scan and gives eager's outputs, states and gradients, bit for bit; a chain
+SpikingJelly neurons, flexsn's in step mode "s"), rolls each neuron's
+per-step calls into one fused scan and gives eager's outputs, states and
+gradients: bit for bit with batch_steps=False, and with the layers batched
+over the steps as multistep's (a batched product's rounding, 1e-5); a chain
 it cannot roll exactly stays as traced, with one LoopWarning."""
 
 import warnings
@@ -66,12 +68,12 @@ class _FlexSNLoop(nn.Module):
                             for t in range(x.shape[0])])
 
 
-def _compiled(model, rolled):
+def _compiled(model, rolled, batch_steps=False):
     def then(gm, example_inputs):
         rolled.append(gm.meta["flexsn_rolled"])
         return gm.forward
     torch._dynamo.reset()
-    return torch.compile(model, backend=flexsn.Backend(then=then))
+    return torch.compile(model, backend=flexsn.Backend(then=then, batch_steps=batch_steps))
 
 
 def _step(model, x, reset):
@@ -119,6 +121,7 @@ def test_each_neuron_becomes_one_scan_with_eager_numbers(device, name):
 
 @pytest.mark.parametrize("name", ["norse", "spikingjelly", "flexsn"])
 def test_inference_rolls_too(name):
+    """(bit for bit, with the layers per step)"""
     model, reset = _model(name, torch.device("cpu"))
     x = torch.rand(5, 2, 8) * 3
     with torch.no_grad():
@@ -185,3 +188,29 @@ def test_inductor_compiles_the_rest():
         assert torch.equal(a, b)
     for a, b in zip(got[1], want[1]):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["norse", "spikingjelly", "flexsn"])
+def test_layers_batched_over_the_steps(device, name):
+    """With batch_steps (the default) the Linear layers that feed each
+    neuron run once over all steps: the spikes are the loop's, states and
+    gradients within a batched product's rounding."""
+    model, reset = _model(name, torch.device(device))
+    x = torch.rand(6, 3, 8, device=device) * 3
+    want = _step(model, x, reset)
+    rolled, layers = [], []
+
+    def then(gm, example_inputs):
+        rolled.append(gm.meta["flexsn_rolled"])
+        layers.append(sum(1 for n in gm.graph.nodes if n.op == "call_function"
+                          and n.target is torch._C._nn.linear))
+        return gm.forward
+    torch._dynamo.reset()
+    got = _step(torch.compile(model, backend=flexsn.Backend(then=then)), x, reset)
+    assert rolled == [2] and layers == [0]  # both Linear layers inside the batched steps
+    for a, b in zip(got[0], want[0]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    for a, b in zip(got[1], want[1]):
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5 * max(1.0, b.abs().max().item()))
