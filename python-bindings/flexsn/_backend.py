@@ -45,6 +45,16 @@ def note_layout(ident: int, num_inputs: int, num_states: int, outputs: list,
     _layouts[ident] = (num_inputs, num_states, list(outputs), list(states), final)
 
 
+# Per final-state binding id, a function that returns (id, recipe) of the
+# binding of the same configuration whose state results are sequences
+# (made on first use), or None once its owner is gone.
+_sequences: dict = {}
+
+
+def note_sequences(ident: int, sequences: Callable) -> None:
+    _sequences[ident] = sequences
+
+
 def _ops():
     """The operators a chain is made of, by the targets a graph names them
     with (Dynamo's graphs name the packet, AOTAutograd's the overload)."""
@@ -143,18 +153,21 @@ def _refusal(chain: list) -> Optional[str]:
             return "its calls take different parameters"
         if any(isinstance(x, fx.Node) is False for x in call.inputs):
             return "a step passes no input tensor"
+    return None
+
+
+def _reads_every_state(chain: list) -> bool:
+    """Whether the loop reads a state result of a step before the last
+    (beyond passing it to the next step)."""
+    states = chain[0].layout[3]
     for t, call in enumerate(chain[:-1]):
         following = chain[t + 1].node
         for j in states:
             r = _result(call.node, j)
-            if r is None:
-                continue
-            for user in r.users:
-                if user is following or _leads_only_to(user, following):
-                    continue
-                return (f"the loop reads the state result #{j - len(outs)} of step {t}, "
-                        "and a rolled call gives final states only")
-    return None
+            if r is not None and any(not (u is following or _leads_only_to(u, following))
+                                     for u in r.users):
+                return True
+    return False
 
 
 def _leads_only_to(node: fx.Node, target: fx.Node) -> bool:
@@ -182,31 +195,45 @@ def _feeds_itself(chain: list) -> bool:
     return False
 
 
-def _roll(gm: fx.GraphModule, chain: list) -> list:
+def _roll(gm: fx.GraphModule, chain: list, sequences: Optional[tuple] = None) -> list:
     """Replaces `chain` by one call of its first binding on the steps'
     inputs concatenated over time: each step's outputs are its rows of the
-    rolled outputs, the last step's state results the rolled final states.
+    rolled outputs, the last step's state results the rolled final states;
+    with `sequences` ((id, recipe) of the binding that writes state
+    sequences), every step's state results its last row of those.
     Returns the concatenations."""
     first, last = chain[0], chain[-1]
     ni, _, outs, states, _ = first.layout
+    ident, recipe = sequences if sequences is not None else (first.ident, first.node.args[2])
+    layout = _layouts[ident]
     graph = gm.graph
     with graph.inserting_before(last.node):
         inputs = [graph.call_function(torch.cat, ([c.inputs[i] for c in chain], 0))
                   for i in range(ni)]
         rolled = graph.call_function(first.node.target,
-                                     (first.ident, inputs + first.states + first.params,
-                                      *first.node.args[2:]), dict(first.node.kwargs))
-        for k in outs:
-            res = graph.call_function(operator.getitem, (rolled, k))
-            pieces = graph.call_function(_split_steps, (res, _row_counts(chain)))
+                                     (ident, inputs + first.states + first.params, recipe),
+                                     dict(first.node.kwargs))
+        counts = _row_counts(chain)
+        for k, k_rolled in zip(outs, layout[2]):
+            res = graph.call_function(operator.getitem, (rolled, k_rolled))
+            pieces = graph.call_function(_split_steps, (res, counts))
             for t, call in enumerate(chain):
                 old = _result(call.node, k)
                 if old is not None:
                     old.replace_all_uses_with(graph.call_function(operator.getitem, (pieces, t)))
-        for k in states:
-            old = _result(last.node, k)
-            if old is not None:
-                old.replace_all_uses_with(graph.call_function(operator.getitem, (rolled, k)))
+        for k, k_rolled in zip(states, layout[3]):
+            res = graph.call_function(operator.getitem, (rolled, k_rolled))
+            if sequences is None:
+                old = _result(last.node, k)
+                if old is not None:
+                    old.replace_all_uses_with(res)
+                continue
+            pieces = graph.call_function(_split_steps, (res, counts))
+            for t, call in enumerate(chain):
+                old = _result(call.node, k)
+                if old is not None:
+                    piece = graph.call_function(operator.getitem, (pieces, t))
+                    old.replace_all_uses_with(graph.call_function(operator.getitem, (piece, -1)))
     return inputs
 
 
@@ -413,12 +440,19 @@ class Backend:
             reason = _refusal(chain) or (
                 "a step's input depends on an earlier step's call" if _feeds_itself(chain)
                 else None)
+            sequences = None
+            if reason is None and _reads_every_state(chain):
+                find = _sequences.get(chain[0].ident)
+                sequences = find() if find is not None else None
+                if sequences is None:
+                    reason = ("the loop reads the states of every step, and no binding "
+                              "that writes state sequences is at hand")
             if reason is not None:
                 warnings.warn(f"flexsn.backend: the {len(chain)} calls from "
                               f"{chain[0].node.name} stay one per step: {reason}",
                               LoopWarning, stacklevel=2)
                 continue
-            cats += _roll(gm, chain)
+            cats += _roll(gm, chain, sequences)
             rolled += 1
         if rolled:
             _topologically_sorted(gm)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+import weakref
 from typing import Callable, Optional, Sequence
 
 import torch
@@ -293,6 +294,16 @@ class TrainingConfig:
             _spikes.note_spike_results(pair.native,
                                        [pair.out_ix[k] for k in self._spike_outputs],
                                        list(self._spike_outputs))
+            if final:
+                # the pair that writes state sequences, for flexsn.backend
+                # (a loop that reads every step's state)
+                owner = weakref.ref(self)
+
+                def sequences(owner=owner, recompute=recompute):
+                    config = owner()
+                    seqs = config._bound(False, recompute) if config is not None else None
+                    return None if seqs is None else (seqs.native, seqs.recipe)
+                _backend.note_sequences(pair.native, sequences)
         return pair
 
     @property
@@ -329,6 +340,17 @@ def inference_config(compiled: CompiledCore, dtype, device, want_seqs: bool, p_d
     if prep is None:
         prep = compiled.prepared[key] = InferenceConfig(compiled, dtype, device, want_seqs, p_dtypes,
                                             p_scalar)
+        if not want_seqs:
+            # the kernel that writes state sequences, for flexsn.backend
+            owner = weakref.ref(compiled)
+
+            def sequences(owner=owner):
+                core = owner()
+                if core is None:
+                    return None
+                seqs = inference_config(core, dtype, device, True, p_dtypes, p_scalar).kernel
+                return seqs.native, seqs.recipe
+            _backend.note_sequences(prep.kernel.native, sequences)
     return prep
 
 

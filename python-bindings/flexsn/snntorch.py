@@ -363,6 +363,20 @@ class _Fused:
         return scan
 
     # -- the call: forward is snnTorch's own (one step) ------------------------
+    def forward(self, input_, *states, **named):
+        """One step, as snnTorch's forward computes it. Under torch.compile,
+        where Dynamo cannot trace snnTorch's forward without a graph break
+        (its ``mem == None`` test) and a break inside a loop over time makes
+        it run the whole forward eagerly, the step runs as this neuron's
+        scan over one step: the same update, returns and stored states, as
+        one operator call (which flexsn.backend rolls over a loop's steps)."""
+        if not torch.compiler.is_compiling():
+            return super().forward(input_, *states, **named)
+        out = self._flexsn_sequence(input_.unsqueeze(0), states, named, finals=True)
+        if isinstance(out, torch.Tensor):
+            return out[0]
+        return (out[0][0], *out[1:])
+
     def forward_sequence(self, input_, *states, **named):
         """All T steps of `input_` ``[T, ...]`` in one compiled scan: what T
         calls of ``forward`` on ``input_[t]`` return, stacked over T, with

@@ -149,20 +149,110 @@ def test_spikingjelly_states_end_where_the_loop_leaves_them():
     assert torch.equal(model.sn1.v, want[0]) and torch.equal(model.sn2.v, want[1])
 
 
-def test_a_loop_that_reads_every_state_stays_per_step_and_says_why():
-    """A rolled call gives final states only: a loop that keeps each step's
-    state of layer 1 is left as traced for that layer, with one warning,
-    and its numbers are eager's."""
+def test_a_loop_that_reads_every_state_rolls_with_state_sequences():
+    """A loop that keeps each step's state of layer 1: the rolled call is
+    the binding that writes state sequences, each step's state its row."""
     torch.manual_seed(0)
     model = _NorseLoop(record_states=True)
     x = torch.rand(5, 2, 8) * 3
     want = model(x)
     rolled = []
-    with pytest.warns(flexsn.LoopWarning, match="reads the state result #0 of step 0"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", flexsn.LoopWarning)
         got = _compiled(model, rolled)(x)
-    assert rolled == [1]  # layer 2 alone
+    assert rolled == [2]
     for a, b in zip(got, want):
         assert torch.equal(a, b)
+
+
+class _Recurrent(nn.Module):
+    """A step whose input reads the neuron's previous spikes."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.cell = nn.Linear(8, 8), flexsn.from_norse(nt.LIFCell())
+
+    def forward(self, x):
+        s, z, outs = None, torch.zeros_like(x[0]), []
+        for t in range(x.shape[0]):
+            z, s = self.cell(self.fc(x[t]) + 0.5 * z, s)
+            outs.append(z)
+        return torch.stack(outs)
+
+
+def test_a_recurrent_step_stays_per_step_and_says_why():
+    torch.manual_seed(0)
+    model = _Recurrent()
+    x = torch.rand(5, 2, 8) * 3
+    want = model(x)
+    rolled = []
+    with pytest.warns(flexsn.LoopWarning, match="depends on an earlier step"):
+        got = _compiled(model, rolled)(x)
+    assert rolled == [0]
+    assert torch.equal(got, want)
+
+
+class _Tutorial5(nn.Module):
+    """snnTorch tutorial 5's network and loop, with from_snntorch neurons."""
+
+    def __init__(self):
+        super().__init__()
+        snn = pytest.importorskip("snntorch")
+        self.fc1 = nn.Linear(8, 16)
+        self.lif1 = flexsn.from_snntorch(snn.Leaky(beta=0.9))
+        self.fc2 = nn.Linear(16, 4)
+        self.lif2 = flexsn.from_snntorch(snn.Leaky(beta=0.9))
+
+    def forward(self, x):
+        mem1, mem2 = self.lif1.init_leaky(), self.lif2.init_leaky()
+        spk2_rec, mem2_rec = [], []
+        for step in range(x.shape[0]):
+            spk1, mem1 = self.lif1(self.fc1(x[step]), mem1)
+            spk2, mem2 = self.lif2(self.fc2(spk1), mem2)
+            spk2_rec.append(spk2)
+            mem2_rec.append(mem2)
+        return torch.stack(spk2_rec, dim=0), torch.stack(mem2_rec, dim=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_snntorch_tutorial_loop_compiles_whole_and_rolls(device):
+    """snnTorch's forward breaks Dynamo's graph (and a break in a loop
+    makes it skip the whole forward); from_snntorch's neurons run a step
+    under torch.compile as their scan over one step, so the loop is one
+    graph (fullgraph=True), which the backend rolls: the spikes are
+    snnTorch's, membranes and gradients within its adapters' tolerance."""
+    torch.manual_seed(0)
+    model = _Tutorial5().to(device)
+    x = torch.rand(6, 3, 8, device=device) * 2
+    want = _step(model, x, lambda: None)
+    rolled = []
+
+    def then(gm, example_inputs):
+        rolled.append(gm.meta["flexsn_rolled"])
+        return gm.forward
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True,
+                             backend=flexsn.Backend(then=then, batch_steps=False))
+    got = _step(compiled, x, lambda: None)
+    assert rolled == [2]
+    assert torch.equal(got[0][0], want[0][0])
+    torch.testing.assert_close(got[0][1], want[0][1], rtol=1e-5, atol=1e-6)
+    for a, b in zip(got[1], want[1]):
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_snntorch_step_under_torch_compile_without_the_backend():
+    """The one-step scan makes a from_snntorch loop compile (fullgraph)
+    under any backend, with snnTorch's spikes and states."""
+    torch.manual_seed(0)
+    model = _Tutorial5()
+    x = torch.rand(4, 2, 8) * 2
+    want = model(x)
+    torch._dynamo.reset()
+    got = torch.compile(model, fullgraph=True, backend="aot_eager")(x)
+    assert torch.equal(got[0], want[0])
+    torch.testing.assert_close(got[1], want[1], rtol=1e-5, atol=1e-6)
 
 
 def test_the_rest_goes_to_the_backend_named():
