@@ -20,9 +20,15 @@ Systems:
   multistep  flexsn.multistep(network), one call over [T, B, ...]
   layers     the network written layer by layer: stateless layers over the
              steps folded into the batch, each neuron one forward_sequence
+  compiled   the loop with the library's own neurons under torch.compile
+             (Inductor)
+  backend    the loop with flexsn's neurons under torch.compile with
+             backend=flexsn.backend (each neuron's per-step calls rolled
+             into one scan, the layers that feed it batched over the steps)
 
 Per system: the training step (CUDA events, median of --reps) and its peak
-extra GPU memory; for multistep and layers also the step captured in a CUDA
+extra GPU memory; the first step's wall time (for the compiled systems,
+their compile); for multistep and layers also the step captured in a CUDA
 graph and replayed. Beside them, the neuron layers' floor: the bytes a fused
 training step of every neuron layer must move (7 sequences of 4 bytes per
 neuron and step: the input read, spikes and membrane written, two output
@@ -30,12 +36,15 @@ gradients and one saved sequence read, the input gradient written) over
 the device-to-device copy bandwidth measured in the same run.
 
     python3 bench/multistep.py [--T 25] [--batch 128] [--reps 20]
-        [--nets tutorial5,tutorial7,norse] [--no-cudnn] [--out results.json]
+        [--nets tutorial5,tutorial7,norse]
+        [--systems loop,converted,multistep,layers,compiled,backend]
+        [--no-cudnn] [--out results.json]
 """
 
 import argparse
 import json
 import sys
+import time
 
 import torch
 from torch import nn
@@ -73,15 +82,15 @@ def snntorch_neuron(system, init_hidden):
     def make(output=False):
         n = snn.Leaky(beta=0.95 if not init_hidden else 0.5, spike_grad=surrogate.atan(),
                       init_hidden=init_hidden, output=output)
-        return flexsn.from_snntorch(n) if system != "loop" else n
+        return flexsn.from_snntorch(n) if system not in ("loop", "compiled") else n
     return make
 
 
 def norse_net(system):
     import norse.torch as nt
     import flexsn
-    wrap = (lambda c: flexsn.from_norse(c, superspike="released")) if system != "loop" \
-        else (lambda c: c)
+    wrap = (lambda c: flexsn.from_norse(c, superspike="released")) \
+        if system not in ("loop", "compiled") else (lambda c: c)
     return nt.SequentialState(nn.Linear(784, 1000), wrap(nt.LIFCell()),
                               nn.Linear(1000, 10), wrap(nt.LICell()))
 
@@ -111,7 +120,7 @@ def build(net, system, T, B, device):
             from snntorch import utils
             utils.reset(model)
 
-    if system in ("loop", "converted"):
+    if system in ("loop", "converted", "compiled", "backend"):
         def forward():
             reset()
             outs, state = [], None
@@ -122,6 +131,10 @@ def build(net, system, T, B, device):
                     o = model(x[t])
                 outs.append(o[0] if isinstance(o, tuple) else o)
             return torch.stack(outs)
+        if system == "compiled":
+            forward = torch.compile(forward)
+        elif system == "backend":
+            forward = torch.compile(forward, backend=flexsn.backend)
     elif system == "multistep":
         ms = flexsn.multistep(model)
 
@@ -188,7 +201,7 @@ def main():
     name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
     print(f"copy bandwidth {bw / 1e12:.2f} TB/s  device {name}  T={a.T} B={a.batch}")
     print(f"{'net':10s} {'system':10s} {'ms':>8s} {'replayed':>9s} {'MiB':>8s} "
-          f"{'floor ms':>9s}")
+          f"{'floor ms':>9s} {'first s':>8s}")
     rows = []
     for net in a.nets.split(","):
         for system in a.systems.split(","):
@@ -198,6 +211,11 @@ def main():
                 print(f"{net} {system}: not installed ({e})", file=sys.stderr)
                 continue
             floor = 7 * a.T * a.batch * neurons * 4 / bw * 1e3
+            start = time.perf_counter()
+            step()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            first = time.perf_counter() - start
             replay = float("nan")
             if device.type == "cuda" and system in ("multistep", "layers"):
                 replay = timed(graphed(build(net, system, a.T, a.batch, device)[0]),
@@ -205,10 +223,11 @@ def main():
             row = {"net": net, "system": system, "T": a.T, "batch": a.batch,
                    "ms": timed(step, a.reps, device), "replayed_ms": replay,
                    "peak_mib": peak_extra_mib(step, device), "neuron_floor_ms": floor,
+                   "first_s": first,
                    "copy_tbps": bw / 1e12, "device": name}
             rows.append(row)
             print(f"{net:10s} {system:10s} {row['ms']:8.3f} {replay:9.3f} "
-                  f"{row['peak_mib']:8.1f} {floor:9.4f}", flush=True)
+                  f"{row['peak_mib']:8.1f} {floor:9.4f} {first:8.2f}", flush=True)
             if a.out:
                 with open(a.out, "w") as f:
                     json.dump(rows, f, indent=1)
