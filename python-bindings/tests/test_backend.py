@@ -304,3 +304,21 @@ def test_layers_batched_over_the_steps(device, name):
     for a, b in zip(got[1], want[1]):
         if a is not None:
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5 * max(1.0, b.abs().max().item()))
+
+
+def test_each_distinct_T_compiles_once():
+    """Dynamo unrolls the loop for each T it sees: a new T compiles once,
+    a T seen before reuses its graph, and every T gives eager's numbers."""
+    model, reset = _model("norse", torch.device("cpu"))
+    calls = []
+
+    def then(gm, example_inputs):
+        calls.append(gm.meta["flexsn_rolled"])
+        return gm.forward
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=flexsn.Backend(then=then, batch_steps=False))
+    for T in (4, 6, 4, 6):
+        x = torch.rand(T, 2, 8) * 3
+        for a, b in zip(compiled(x), model(x)):
+            assert torch.equal(a, b)
+    assert calls == [2, 2]
