@@ -267,7 +267,9 @@ class _OverSteps(torch.nn.Module):
 
     def forward(self, *args):
         varying, shared = args[:self.num_varying], args[self.num_varying:]
-        out = torch.vmap(lambda *v: self.step(*v, *shared))(*varying)
+        # each step draws its own random numbers (dropout), as the loop's
+        # steps do; like any op torch.compile compiles, not the eager ones
+        out = torch.vmap(lambda *v: self.step(*v, *shared), randomness="different")(*varying)
         return out.flatten(0, 1)
 
 

@@ -322,3 +322,32 @@ def test_each_distinct_T_compiles_once():
         for a, b in zip(compiled(x), model(x)):
             assert torch.equal(a, b)
     assert calls == [2, 2]
+
+
+class _Dropout(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc, self.drop = nn.Linear(8, 16), nn.Dropout(0.5)
+        self.cell = flexsn.from_norse(nt.LIFCell())
+
+    def forward(self, x):
+        s, outs = None, []
+        for t in range(x.shape[0]):
+            z, s = self.cell(self.drop(self.fc(x[t])), s)
+            outs.append(z)
+        return torch.stack(outs)
+
+
+def test_dropout_between_layers():
+    """A random op in the batched layers draws per step, as the loop's
+    steps do (from torch.compile's random numbers, not eager's): the
+    firing rate is the loop's; in eval mode every number is."""
+    torch.manual_seed(0)
+    model = _Dropout()
+    x = torch.rand(5, 400, 8) * 3
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=flexsn.Backend(then="aot_eager"))
+    got, want = compiled(x), model(x)
+    assert abs(got.mean().item() - want.mean().item()) < 0.01
+    model.eval()
+    assert torch.equal(compiled(x), model(x))
