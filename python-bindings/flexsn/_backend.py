@@ -36,13 +36,17 @@ __all__ = ["Backend", "backend"]
 
 # Per binding id, how its call's tensors and results split: (inputs,
 # states, result indices of the outputs, result indices of the states, the
-# states are final states), recorded when the binding is made.
+# states are final states), recorded when the binding is made; and, for a
+# training binding, which of its leaves get a gradient.
 _layouts: dict = {}
+_gradients: dict = {}
 
 
 def note_layout(ident: int, num_inputs: int, num_states: int, outputs: list,
-                states: list, final: bool) -> None:
+                states: list, final: bool, gradients: Optional[list] = None) -> None:
     _layouts[ident] = (num_inputs, num_states, list(outputs), list(states), final)
+    if gradients is not None:
+        _gradients[ident] = list(gradients)
 
 
 # Per final-state binding id, a function that returns (id, recipe) of the
@@ -151,6 +155,13 @@ def _refusal(chain: list) -> Optional[str]:
             return "its calls bind kernels of different layouts"
         if call.params != first.params:
             return "its calls take different parameters"
+        mine, theirs = _gradients.get(first.ident), _gradients.get(call.ident)
+        if theirs is not None and (mine is None or any(
+                t and not m for i, (m, t) in enumerate(zip(mine, theirs))
+                if not ni <= i < ni + ns)):
+            # the first call's binding would drop a later step's gradient
+            return ("a later step differentiates an input or parameter that the "
+                    "first step's call does not")
         if any(isinstance(x, fx.Node) is False for x in call.inputs):
             return "a step passes no input tensor"
     return None

@@ -236,7 +236,8 @@ class TrainingBinding:
                               self.out_ix + self.state_ix)
         # the train operator returns the outputs, then the state results
         _backend.note_layout(self.native, num_inputs, num_states, list(range(num_outputs)),
-                             list(range(num_outputs, num_outputs + num_states)), final)
+                             list(range(num_outputs, num_outputs + num_states)), final,
+                             [ix is not None for ix in self.grad_ix])
 
     def __del__(self):
         native = getattr(self, "native", None)

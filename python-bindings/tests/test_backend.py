@@ -351,3 +351,41 @@ def test_dropout_between_layers():
     assert abs(got.mean().item() - want.mean().item()) < 0.01
     model.eval()
     assert torch.equal(compiled(x), model(x))
+
+
+class _FirstStepConstant(nn.Module):
+    """A flexsn neuron with a learned decay: step 0 feeds it a constant (no
+    gradient), the later steps a layer's output. The first step's binding
+    does not differentiate its input, so it cannot run the others."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.decay = nn.Parameter(torch.tensor(0.5))
+        decay = self.decay
+
+        def lif(x, v):
+            h = decay * v + x
+            s = flexsn.surrogate.Sigmoid()(h - 1.0)
+            return s, h * (1.0 - s)
+        self.sn = flexsn.FlexSN(lif, 1, 1, 1, step_mode="s")
+
+    def forward(self, x):
+        outs = []
+        for t in range(x.shape[0]):
+            outs.append(self.sn(torch.ones_like(x[0]) if t == 0 else self.fc(x[t])))
+        return torch.stack(outs)
+
+
+def test_steps_that_differentiate_more_than_the_first_stay_per_step():
+    torch.manual_seed(0)
+    model = _FirstStepConstant()
+    x = torch.rand(4, 2, 8) * 3
+    want = _step(model, x, model.sn.reset)
+    rolled = []
+    with pytest.warns(flexsn.LoopWarning, match="a later step differentiates"):
+        got = _step(_compiled(model, rolled), x, model.sn.reset)
+    assert rolled == [0]
+    for a, b in zip(got[0] + list(got[1]), want[0] + list(want[1])):
+        if a is not None:
+            assert torch.equal(a, b)
