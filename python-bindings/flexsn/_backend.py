@@ -398,6 +398,23 @@ def _batch_stateless(gm: fx.GraphModule, cat: fx.Node) -> bool:
     return True
 
 
+def _unsplit_stacks(gm: fx.GraphModule) -> None:
+    """``torch.stack`` of every step's row of a rolled output, in order
+    (the loop's ``torch.stack(outputs)``) is that output: no copy."""
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not torch.stack or \
+                node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else 0) != 0:
+            continue
+        leaf = _step_leaf(list(node.args[0])) if isinstance(node.args[0], (list, tuple)) \
+            and node.args[0] else None
+        if leaf is None:
+            continue
+        source = leaf[1]
+        if source.op == "call_function" and source.target is operator.getitem and \
+                any(u.op == "call_function" and u.target is _split_steps for u in source.users):
+            node.replace_all_uses_with(source)
+
+
 def _topologically_sorted(gm: fx.GraphModule) -> None:
     """Reorders `gm`'s nodes so that each comes after its inputs, keeping
     the traced order where it can (a rolled call's outputs are read by
@@ -471,6 +488,7 @@ class Backend:
             _topologically_sorted(gm)
             if batch_steps and any([_batch_stateless(gm, cat) for cat in cats]):
                 _topologically_sorted(gm)
+            _unsplit_stacks(gm)
             gm.graph.eliminate_dead_code()  # the per-step calls
             gm.graph.lint()
         return rolled
