@@ -3,21 +3,26 @@ per-step neuron calls back into one fused scan.
 
 Dynamo unrolls a forward that loops over time into T copies of the step.
 Where a step calls a neuron that runs on the package's operators (a
-converted Norse or SpikingJelly neuron, a flexsn module in step mode
-``"s"``), each copy holds one ``flexsn_native.train`` (or ``launch``) node
-whose state inputs are the previous copy's state results. The backend finds
-each such chain and replaces it by one call of the first step's binding on
-the steps' inputs concatenated over time: the same kernel run over T steps
-instead of T kernels of one step, with the loop's numbers (a binding's
-kernels take any T). The rest of the graph goes to the backend it names
+from_snntorch or from_norse neuron, a converted SpikingJelly neuron, a
+flexsn module in step mode ``"s"``), each copy holds one
+``flexsn_native.train`` (or ``launch``) node whose state inputs are the
+previous copy's state results. The backend finds each such chain and
+replaces it by one call on the steps' inputs concatenated over time: the
+same kernels run over T steps instead of T kernels of one step, with the
+loop's numbers (a binding's kernels take any T). Where the loop reads
+every step's state, the call is the configuration's binding that writes
+state sequences. Then the stateless computation that feeds each rolled
+call, the same at every step, runs once under torch.vmap (unless
+``batch_steps=False``), and the graph goes to the backend it names
 (Inductor by default).
 
 A chain is rolled only when that is exact: the calls take the same
 parameters, each step's state inputs are the previous step's state results
-(as they are, or through ``.to``/``.contiguous`` that change nothing), and
-no state result but the last step's is read elsewhere (the rolled call
-gives final states only). Anything else is compiled as traced, with one
-:class:`flexsn.LoopWarning` that names the call and the reason.
+(as they are, or through ``.to``/``.contiguous`` that change nothing), no
+step's input depends on an earlier call of the chain, and the first call's
+binding differentiates every input and parameter a later one does.
+Anything else is compiled as traced, with one :class:`flexsn.LoopWarning`
+that names the call and the reason.
 """
 
 from __future__ import annotations
