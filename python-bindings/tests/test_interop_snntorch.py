@@ -33,11 +33,19 @@ def _compare(make, device, T, shape=(3, 5), scale=0.8, shift=0.4):
     ours = flexsn.from_snntorch(copy.deepcopy(ref))
     x = (torch.randn(T, *shape, device=device) * scale + shift).requires_grad_()
     stepped = flexsn.from_snntorch(copy.deepcopy(ref))
+    compiled = flexsn.from_snntorch(copy.deepcopy(ref))
     want = _loop(ref, x)
     got = _as_tuple(ours.forward_sequence(x))
     # a call is one step, as in snnTorch: the same loop gives the same values
     for w, g in zip(want, _loop(stepped, x)):
         torch.testing.assert_close(g, w, rtol=RTOL, atol=ATOL)
+    if T == 7:
+        # and so under torch.compile, where a step runs as the one-step scan
+        # (the loop one graph: snnTorch's own forward would break it)
+        torch._dynamo.reset()
+        loop = torch.compile(lambda v: _loop(compiled, v), backend="aot_eager", fullgraph=True)
+        for w, g in zip(want, loop(x)):
+            torch.testing.assert_close(g, w, rtol=RTOL, atol=ATOL)
     assert len(want) == len(got)
     for w, g in zip(want, got):
         torch.testing.assert_close(g, w, rtol=RTOL, atol=ATOL)
