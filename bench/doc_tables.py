@@ -140,8 +140,9 @@ def _overhead_log(path):
 
 
 def overhead():
-    cpu = [_overhead_log(p) for p in sorted(glob.glob(os.path.join(RESULTS, "overhead/cpu-*.log")))]
-    gpu = [_overhead_log(p) for p in sorted(glob.glob(os.path.join(RESULTS, "overhead/h100-*.log")))]
+    def logs(pattern):
+        return [_overhead_log(p) for p in sorted(glob.glob(os.path.join(RESULTS, pattern)))]
+    cpu, gpu = logs("overhead/cpu-*.log"), logs("overhead/h100-*.log")
     rows = []
     for label, name in OVERHEAD_ROWS:
         g = [v[name] for v in gpu]

@@ -41,7 +41,8 @@ __all__ = ["FlexSN", "FlexSNKernel", "surrogate", "neuron", "from_snntorch",
            "from_norse", "convert", "multistep", "MultiStep", "backend", "Backend",
            "compact_spikes",
            "mark_spikes", "recompute_states", "FlexSNError", "UnsupportedOpError",
-           "FallbackWarning", "StepByStepWarning", "LoopWarning", "CacheWarning", "library_version", "call_path"]
+           "FallbackWarning", "StepByStepWarning", "LoopWarning", "CacheWarning",
+           "library_version", "call_path"]
 
 
 def __getattr__(name):

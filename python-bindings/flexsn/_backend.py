@@ -132,12 +132,12 @@ def _chains(gm: fx.GraphModule) -> list:
     kinds = _ops()
     calls = {n: _Call(n, kinds[n.target]) for n in gm.graph.nodes
              if n.op == "call_function" and n.target in kinds}
+    previous = {c.node: c.previous(calls) for c in calls.values()}
     nexts = {}
     for call in calls.values():
-        prev = call.previous(calls)
-        if prev is not None:
-            nexts.setdefault(prev.node, []).append(call)
-    starts = [c for c in calls.values() if c.previous(calls) is None and c.node in nexts]
+        if previous[call.node] is not None:
+            nexts.setdefault(previous[call.node].node, []).append(call)
+    starts = [c for c in calls.values() if previous[c.node] is None and c.node in nexts]
     chains = []
     for start in starts:
         chain, at = [start], start
@@ -167,8 +167,8 @@ def _refusal(chain: list) -> Optional[str]:
             # the first call's binding would drop a later step's gradient
             return ("a later step differentiates an input or parameter that the "
                     "first step's call does not")
-        if any(isinstance(x, fx.Node) is False for x in call.inputs):
-            return "a step passes no input tensor"
+    if not all(isinstance(x, fx.Node) for call in chain for x in call.inputs):
+        return "a step passes no input tensor"
     return None
 
 
@@ -231,26 +231,30 @@ def _roll(gm: fx.GraphModule, chain: list, sequences: Optional[tuple] = None) ->
                                      dict(first.node.kwargs))
         counts = _row_counts(chain)
         for k, k_rolled in zip(outs, layout[2]):
-            res = graph.call_function(operator.getitem, (rolled, k_rolled))
-            pieces = graph.call_function(_split_steps, (res, counts))
-            for t, call in enumerate(chain):
-                old = _result(call.node, k)
-                if old is not None:
-                    old.replace_all_uses_with(graph.call_function(operator.getitem, (pieces, t)))
+            _rows_per_step(graph, chain, rolled, k, k_rolled, counts, last_row=False)
         for k, k_rolled in zip(states, layout[3]):
-            res = graph.call_function(operator.getitem, (rolled, k_rolled))
-            if sequences is None:
-                old = _result(last.node, k)
-                if old is not None:
-                    old.replace_all_uses_with(res)
+            if sequences is not None:
+                _rows_per_step(graph, chain, rolled, k, k_rolled, counts, last_row=True)
                 continue
-            pieces = graph.call_function(_split_steps, (res, counts))
-            for t, call in enumerate(chain):
-                old = _result(call.node, k)
-                if old is not None:
-                    piece = graph.call_function(operator.getitem, (pieces, t))
-                    old.replace_all_uses_with(graph.call_function(operator.getitem, (piece, -1)))
+            old = _result(last.node, k)
+            if old is not None:
+                old.replace_all_uses_with(graph.call_function(operator.getitem, (rolled, k_rolled)))
     return inputs
+
+
+def _rows_per_step(graph: fx.Graph, chain: list, rolled: fx.Node, k: int, k_rolled: int,
+                   counts: list, last_row: bool) -> None:
+    """Replaces each call's result `k` by its rows of the rolled call's
+    result `k_rolled` (its last row: a final state of a sequence)."""
+    pieces = graph.call_function(
+        _split_steps, (graph.call_function(operator.getitem, (rolled, k_rolled)), counts))
+    for t, call in enumerate(chain):
+        old = _result(call.node, k)
+        if old is not None:
+            piece = graph.call_function(operator.getitem, (pieces, t))
+            if last_row:
+                piece = graph.call_function(operator.getitem, (piece, -1))
+            old.replace_all_uses_with(piece)
 
 
 def _row_counts(chain: list) -> list:
@@ -324,8 +328,8 @@ def _match_steps(nodes: list, varying: list, shared: list, body: dict) -> bool:
     Fills `varying` and `shared` (lists of node tuples / nodes) and `body`
     (step 0's node -> its place)."""
     first = nodes[0]
-    if first in body:
-        return all(body.get(n) is not None for n in nodes)
+    if first in body:  # met before: every step's node must be its counterpart again
+        return all(n is first or body.get(n) == ("copy", first) for n in nodes)
     if all(n is first for n in nodes):
         body[first] = ("shared", len(shared))
         shared.append(first)
@@ -347,7 +351,7 @@ def _match_steps(nodes: list, varying: list, shared: list, body: dict) -> bool:
             return False
     body[first] = ("op", None)
     for n in nodes[1:]:
-        body[n] = ("copy", None)
+        body[n] = ("copy", first)
     return True
 
 

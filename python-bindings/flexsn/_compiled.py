@@ -1,7 +1,8 @@
 """A core compiled for our kernels: the traced core and its IR per
 configuration (CompiledCore), and per configuration its bound kernels:
-inference (InferenceConfig) and the training pairs (TrainingConfig, TrainingBinding), whose
-forward and backward run as one autograd node of the package's operators.
+inference (InferenceConfig) and the training pairs (TrainingConfig,
+TrainingBinding), whose forward and backward run as one autograd node of
+the package's operators.
 
 Shapes: input sequences ``[T, *S]``, initial states ``[*S]`` (``S`` the
 per-step shape, ``NCL = prod(S)`` neurons); the kernels see ``[T, NCL]`` and
@@ -129,9 +130,9 @@ class InferenceConfig:
         ir = compiled.ir([dtype] * (num_inputs + num_states), p_dtypes, p_scalar,
                          [False] * (num_inputs + num_states + num_params))
         program = _program.get_program(ir, target, chip)
-        entry = program.entry("core_inference" if want_seqs else "core_final_state",
-                                    index)
-        self.kernel = _program.KernelBinding(entry, _leaf_positions(num_inputs, num_states, num_params))
+        entry = program.entry("core_inference" if want_seqs else "core_final_state", index)
+        self.kernel = _program.KernelBinding(entry, _leaf_positions(num_inputs, num_states,
+                                                                    num_params))
         self.out_ix = [self.kernel.index(("output", k)) for k in range(compiled.num_outputs)]
         rest = "state_seq" if want_seqs else "final_state"
         self.rest_ix = [self.kernel.index((rest, s)) for s in range(num_states)]
@@ -339,8 +340,8 @@ def inference_config(compiled: CompiledCore, dtype, device, want_seqs: bool, p_d
     key = ("infer", dtype, device, want_seqs, tuple(p_dtypes), tuple(p_scalar))
     prep = compiled.prepared.get(key)
     if prep is None:
-        prep = compiled.prepared[key] = InferenceConfig(compiled, dtype, device, want_seqs, p_dtypes,
-                                            p_scalar)
+        prep = compiled.prepared[key] = InferenceConfig(compiled, dtype, device, want_seqs,
+                                                        p_dtypes, p_scalar)
         if not want_seqs:
             # the kernel that writes state sequences, for flexsn.backend
             owner = weakref.ref(compiled)
@@ -355,10 +356,11 @@ def inference_config(compiled: CompiledCore, dtype, device, want_seqs: bool, p_d
     return prep
 
 
-def training_config(compiled: CompiledCore, dtype, device, p_dtypes, p_scalar, mask) -> TrainingConfig:
+def training_config(compiled: CompiledCore, dtype, device, p_dtypes, p_scalar,
+                    mask) -> TrainingConfig:
     key = ("train", dtype, device, tuple(p_dtypes), tuple(p_scalar), tuple(mask))
     prep = compiled.prepared.get(key)
     if prep is None:
-        prep = compiled.prepared[key] = TrainingConfig(compiled, dtype, device, p_dtypes, p_scalar,
-                                                  mask)
+        prep = compiled.prepared[key] = TrainingConfig(compiled, dtype, device, p_dtypes,
+                                                       p_scalar, mask)
     return prep
