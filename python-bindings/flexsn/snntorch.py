@@ -362,7 +362,7 @@ class _Fused:
         self.__dict__["_flexsn_current"] = scan
         return scan
 
-    # -- the call: forward is snnTorch's own (one step) ------------------------
+    # -- the call: one step (snnTorch's own forward, eagerly) -------------------
     def forward(self, input_, *states, **named):
         """One step, as snnTorch's forward computes it. Under torch.compile,
         where Dynamo cannot trace snnTorch's forward without a graph break
