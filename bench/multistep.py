@@ -131,6 +131,10 @@ def build(net, system, T, B, device):
                     o = model(x[t])
                 outs.append(o[0] if isinstance(o, tuple) else o)
             return torch.stack(outs)
+        # each network and system compiles from nothing: the closures share
+        # one code object, whose recompiles would otherwise add up to
+        # Dynamo's recompile limit and fall back to eager
+        torch._dynamo.reset()
         if system == "compiled":
             forward = torch.compile(forward)
         elif system == "backend":

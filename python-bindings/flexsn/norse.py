@@ -319,6 +319,10 @@ class NorseNeuron(nn.Module):
         if value.requires_grad or (value.device == like.device and
                                    value.dtype == like.dtype):
             return as_param(value, like, name)
+        if torch.compiler.is_compiling():
+            # a copy inside the graph: Dynamo cannot trace the store's
+            # update, and a break there would make it skip the whole loop
+            return value.to(like.device, like.dtype)
         return read_back(self.__dict__.setdefault("_copies", {}),
                          (name, like.device, like.dtype), value,
                          lambda t: t.to(like.device, like.dtype))

@@ -119,6 +119,27 @@ def test_each_neuron_becomes_one_scan_with_eager_numbers(device, name):
             torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_norse_parameters_on_another_device_or_dtype_roll(device):
+    """Norse keeps its parameters (and the initial states made from them)
+    where they were made, f32 on the CPU: the loop still compiles whole and
+    rolls when the input is elsewhere (f64 here; CUDA on a GPU)."""
+    torch.manual_seed(0)
+    model = _NorseLoop().to(device, torch.float64)
+    assert model.cell1.module.p.tau_mem_inv.dtype == torch.float32
+    x = torch.rand(6, 3, 8, device=device, dtype=torch.float64) * 3
+    want = _step(model, x, lambda: None)
+    rolled = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", flexsn.LoopWarning)
+        got = _step(_compiled(model, rolled), x, lambda: None)
+    assert rolled == [2]
+    for a, b in zip(got[0], want[0]):
+        assert torch.equal(a, b)
+    for a, b in zip(got[1], want[1]):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.parametrize("name", ["norse", "spikingjelly", "flexsn"])
 def test_inference_rolls_too(name):
     """(bit for bit, with the layers per step)"""
