@@ -149,8 +149,54 @@ def _chains(gm: fx.GraphModule) -> list:
     return chains
 
 
-def _refusal(chain: list) -> Optional[str]:
-    """Why `chain` cannot be rolled exactly, or None."""
+# Tensor methods that compute a value from their arguments alone: the same
+# call on the same arguments gives the same value
+_PURE_METHODS = frozenset({"to", "contiguous", "float", "double", "half", "bfloat16", "type",
+                           "detach", "view", "reshape", "expand", "unsqueeze", "squeeze",
+                           "flatten"})
+
+
+def _mutated(gm: fx.GraphModule) -> set:
+    """The nodes some op of `gm` changes in place (``x.add_(...)``,
+    ``x += ...``, an operator with a mutable schema)."""
+    found = set()
+    for n in gm.graph.nodes:
+        target = n.target
+        if n.op == "call_method" and target.endswith("_") and not target.startswith("__"):
+            found.add(n.args[0])
+        elif n.op == "call_function":
+            name = getattr(target, "__name__", "")
+            schema = getattr(target, "_schema", None)
+            if (target in (operator.iadd, operator.isub, operator.imul, operator.itruediv)
+                    or (schema is not None and schema.is_mutable)
+                    or (name.endswith("_") and not name.startswith("_"))):
+                found.update(a for a in n.args if isinstance(a, fx.Node))
+    return found
+
+
+def _same_value(a, b, mutated: set, top: bool = True) -> bool:
+    """Whether the call arguments `a` and `b` hold the same value: the same
+    node, or the same pure conversion (``p.to(device)`` at every step) of
+    the same graph values, which no op of the graph changes in place."""
+    if a is b:
+        return top or a not in mutated
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, type(a)) and len(a) == len(b) and \
+            all(_same_value(x, y, mutated, False) for x, y in zip(a, b))
+    if not isinstance(a, fx.Node) or not isinstance(b, fx.Node):
+        return not isinstance(a, fx.Node) and not isinstance(b, fx.Node) and \
+            type(a) is type(b) and a == b
+    if a.op != "call_method" or b.op != "call_method" or a.target != b.target or \
+            a.target not in _PURE_METHODS or len(a.args) != len(b.args) or \
+            a.kwargs.keys() != b.kwargs.keys():
+        return False
+    return all(_same_value(x, y, mutated, False) for x, y in zip(a.args, b.args)) and \
+        all(_same_value(a.kwargs[k], b.kwargs[k], mutated, False) for k in a.kwargs)
+
+
+def _refusal(chain: list, mutated: set) -> Optional[str]:
+    """Why `chain` cannot be rolled exactly, or None (`mutated`: what the
+    graph changes in place)."""
     first = chain[0]
     ni, ns, outs, states, final = first.layout
     if not final:
@@ -158,7 +204,8 @@ def _refusal(chain: list) -> Optional[str]:
     for call in chain[1:]:
         if call.layout[:2] != (ni, ns) or call.layout[2:] != (outs, states, final):
             return "its calls bind kernels of different layouts"
-        if call.params != first.params:
+        if len(call.params) != len(first.params) or not all(
+                _same_value(a, b, mutated) for a, b in zip(call.params, first.params)):
             return "its calls take different parameters"
         mine, theirs = _gradients.get(first.ident), _gradients.get(call.ident)
         if theirs is not None and (mine is None or any(
@@ -474,9 +521,9 @@ class Backend:
     @staticmethod
     def roll(gm: fx.GraphModule, batch_steps: bool = True) -> int:
         """Rolls every chain it can in `gm` (in place); returns how many."""
-        rolled, cats = 0, []
+        rolled, cats, mutated = 0, [], _mutated(gm)
         for chain in _chains(gm):
-            reason = _refusal(chain) or (
+            reason = _refusal(chain, mutated) or (
                 "a step's input depends on an earlier step's call" if _feeds_itself(chain)
                 else None)
             sequences = None

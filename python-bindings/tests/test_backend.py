@@ -123,9 +123,12 @@ def test_each_neuron_becomes_one_scan_with_eager_numbers(device, name):
 def test_norse_parameters_on_another_device_or_dtype_roll(device):
     """Norse keeps its parameters (and the initial states made from them)
     where they were made, f32 on the CPU: the loop still compiles whole and
-    rolls when the input is elsewhere (f64 here; CUDA on a GPU)."""
+    rolls when the input is elsewhere (f64 here; CUDA on a GPU), where each
+    step converts them again (an integer threshold here)."""
     torch.manual_seed(0)
-    model = _NorseLoop().to(device, torch.float64)
+    model = _NorseLoop()
+    model.cell1 = flexsn.from_norse(nt.LIFCell(nt.LIFParameters(v_th=torch.tensor(1))))
+    model = model.to(device, torch.float64)
     assert model.cell1.module.p.tau_mem_inv.dtype == torch.float32
     x = torch.rand(6, 3, 8, device=device, dtype=torch.float64) * 3
     want = _step(model, x, lambda: None)
@@ -412,3 +415,22 @@ def test_steps_that_differentiate_more_than_the_first_stay_per_step():
     for a, b in zip(got[0] + list(got[1]), want[0] + list(want[1])):
         if a is not None:
             assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("mutate", [False, True])
+def test_per_step_conversions_of_one_value_are_one_parameter_unless_changed_in_place(mutate):
+    """Each step's ``p.to(...)`` of one graph value is the same parameter,
+    but not once an op of the graph changes p in place."""
+    from flexsn import _backend
+
+    def f(p):
+        a = p.to(torch.float64)
+        if mutate:
+            p.add_(1)
+        return a, p.to(torch.float64), p.to(torch.float32)
+
+    gm = torch.fx.symbolic_trace(f)
+    a, b, c = [n for n in gm.graph.nodes if n.op == "call_method" and n.target == "to"]
+    mutated = _backend._mutated(gm)
+    assert _backend._same_value(a, b, mutated) is not mutate
+    assert not _backend._same_value(a, c, mutated)
