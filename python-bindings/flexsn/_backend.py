@@ -521,6 +521,9 @@ class Backend:
     @staticmethod
     def roll(gm: fx.GraphModule, batch_steps: bool = True) -> int:
         """Rolls every chain it can in `gm` (in place); returns how many."""
+        from . import _inline
+        if _inline.outline(gm):  # inline neurons become per-step calls, rolled below
+            _topologically_sorted(gm)
         rolled, cats, mutated = 0, [], _mutated(gm)
         for chain in _chains(gm):
             reason = _refusal(chain, mutated) or (

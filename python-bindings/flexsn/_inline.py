@@ -1,0 +1,620 @@
+"""Neurons written inline in a time loop, for flexsn.backend.
+
+A loop such as ``mem = beta * mem + cur; spk = spike_fn(mem - 1); mem = mem -
+spk`` unrolled by Dynamo is T copies of the same nodes, each copy reading
+the previous copy's ``mem``. This pass finds those copies, the values
+carried from one copy to the next (the states) and the elementwise nodes
+that carry them (the core), compiles that core once as a flexsn core, and
+replaces each copy's core nodes by one call of the package's operator over
+that step, its state inputs the previous call's state results: the chain
+flexsn.backend then rolls into one scan, as it does for flexsn's modules.
+
+How the copies are found: the loop reads its input as ``x[t]`` for t = 0,
+1, ..., T-1, and Dynamo emits the nodes of each iteration in program order,
+so the iterations are equal stretches of the graph between those reads.
+Every node of copy t must be the same op as its counterpart in copy 1, its
+arguments the counterpart's (a node of the same copy, of the copy before,
+the same value outside the loop, or ``x[t]`` itself); the first copy reads
+the states' initial values where the others read the copy before, and the
+last may lack nodes whose only use would have been the next copy.
+
+The spike function is the one the code calls: flexsn's surrogates (one
+``flexsn.spike`` node), or any ``torch.autograd.Function`` (snnTorch's,
+SpikingJelly's, Norse's) whose backward is the incoming gradient times a
+function of the saved values, read from the backward graph Dynamo traced.
+Anything else that carries a state (a reduction, a layer, an in-place op,
+a backward of another form) leaves the loop as it is, with a LoopWarning
+that names the node.
+"""
+
+from __future__ import annotations
+
+import operator
+import warnings
+from typing import Optional
+
+import torch
+from torch import fx
+
+from ._errors import LoopWarning
+
+# Elementwise ops a core may use: by function name (call_function) and by
+# method name (call_method). Each is the same per element at any shape.
+_ELEMENTWISE = frozenset({
+    "add", "sub", "mul", "truediv", "div", "neg", "pos", "pow", "abs", "gt", "ge", "lt",
+    "le", "eq", "ne", "and_", "or_", "xor", "invert", "where", "clamp", "clamp_min",
+    "clamp_max", "clip", "exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sqrt",
+    "rsqrt", "sigmoid", "tanh", "sin", "cos", "atan", "erf", "erfc", "relu", "heaviside",
+    "maximum", "minimum", "fmax", "fmin", "sign", "sgn", "floor", "ceil", "round", "trunc",
+    "frac", "reciprocal", "square", "lerp", "addcmul", "addcdiv", "logical_and",
+    "logical_or", "logical_not", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_not",
+    "float", "double", "half", "bfloat16", "to", "type_as", "detach", "clone", "contiguous",
+    "zeros_like", "ones_like", "full_like", "masked_fill", "softplus", "silu", "gelu",
+    "leaky_relu", "hardtanh", "elu", "sub_rsub", "rsub", "fmod", "remainder", "hypot",
+    "atan2", "copysign", "isnan",
+})
+_AUTOGRAD_FUNCTION = "autograd_function_apply"
+
+
+def _name(node: fx.Node) -> str:
+    if node.op == "call_method":
+        return node.target
+    return getattr(node.target, "__name__", str(node.target))
+
+
+class _Refused(Exception):
+    """An inline core that cannot be compiled: the node and the reason."""
+
+
+# -- the copies ---------------------------------------------------------------
+
+def _rows(nodes: list) -> Optional[tuple]:
+    """(source, [x[0], ..., x[T-1]]) of the tensor the loop reads row by row
+    (T >= 2, the reads in order, equally far apart), or None."""
+    by_source: dict = {}
+    for n in nodes:
+        if n.op == "call_function" and n.target is operator.getitem and \
+                isinstance(n.args[1], int) and isinstance(n.args[0], fx.Node) and \
+                isinstance(n.args[0].meta.get("example_value"), torch.Tensor):
+            by_source.setdefault(n.args[0], {}).setdefault(n.args[1], n)
+    best = None
+    for source, rows in by_source.items():
+        T = 0
+        while T in rows:
+            T += 1
+        if T >= 2 and (best is None or T > len(best[1])):
+            best = (source, [rows[t] for t in range(T)])
+    return best
+
+
+class _Template:
+    """The loop's copies aligned: slots[t][k] is copy t's node k (None where
+    the last copy lacks it), sig[k] what node k computes from what, and
+    inits[k] the values copy 0 reads where the others read node k of the
+    copy before."""
+
+    def __init__(self, gm: fx.GraphModule, blocks: list, length: int):
+        self.gm, self.length = gm, length
+        self.slots = blocks
+        self.where = {n: (t, k) for t, b in enumerate(blocks) for k, n in enumerate(b)
+                      if n is not None}
+        self.sig, self.inits = [None] * length, {}
+
+    def arg(self, a, t):
+        if isinstance(a, fx.Node):
+            at = self.where.get(a)
+            if at is None:
+                return ("outer", a)
+            if at[0] == t:
+                return ("in", at[1])
+            if at[0] == t - 1:
+                return ("prev", at[1])
+            raise _Refused(a, "reads a value from more than one step back")
+        if isinstance(a, (list, tuple)):
+            return (type(a).__name__,) + tuple(self.arg(x, t) for x in a)
+        if isinstance(a, (torch.dtype, torch.device, str, bool, int, float, type(None))):
+            return ("const", type(a).__name__, repr(a))
+        return ("const", type(a).__name__, id(a))
+
+    def node_sig(self, n: fx.Node, t: int):
+        if n.op == "call_function" and n.target is operator.getitem and \
+                isinstance(n.args[1], int) and n.args[1] == t and \
+                self.where.get(n.args[0]) is None and \
+                isinstance(n.args[0].meta.get("example_value"), torch.Tensor):
+            return ("row", n.args[0])
+        if n.op == "get_attr":
+            sub = getattr(self.gm, n.target, None)
+            key = _graph_key(sub) if isinstance(sub, fx.GraphModule) else n.target
+            return ("get_attr", key)
+        if n.op not in ("call_function", "call_method"):
+            return None
+        return (n.op, n.target, self.arg(tuple(n.args), t),
+                tuple(sorted((k, self.arg(v, t)) for k, v in n.kwargs.items())))
+
+
+def _graph_key(gm: fx.GraphModule) -> tuple:
+    """What a subgraph computes, whatever its nodes are named: each node's
+    op, target and arguments (nodes by position)."""
+    at = {n: i for i, n in enumerate(gm.graph.nodes)}
+
+    def arg(a):
+        if isinstance(a, fx.Node):
+            return ("node", at[a])
+        if isinstance(a, (list, tuple)):
+            return (type(a).__name__,) + tuple(arg(x) for x in a)
+        if isinstance(a, dict):
+            return ("dict",) + tuple(sorted((k, arg(v)) for k, v in a.items()))
+        return ("const", type(a).__name__, repr(a))
+    return tuple((n.op, n.target if n.op != "placeholder" else None, arg(n.args), arg(n.kwargs))
+                 for n in gm.graph.nodes)
+
+
+def _align(gm: fx.GraphModule, nodes: list, pos: list, offset: int, period: int):
+    """The template of the copies starting `offset` nodes before each row
+    read, or None where they are not copies of one another."""
+    T = len(pos)
+    if pos[0] - offset < 0:
+        return None
+    blocks = [nodes[p - offset:p - offset + period] for p in pos[:-1]]
+    tail = nodes[pos[-1] - offset:]
+    tpl = _Template(gm, blocks, period)
+    try:
+        ref = [tpl.node_sig(n, 1) for n in blocks[1]]
+        if any(s is None for s in ref):
+            return None
+        for t in range(2, T - 1):
+            if [tpl.node_sig(n, t) for n in blocks[t]] != ref:
+                return None
+        if not all(_matches_first(tpl, n, ref[k], k) for k, n in enumerate(blocks[0])):
+            return None
+    except _Refused:
+        return None
+    tpl.sig = ref
+    return tpl if _place_last(tpl, tail, T) else None
+
+
+def _matches_first(tpl: _Template, n: fx.Node, ref, k: int) -> bool:
+    """Copy 0's node k is ref but for the initial values it reads (noted
+    in tpl.inits)."""
+    got = tpl.node_sig(n, 0)
+    if got is None or got[:2] != ref[:2] or len(got) != len(ref):
+        return got == ref
+
+    def same(g, r, path):
+        if isinstance(r, tuple) and r and r[0] == "prev":
+            if isinstance(g, tuple) and g and g[0] == "outer":
+                tpl.inits.setdefault(r[1], set()).add(g[1])
+                return True
+            return False
+        if isinstance(r, tuple) and isinstance(g, tuple) and len(r) == len(g) and r and \
+                r[0] in ("tuple", "list"):
+            return all(same(x, y, path + (i,)) for i, (x, y) in enumerate(zip(g[1:], r[1:])))
+        return g == r
+    return all(same(g, r, (i,)) for i, (g, r) in enumerate(zip(got[2:], ref[2:])))
+
+
+def _place_last(tpl: _Template, tail: list, T: int) -> bool:
+    """Copy T-1's nodes in its slots, skipping the slots whose only use is
+    the copy that would follow (dead in the last copy)."""
+    only_next = _only_read_by_next(tpl, set(tail))
+    last, i = [], 0
+    for k in range(tpl.length):
+        n = tail[i] if i < len(tail) else None
+        try:
+            ok = n is not None and tpl.node_sig(n, T - 1) == tpl.sig[k]
+        except _Refused:
+            ok = False
+        if ok:
+            last.append(n)
+            tpl.where[n] = (T - 1, k)
+            i += 1
+        elif k in only_next:
+            last.append(None)
+        else:
+            return False
+    tpl.slots.append(last)
+    return True
+
+
+def _only_read_by_next(tpl: _Template, tail: set) -> set:
+    """Slots read by nothing but the next copy."""
+    read = {"in": set(), "prev": set()}
+
+    def walk(s):
+        if isinstance(s, tuple) and s:
+            if s[0] in ("in", "prev") and len(s) == 2 and isinstance(s[1], int):
+                read[s[0]].add(s[1])
+            else:
+                for x in s:
+                    walk(x)
+    for s in tpl.sig:
+        walk(s[2:] if s[0] in ("call_function", "call_method") else ())
+    copy1 = tpl.slots[1]
+    outside = {k for k, n in enumerate(copy1)
+               if any(u not in tpl.where and u not in tail for u in n.users)}
+    return read["prev"] - read["in"] - outside
+
+
+def find_copies(gm: fx.GraphModule) -> Optional[_Template]:
+    """The template of the loop's copies in `gm`, or None."""
+    nodes = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
+    found = _rows(nodes)
+    if found is None:
+        return None
+    index = {n: i for i, n in enumerate(nodes)}
+    pos = [index[r] for r in found[1]]
+    period = pos[1] - pos[0]
+    # copy 1 is the reference: a whole copy with a copy on each side
+    if len(pos) < 3 or period <= 0 or any(b - a != period for a, b in zip(pos, pos[1:])):
+        return None
+    for offset in range(period):
+        tpl = _align(gm, nodes, pos, offset, period)
+        if tpl is not None:
+            return tpl
+    return None
+
+
+# -- the cores ----------------------------------------------------------------
+
+def _reads(sig) -> tuple:
+    """(slots of the same copy, slots of the copy before) `sig` reads."""
+    same, before = set(), set()
+
+    def walk(s):
+        if isinstance(s, tuple) and s:
+            if s[0] in ("in", "prev") and len(s) == 2 and isinstance(s[1], int):
+                (same if s[0] == "in" else before).add(s[1])
+            elif s[0] != "outer":
+                for x in s:
+                    walk(x)
+    if sig[0] in ("call_function", "call_method"):
+        walk(sig[2:])
+    return same, before
+
+
+def _carrying_groups(tpl: _Template) -> list:
+    """The slots that carry a state from copy to copy, in groups: the
+    strongly connected parts of the copy's graph (edges from the slot read
+    to its reader, those from the copy before included) that hold an edge
+    from the copy before."""
+    n = tpl.length
+    succ = [set() for _ in range(n)]
+    back = []
+    for k, s in enumerate(tpl.sig):
+        same, before = _reads(s)
+        for j in same | before:
+            succ[j].add(k)
+        back += [(j, k) for j in before]
+    reach = []
+    for k in range(n):
+        seen, stack = set(), [k]
+        while stack:
+            for m in succ[stack.pop()]:
+                if m not in seen:
+                    seen.add(m)
+                    stack.append(m)
+        reach.append(seen)
+    groups, placed = [], set()
+    for j, k in back:
+        if j in placed or j not in reach[k] and j != k:
+            continue
+        group = sorted(m for m in range(n) if m == j or (m in reach[j] and j in reach[m]))
+        placed.update(group)
+        groups.append(group)
+    return groups
+
+
+def _is_function_spike(node: fx.Node) -> bool:
+    return node.op == "call_function" and _name(node) == _AUTOGRAD_FUNCTION
+
+
+def _is_flexsn_spike(node: fx.Node) -> bool:
+    return node.op == "call_function" and node.target in (
+        torch.ops.flexsn.spike, torch.ops.flexsn.spike.default)
+
+
+def _linear_in_gradient(bwd: fx.GraphModule, num_grads: int) -> bool:
+    """Whether `bwd` returns, for the first operand, its first incoming
+    gradient times a value that does not depend on any gradient (clones and
+    products only), and nothing for the others."""
+    places = [n for n in bwd.graph.nodes if n.op == "placeholder"]
+    if len(places) < num_grads or any(p.users for p in places[1:num_grads]):
+        return False
+    dep = {places[0]}
+    for n in bwd.graph.nodes:
+        if n.op not in ("call_function", "call_method") or \
+                not any(a in dep for a in n.all_input_nodes):
+            continue
+        name, args = _name(n), list(n.args)
+        tensors = [a for a in args if isinstance(a, fx.Node)]
+        if name in ("clone", "contiguous") and args[0] in dep:
+            pass
+        elif name == "mul" and sum(a in dep for a in tensors) == 1 and len(args) == 2:
+            pass
+        elif name in ("truediv", "div") and args[0] in dep and \
+                not (isinstance(args[1], fx.Node) and args[1] in dep):
+            pass
+        else:
+            return False
+        dep.add(n)
+    out = next(n for n in bwd.graph.nodes if n.op == "output").args[0]
+    out = out if isinstance(out, (list, tuple)) else (out,)
+    return len(out) >= 1 and out[0] in dep and all(o is None for o in out[1:])
+
+
+def _function_spike(fwd, bwd, *operands, **_):
+    """The autograd function's forward value, whose gradient is its
+    backward's factor g (read with an incoming gradient of one): x - x is
+    zero, so the value is the function's; where g or x is not finite the
+    term is NaN and is dropped (a gradient of zero there)."""
+    results, saved = fwd(*operands)
+    out, x = results[0], operands[0]
+    g = bwd(torch.ones_like(out), *([None] * (len(results) - 1)), *saved)[0]
+    term = (x - x.detach()) * g.detach()
+    return (out.detach() + torch.where(torch.isnan(term), torch.zeros_like(term), term),)
+
+
+class _Core:
+    """One inline neuron of the template: its slots (`group`), per-step
+    inputs, states (with their initial values), parameters (values from
+    outside the loop) and outputs."""
+
+    def __init__(self, tpl: _Template, group: list):
+        self.tpl, self.group = tpl, group
+        members = set(group)
+        copy = tpl.slots[1]
+        inputs, states, params = set(), set(), []
+        for k in group:
+            node = copy[k]
+            self._check_op(node, members)
+            same, before = _reads(tpl.sig[k])
+            for j in same - members:
+                if copy[j].op != "get_attr":
+                    inputs.add(j)
+            for j in before:
+                if j not in members:
+                    raise _Refused(node, f"reads {copy[j].name} of the step before, "
+                                         "which carries no state")
+                states.add(j)
+            for a in node.all_input_nodes:
+                if tpl.where.get(a) is None and a not in params:
+                    params.append(a)
+        self.inputs, self.states, self.params = sorted(inputs), sorted(states), params
+        self.inits = []
+        for j in self.states:
+            init = tpl.inits.get(j, set())
+            if len(init) != 1:
+                raise _Refused(copy[j], "its first step starts from more than one value")
+            self.inits.append(next(iter(init)))
+        # an output: a value read outside the core at some step; a state
+        # read only after the last step is the call's final state instead
+        every, T = members_of(tpl, members), len(tpl.slots)
+        self.outputs = [k for k in group if any(
+            u not in every for t in range(T - 1 if k in states else T)
+            for u in _users(tpl, t, k))]
+        self._check_values()
+
+    def _check_op(self, node: fx.Node, members: set) -> None:
+        if _is_flexsn_spike(node):
+            return
+        if _is_function_spike(node):
+            fwd, bwd = (getattr(self.tpl.gm, a.target) for a in node.args[:2])
+            results = next(n for n in fwd.graph.nodes if n.op == "output").args[0][0]
+            num = len(results) if isinstance(results, (list, tuple)) else 1
+            if not _linear_in_gradient(bwd, num):
+                raise _Refused(node, "its autograd function's backward is not the incoming "
+                                     "gradient times a function of the saved values")
+            if any(u.target is not operator.getitem or u.args[1] != 0 for u in node.users):
+                raise _Refused(node, "a result of its autograd function other than the "
+                                     "first is read")
+            return
+        if node.op == "call_function" and node.target is operator.getitem:
+            src = node.args[0]
+            if isinstance(src, fx.Node) and _is_function_spike(src) and node.args[1] == 0:
+                return
+        if node.op in ("call_function", "call_method") and _name(node) in _ELEMENTWISE:
+            return
+        raise _Refused(node, f"the state it carries passes {_name(node)}, which is not an "
+                             "elementwise op flexsn compiles inline")
+
+    def _check_values(self) -> None:
+        copy = self.tpl.slots[1]
+        value = copy[self.states[0]].meta.get("example_value")
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+            raise _Refused(copy[self.states[0]], "its state is not a floating-point tensor")
+        self.step, self.dtype, self.device = tuple(value.shape), value.dtype, value.device
+        for k in self.inputs + self.states:
+            v = copy[k].meta.get("example_value")
+            if not isinstance(v, torch.Tensor) or tuple(v.shape) != self.step or \
+                    v.dtype != self.dtype or v.device != self.device:
+                raise _Refused(copy[k], f"its value is not a {self.dtype} tensor of the "
+                                        f"state's shape {self.step} on {self.device}")
+        for p in self.params + self.inits:
+            v = p.meta.get("example_value")
+            if not isinstance(v, torch.Tensor) or not v.is_floating_point() or \
+                    v.device != self.device:
+                raise _Refused(p, "a value it reads from outside the loop is not a "
+                                  f"floating-point tensor on {self.device}")
+            try:
+                torch.broadcast_shapes(tuple(v.shape), self.step)
+            except RuntimeError:
+                raise _Refused(p, f"shape {tuple(v.shape)} does not broadcast to the "
+                                  f"state's {self.step}") from None
+            if torch.broadcast_shapes(tuple(v.shape), self.step) != self.step:
+                raise _Refused(p, f"shape {tuple(v.shape)} widens the state's {self.step}")
+
+    def function(self):
+        """The core as a function of (inputs, states, params): outputs, then
+        new states."""
+        tpl, copy = self.tpl, self.tpl.slots[1]
+        group = self.group
+
+        def core(*args):
+            it = iter(args)
+            given = {("in", j): next(it) for j in self.inputs}
+            given.update({("prev", j): next(it) for j in self.states})
+            outer = {p: next(it) for p in self.params}
+            done = {}
+
+            def value(a):
+                t, k = tpl.where.get(a, (None, None))
+                if t is None:
+                    return outer[a]
+                if t == 0:
+                    return given[("prev", k)]
+                if k in done:
+                    return done[k]
+                if copy[k].op == "get_attr":
+                    return getattr(tpl.gm, copy[k].target)
+                return given[("in", k)]
+            for k in group:
+                node = copy[k]
+                args_ = fx.node.map_arg(node.args, value)
+                kwargs = fx.node.map_arg(node.kwargs, value)
+                if _is_function_spike(node):
+                    done[k] = _function_spike(*args_, **kwargs)
+                elif node.op == "call_method":
+                    done[k] = getattr(args_[0], node.target)(*args_[1:], **kwargs)
+                else:
+                    done[k] = node.target(*args_, **kwargs)
+            return tuple(done[k] for k in self.outputs) + tuple(done[j] for j in self.states)
+        return core
+
+
+def members_of(tpl: _Template, group: set) -> set:
+    """Every copy's nodes of the slots in `group`."""
+    return {n for b in tpl.slots for k, n in enumerate(b) if k in group and n is not None}
+
+
+def _users(tpl: _Template, t: int, k: int) -> list:
+    n = tpl.slots[t][k]
+    return [] if n is None else list(n.users)
+
+
+# -- the calls ----------------------------------------------------------------
+
+def _with_value(node: fx.Node, fn, *values) -> fx.Node:
+    """Gives `node` the example value fn(*values) (fake tensors compute in
+    their own mode) where the trace gave its inputs one: the roller reads
+    row counts and shapes from them."""
+    if all(isinstance(v, torch.Tensor) for v in values):
+        try:
+            node.meta["example_value"] = fn(*values)
+        except Exception:  # noqa: BLE001 - then left unknown, read at run time
+            pass
+    return node
+
+
+def _bindings(core: _Core, compiled) -> list:
+    """Per copy, (id, training, recipe) of the binding its call runs (made
+    before the graph changes: a configuration that fails leaves it as it
+    was)."""
+    from . import _compiled, _ops
+    handle = _ops.handle_of(compiled)
+    p_dtypes = tuple(p.meta["example_value"].dtype for p in core.params)
+    p_scalar = tuple(p.meta["example_value"].numel() == 1 for p in core.params)
+    grad, recompute = torch.is_grad_enabled(), _compiled.recompute_active()
+    wants = lambda n: bool(getattr(n.meta.get("example_value"), "requires_grad", False))  # noqa: E731
+    out, trained = [], False
+    for t, block in enumerate(core.tpl.slots):
+        mask = [wants(block[j]) for j in core.inputs]
+        mask += [wants(i) for i in core.inits] if t == 0 else [trained] * len(core.states)
+        mask += [wants(p) for p in core.params]
+        mask = tuple(mask) if grad and any(mask) else None
+        ident, training, _, last_steps, recipe = _ops._binding_ids(
+            handle, core.dtype, core.device, p_dtypes, p_scalar, mask, False, recompute)
+        if last_steps:
+            raise _Refused(block[core.group[0]], "its configuration has no binding that "
+                                                 "returns final states")
+        out.append((ident, training, recipe))
+        trained = training
+    return out
+
+
+def _expanded(graph: fx.Graph, node: fx.Node, step: tuple) -> fx.Node:
+    """`node` broadcast to the step's shape, contiguous."""
+    v = node.meta.get("example_value")
+    e = _with_value(graph.call_method("expand", (node, step)), lambda a: a.expand(step), v)
+    return _with_value(graph.call_method("contiguous", (e,)), lambda a: a.contiguous(),
+                       e.meta.get("example_value"))
+
+
+def _emit_calls(core: _Core, compiled, gm: fx.GraphModule) -> None:
+    """Each copy's core nodes replaced by one operator call over its step."""
+    from . import _backend
+    bindings = _bindings(core, compiled)
+    tpl, graph = core.tpl, gm.graph
+    order = _order(gm)
+    last = [max((b[k] for k in core.group if b[k] is not None), key=order.__getitem__)
+            for b in tpl.slots]
+    with graph.inserting_after(last[0]):
+        flat = [p if p.meta["example_value"].numel() == 1 else _expanded(graph, p, core.step)
+                for p in core.params]
+        states = [_expanded(graph, i, core.step) for i in core.inits]
+    for block, after, (ident, training, recipe) in zip(tpl.slots, last, bindings):
+        with graph.inserting_after(after):
+            inputs = []
+            for j in core.inputs:
+                v = block[j].meta.get("example_value")
+                u = _with_value(graph.call_method("unsqueeze", (block[j], 0)),
+                                lambda a: a.unsqueeze(0), v)
+                inputs.append(_with_value(graph.call_method("contiguous", (u,)),
+                                          lambda a: a.contiguous(), u.meta.get("example_value")))
+            _, _, outs, st, _ = _backend._layouts[ident]
+            op = torch.ops.flexsn_native.train if training else torch.ops.flexsn_native.launch
+            res = graph.call_function(op, (ident, inputs + states + flat, recipe))
+            results = {}
+            for k, r in zip(core.outputs, outs):
+                seq = graph.call_function(operator.getitem, (res, r))
+                results[k] = graph.call_function(operator.getitem, (seq, 0))
+            states = [graph.call_function(operator.getitem, (res, r)) for r in st]
+            for j, new in zip(core.states, states):
+                results.setdefault(j, new)
+        for k, new in results.items():
+            if block[k] is not None:
+                block[k].replace_all_uses_with(new)
+    for n in sorted(members_of(tpl, set(core.group)), key=lambda n: -order[n]):
+        graph.erase_node(n)
+    for n in list(graph.nodes):
+        if n.op == "get_attr" and not n.users and \
+                isinstance(getattr(gm, n.target, None), fx.GraphModule):
+            graph.erase_node(n)
+
+
+def _order(gm: fx.GraphModule) -> dict:
+    return {n: i for i, n in enumerate(gm.graph.nodes)}
+
+
+def outline(gm: fx.GraphModule) -> int:
+    """Replaces every inline neuron of `gm`'s time loop by per-step operator
+    calls (which flexsn.backend then rolls); returns how many. A neuron it
+    cannot compile stays as traced, with a LoopWarning."""
+    from . import _compiled
+    tpl = find_copies(gm)
+    if tpl is None:
+        return 0
+    done = 0
+    for group in _carrying_groups(tpl):
+        copy = tpl.slots[1]
+        if any(copy[k].op == "call_function" and _name(copy[k]) in ("train", "launch")
+               for k in group):
+            continue  # a neuron module's calls: rolled as they are
+        try:
+            core = _Core(tpl, group)
+            examples = [torch.zeros(1, dtype=core.dtype)] * (len(core.inputs) + len(core.states))
+            statics = [torch.zeros(1, dtype=p.meta["example_value"].dtype) for p in core.params]
+            compiled = _compiled.CompiledCore(core.function(), len(core.inputs),
+                                              len(core.states), statics, examples)
+            if compiled.num_outputs != len(core.outputs):
+                raise _Refused(copy[group[0]], "internal error: the core's outputs differ")
+            _emit_calls(core, compiled, gm)
+            done += 1
+        except _Refused as e:
+            node, reason = e.args
+            warnings.warn(f"flexsn.backend: the inline neuron at {node.name} stays as "
+                          f"traced: {reason}", LoopWarning, stacklevel=3)
+        except Exception as e:  # noqa: BLE001 - an op the compiler lacks, say
+            warnings.warn(f"flexsn.backend: the inline neuron at {copy[group[0]].name} "
+                          f"stays as traced: {type(e).__name__}: {str(e).strip()}",
+                          LoopWarning, stacklevel=3)
+    return done
