@@ -434,3 +434,123 @@ def test_per_step_conversions_of_one_value_are_one_parameter_unless_changed_in_p
     mutated = _backend._mutated(gm)
     assert _backend._same_value(a, b, mutated) is not mutate
     assert not _backend._same_value(a, c, mutated)
+
+
+# -- neurons written inline in the loop -----------------------------------------
+
+def _spike_fn(name):
+    if name == "flexsn":
+        return flexsn.surrogate.Sigmoid(alpha=4.0)
+    if name == "heaviside":
+        return lambda v: (v > 0).float()
+    if name == "spikingjelly":
+        from spikingjelly.activation_based import surrogate
+        return surrogate.Sigmoid(alpha=4.0)
+    snn_surrogate = pytest.importorskip("snntorch.surrogate")
+    return {"atan": snn_surrogate.atan(alpha=2.0),
+            "fast_sigmoid": snn_surrogate.fast_sigmoid(slope=25)}[name]
+
+
+class _InlineLoop(nn.Module):
+    """Two LIF layers written in the loop body, as snnTorch's tutorials
+    write them by hand: a learned decay, reset by subtraction in the first,
+    to zero in the second, whose membrane the loop records."""
+
+    def __init__(self, spike):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(8, 16), nn.Linear(16, 4)
+        self.beta = nn.Parameter(torch.tensor(0.8))
+        self.spike = spike
+
+    def forward(self, x):
+        mem1 = torch.zeros(x.shape[1], 16, device=x.device)
+        mem2 = torch.zeros(x.shape[1], 4, device=x.device)
+        spikes, mems = [], []
+        for t in range(x.shape[0]):
+            mem1 = self.beta * mem1 + self.fc1(x[t])
+            spk1 = self.spike(mem1 - 1.0)
+            mem1 = mem1 - spk1
+            mem2 = 0.9 * mem2 + self.fc2(spk1)
+            spk2 = self.spike(mem2 - 1.0)
+            mem2 = mem2 * (1.0 - spk2)
+            spikes.append(spk2)
+            mems.append(mem2)
+        return torch.stack(spikes), torch.stack(mems), mem1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("spike", ["atan", "fast_sigmoid", "spikingjelly", "flexsn", "heaviside"])
+def test_inline_neurons_roll_with_eager_numbers(device, spike):
+    torch.manual_seed(0)
+    model = _InlineLoop(_spike_fn(spike)).to(device)
+    x = torch.rand(7, 3, 8, device=device) * 3
+    want = _step(model, x, lambda: None)
+    rolled = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", flexsn.LoopWarning)
+        got = _step(_compiled(model, rolled, batch_steps=True), x, lambda: None)
+    assert rolled == [2]
+    assert torch.equal(got[0][0], want[0][0])  # the spikes
+    assert got[0][0].sum() > 0
+    for a, b in zip(got[0][1:], want[0][1:]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    for a, b in zip(got[1], want[1]):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_inline_neurons_roll_in_inference():
+    torch.manual_seed(0)
+    model = _InlineLoop(_spike_fn("flexsn"))
+    x = torch.rand(5, 2, 8) * 3
+    with torch.no_grad():
+        want = model(x)
+        rolled = []
+        got = _compiled(model, rolled)(x)
+    assert rolled == [2]
+    assert torch.equal(got[0], want[0])
+    torch.testing.assert_close(got[1], want[1], rtol=1e-5, atol=1e-6)
+
+
+class _Unlinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, v):
+        ctx.save_for_backward(v)
+        return (v > 0).float()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (v,) = ctx.saved_tensors
+        return grad * torch.sigmoid(v) + 0.1  # not grad times a factor
+
+
+@pytest.mark.parametrize("case, reason", [
+    ("mean", "passes mean, which is not an elementwise op"),
+    ("backward", "backward is not the incoming gradient times"),
+])
+def test_inline_neurons_it_cannot_compile_stay_and_say_why(case, reason):
+    class Loop(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x):
+            mem, outs = torch.zeros(x.shape[1], 8), []
+            for t in range(x.shape[0]):
+                mem = 0.9 * mem + self.fc(x[t])
+                if case == "mean":
+                    mem = mem - mem.mean()
+                spk = _Unlinear.apply(mem - 1.0) if case == "backward" else \
+                    flexsn.surrogate.ATan()(mem - 1.0)
+                mem = mem - spk
+                outs.append(spk)
+            return torch.stack(outs)
+    torch.manual_seed(0)
+    model = Loop()
+    x = torch.rand(5, 2, 8) * 3
+    want = _step(model, x, lambda: None)
+    rolled = []
+    with pytest.warns(flexsn.LoopWarning, match=reason):
+        got = _step(_compiled(model, rolled), x, lambda: None)
+    assert rolled == [0]
+    for a, b in zip(list(got[0]) + list(got[1]), list(want[0]) + list(want[1])):
+        torch.testing.assert_close(a, b)
