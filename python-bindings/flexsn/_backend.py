@@ -522,7 +522,9 @@ class Backend:
     def roll(gm: fx.GraphModule, batch_steps: bool = True) -> int:
         """Rolls every chain it can in `gm` (in place); returns how many."""
         from . import _inline
-        if _inline.outline(gm):  # inline neurons become per-step calls, rolled below
+        # SpikingJelly's operator and inline neurons become per-step calls,
+        # rolled below
+        if _inline.spikingjelly_calls(gm) + _inline.outline(gm):
             _topologically_sorted(gm)
         rolled, cats, mutated = 0, [], _mutated(gm)
         for chain in _chains(gm):

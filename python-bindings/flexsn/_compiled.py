@@ -242,6 +242,8 @@ class TrainingBinding:
 
     def __del__(self):
         native = getattr(self, "native", None)
+        if _native is None:  # the interpreter is shutting down: nothing to release
+            return
         if _native.release(native):
             _spikes.forget_spike_results(native)
 

@@ -572,13 +572,21 @@ def _emit_calls(core: _Core, compiled, gm: fx.GraphModule) -> None:
                 results.setdefault(j, new)
         for k, new in results.items():
             if block[k] is not None:
-                block[k].replace_all_uses_with(new)
+                _take_place(block[k], new)
     for n in sorted(members_of(tpl, set(core.group)), key=lambda n: -order[n]):
         graph.erase_node(n)
     for n in list(graph.nodes):
         if n.op == "get_attr" and not n.users and \
                 isinstance(getattr(gm, n.target, None), fx.GraphModule):
             graph.erase_node(n)
+
+
+def _take_place(old: fx.Node, new: fx.Node) -> None:
+    """`new` replaces `old` for its users, with its example value (the same
+    shape and dtype: what the roller reads of it)."""
+    if "example_value" in old.meta:
+        new.meta.setdefault("example_value", old.meta["example_value"])
+    old.replace_all_uses_with(new)
 
 
 def _order(gm: fx.GraphModule) -> dict:
@@ -616,5 +624,116 @@ def outline(gm: fx.GraphModule) -> int:
         except Exception as e:  # noqa: BLE001 - an op the compiler lacks, say
             warnings.warn(f"flexsn.backend: the inline neuron at {copy[group[0]].name} "
                           f"stays as traced: {type(e).__name__}: {str(e).strip()}",
+                          LoopWarning, stacklevel=3)
+    return done
+
+
+# -- SpikingJelly's own operator ----------------------------------------------
+# SpikingJelly 2.0's LIFNode runs each step as its multi-step operator
+# sj_lif.forward over one step, which Dynamo records as one node. Each such
+# node becomes a call of flexsn's LIFNode core with the same settings (the
+# conversion flexsn.convert makes), chained through the membrane, which the
+# roller then rolls.
+
+_SJ_SURROGATES = ("Sigmoid", "ATan", "PiecewiseQuadratic", "PiecewiseExp", "SoftSign",
+                  "SuperSpike", "Erf")
+_sj_cores: dict = {}
+
+
+def _sj_arguments(node: fx.Node) -> Optional[dict]:
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or str(node.target) not in ("sj_lif.forward.default", "sj_lif.forward"):
+        return None
+    values = {}
+    for k, a in enumerate(schema.arguments):
+        if k < len(node.args):
+            values[a.name] = node.args[k]
+        elif a.name in node.kwargs:
+            values[a.name] = node.kwargs[a.name]
+        elif a.has_default_value():
+            values[a.name] = a.default_value
+    return values
+
+
+def _sj_core(a: dict):
+    """flexsn's LIFNode core for sj_lif.forward's settings (made once)."""
+    from . import neuron, surrogate
+    key = (float(a["tau"]), bool(a["decay_input"]), float(a["threshold"]),
+           None if a["reset"] is None else float(a["reset"]), bool(a["detach_reset"]),
+           float(a["alpha"]), int(a["surrogate_id"]))
+    core = _sj_cores.get(key)
+    if core is None:
+        tau, decay_input, threshold, reset, detach, alpha, sid = key
+        if not 0 <= sid < len(_SJ_SURROGATES):
+            raise _Refused(None, f"SpikingJelly surrogate id {sid} is not one flexsn knows")
+        sg = getattr(surrogate, _SJ_SURROGATES[sid])(alpha=alpha)
+        lif = neuron.LIFNode(tau=tau, decay_input=decay_input, v_threshold=threshold,
+                             v_reset=reset, surrogate_function=sg, detach_reset=detach,
+                             step_mode="m")
+        core = _sj_cores[key] = lif.sn.kernel.compiled
+    return core
+
+
+def _sj_call(gm: fx.GraphModule, node: fx.Node, a: dict) -> bool:
+    """Replaces one sj_lif.forward node; False where it is left."""
+    from . import _backend, _compiled, _ops
+    x, v = a["x"], a["v"]
+    xv = x.meta.get("example_value") if isinstance(x, fx.Node) else None
+    vv = v.meta.get("example_value") if isinstance(v, fx.Node) else None
+    if a["store_v_seq"] or not isinstance(xv, torch.Tensor) or not isinstance(vv, torch.Tensor) \
+            or xv.dim() < 2 or xv.shape[0] != 1:
+        return False
+    results = {u.args[1]: u for u in node.users
+               if u.op == "call_function" and u.target is operator.getitem}
+    if len(results) != len(node.users) or (2 in results and results[2].users):
+        return False  # the charged sequence h is read: left as SpikingJelly's
+    compiled = _sj_core(a)
+    if compiled is None or compiled.traced.params:
+        return False
+    step = tuple(xv.shape[1:])
+    mask = (bool(xv.requires_grad), bool(vv.requires_grad))
+    mask = mask if torch.is_grad_enabled() and any(mask) else None
+    ident, training, _, last_steps, recipe = _ops._binding_ids(
+        _ops.handle_of(compiled), xv.dtype, xv.device, (), (), mask, False,
+        _compiled.recompute_active())
+    if last_steps:
+        return False
+    _, _, outs, st, _ = _backend._layouts[ident]
+    graph = gm.graph
+    with graph.inserting_before(node):
+        xc = _with_value(graph.call_method("contiguous", (x,)), lambda t: t.contiguous(), xv)
+        vc = v if _is_state_result(v) else _expanded(graph, v, step)
+        op = torch.ops.flexsn_native.train if training else torch.ops.flexsn_native.launch
+        res = graph.call_function(op, (ident, [xc, vc], recipe))
+        new = {0: graph.call_function(operator.getitem, (res, outs[0])),
+               1: graph.call_function(operator.getitem, (res, st[0]))}
+    for k, user in results.items():
+        if k in new:
+            _take_place(user, new[k])
+        graph.erase_node(user)
+    graph.erase_node(node)
+    return True
+
+
+def _is_state_result(v) -> bool:
+    """Whether `v` is a state result of an operator call (already the step's
+    shape and contiguous)."""
+    return isinstance(v, fx.Node) and v.op == "call_function" and \
+        v.target is operator.getitem and isinstance(v.args[0], fx.Node) and \
+        v.args[0].op == "call_function" and _name(v.args[0]) in ("train", "launch")
+
+
+def spikingjelly_calls(gm: fx.GraphModule) -> int:
+    """Replaces SpikingJelly's per-step LIF operator nodes by flexsn's;
+    returns how many."""
+    done = 0
+    for node in list(gm.graph.nodes):
+        a = _sj_arguments(node) if node.op == "call_function" else None
+        if a is None:
+            continue
+        try:
+            done += _sj_call(gm, node, a)
+        except _Refused as e:
+            warnings.warn(f"flexsn.backend: {node.name} stays SpikingJelly's: {e.args[1]}",
                           LoopWarning, stacklevel=3)
     return done

@@ -250,7 +250,8 @@ class KernelBinding:
                             [row[1:] for row in checked])
 
     def __del__(self):
-        _native.release(getattr(self, "native", None))
+        if _native is not None:  # None while the interpreter shuts down
+            _native.release(getattr(self, "native", None))
 
     def index(self, key) -> int:
         """Where the result `key` is in a call's returned list."""
