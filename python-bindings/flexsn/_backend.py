@@ -495,6 +495,33 @@ def _topologically_sorted(gm: fx.GraphModule) -> None:
         before.append(node)
 
 
+# Libraries whose own neurons break Dynamo's graph inside their forward: a
+# loop calling them runs step by step (Dynamo skips a frame whose loop
+# breaks), so no backend sees the loop. By the path of their source.
+_BREAKING = {
+    "/snntorch/_neurons/": ("snnTorch", "its forward compares the state with None "
+                            "(mem == None)", "flexsn.from_snntorch(neuron)"),
+    "/norse/torch/": ("Norse", "its initial state sets requires_grad",
+                      "flexsn.from_norse(cell)"),
+}
+_warned: set = set()
+
+
+def _warn_unconverted(gm: fx.GraphModule) -> None:
+    """One LoopWarning per library whose own neuron code Dynamo hands over
+    piece by piece (the sign that its loop could not be captured)."""
+    for n in gm.graph.nodes:
+        trace = n.meta.get("stack_trace") or ""
+        for path, (lib, why, fix) in _BREAKING.items():
+            if path in trace and lib not in _warned:
+                _warned.add(lib)
+                warnings.warn(
+                    f"flexsn.backend: {lib}'s own neurons break Dynamo's graph ({why}), "
+                    "so a time loop that calls them runs one step at a time and cannot "
+                    f"be rolled; {fix} is the same neuron as one Dynamo captures",
+                    LoopWarning, stacklevel=3)
+
+
 class Backend:
     """A torch.compile backend: ``torch.compile(model, backend=flexsn.backend)``.
 
@@ -511,6 +538,8 @@ class Backend:
 
     def __call__(self, gm: fx.GraphModule, example_inputs):
         gm.meta["flexsn_rolled"] = self.roll(gm, self.batch_steps)
+        if not gm.meta["flexsn_rolled"]:
+            _warn_unconverted(gm)
         gm.recompile()
         then = self.then
         if isinstance(then, str):
