@@ -12,6 +12,12 @@ Networks (training step: forward, loss, backward):
              Flatten Linear(800,10) Leaky(output=True), init_hidden, atan
   norse      Norse SequentialState(Linear(784,1000), LIFCell, Linear(1000,10),
              LICell); loss = the MSE of the summed LI output
+  inline     tutorial 5's MLP with its neurons written in the loop body as
+             plain PyTorch (mem = beta * mem + cur; spk = atan(mem - 1);
+             mem = mem - spk): systems loop, compiled, backend
+  sj         SpikingJelly's single-step MLP, Linear(784,1000) LIFNode
+             Linear(1000,10) LIFNode, called once per step (its own neurons:
+             loop, compiled, backend; flexsn.convert'ed: converted, multistep)
 
 Systems:
 
@@ -22,9 +28,11 @@ Systems:
              steps folded into the batch, each neuron one forward_sequence
   compiled   the loop with the library's own neurons under torch.compile
              (Inductor)
-  backend    the loop with flexsn's neurons under torch.compile with
-             backend=flexsn.backend (each neuron's per-step calls rolled
-             into one scan, the layers that feed it batched over the steps)
+  backend    the loop under torch.compile with backend=flexsn.backend (each
+             neuron's per-step calls rolled into one scan, the layers that
+             feed it batched over the steps): flexsn's neurons for
+             tutorial5/tutorial7/norse (the libraries' own break Dynamo's
+             graph), the network unchanged for inline and sj
 
 Per system: the training step (CUDA events, median of --reps) and its peak
 extra GPU memory; the first step's wall time (for the compiled systems,
@@ -95,11 +103,55 @@ def norse_net(system):
                               nn.Linear(1000, 10), wrap(nt.LICell()))
 
 
+class InlineMLP(nn.Module):
+    """Tutorial 5's MLP, its Leaky neurons written out in the loop."""
+
+    def __init__(self):
+        super().__init__()
+        from snntorch import surrogate
+        self.fc1, self.fc2 = nn.Linear(784, 1000), nn.Linear(1000, 10)
+        self.spike = surrogate.atan()
+
+    def forward(self, x):
+        mem1 = torch.zeros(x.shape[1], 1000, device=x.device)
+        mem2 = torch.zeros(x.shape[1], 10, device=x.device)
+        out = []
+        for t in range(x.shape[0]):
+            mem1 = 0.95 * mem1 + self.fc1(x[t])
+            spk1 = self.spike(mem1 - 1.0)
+            mem1 = mem1 - spk1
+            mem2 = 0.95 * mem2 + self.fc2(spk1)
+            spk2 = self.spike(mem2 - 1.0)
+            mem2 = mem2 - spk2
+            out.append(spk2)
+        return torch.stack(out)
+
+
+def sj_net(system):
+    import flexsn
+    from spikingjelly.activation_based import neuron
+    net = nn.Sequential(nn.Linear(784, 1000), neuron.LIFNode(), nn.Linear(1000, 10),
+                        neuron.LIFNode())
+    return flexsn.convert(net) if system in ("converted", "multistep") else net
+
+
 def build(net, system, T, B, device):
-    """(step function, neuron elements per step) of one network and system."""
+    """(step function, neuron elements per step) of one network and system;
+    None where the network has no such system."""
     import flexsn
     torch.manual_seed(0)
-    if net == "tutorial5":
+    if (net == "inline" and system not in ("loop", "compiled", "backend")) or \
+            (net == "sj" and system == "layers"):
+        return None
+    if net == "inline":
+        model = InlineMLP().to(device)
+        x = torch.rand(T, B, 784, device=device)
+        neurons = 1010
+    elif net == "sj":
+        model = sj_net(system).to(device)
+        x = torch.rand(T, B, 784, device=device) * 3
+        neurons = 1010
+    elif net == "tutorial5":
         model = Tutorial5(snntorch_neuron(system, False)).to(device)
         x = torch.rand(T, B, 784, device=device)
         neurons = 1010
@@ -119,7 +171,22 @@ def build(net, system, T, B, device):
         elif net == "tutorial7":
             from snntorch import utils
             utils.reset(model)
+        elif net == "sj":
+            from spikingjelly.activation_based import functional
+            functional.reset_net(model)
 
+    if net == "inline":  # the loop is the model's own forward
+        forward = model
+        if system == "compiled":
+            forward = torch.compile(model)
+        elif system == "backend":
+            forward = torch.compile(model, backend=flexsn.backend)
+        torch._dynamo.reset()
+
+        def step():
+            loss = nn.functional.mse_loss(forward(x).sum(0), target)
+            loss.backward()
+        return step, neurons
     if system in ("loop", "converted", "compiled", "backend"):
         def forward():
             reset()
@@ -210,10 +277,13 @@ def main():
     for net in a.nets.split(","):
         for system in a.systems.split(","):
             try:
-                step, neurons = build(net, system, a.T, a.batch, device)
+                built = build(net, system, a.T, a.batch, device)
             except ImportError as e:
                 print(f"{net} {system}: not installed ({e})", file=sys.stderr)
                 continue
+            if built is None:
+                continue
+            step, neurons = built
             floor = 7 * a.T * a.batch * neurons * 4 / bw * 1e3
             start = time.perf_counter()
             step()
