@@ -365,6 +365,28 @@ def multistep():
                    "peak MiB loop / multistep / layers"], rows)
 
 
+def compiled_loops():
+    """The loop under Inductor and under flexsn.backend (bench/multistep.py
+    --systems loop,compiled,backend,multistep), one run."""
+    runs = _load("multistep/backend-h200.json")
+    by = {(r["net"], r["system"]): r for r in runs}
+    names = {"tutorial5": "tutorial 5 (from_snntorch)", "inline": "tutorial 5, neurons inline",
+             "sj": "SpikingJelly MLP, unchanged", "norse": "Norse (from_norse)",
+             "tutorial7": "tutorial 7 (from_snntorch)"}
+    rows = []
+    for net, label in names.items():
+        loop, ind, back = (by[(net, s)] for s in ("loop", "compiled", "backend"))
+        ms = by.get((net, "multistep")) or by[("tutorial5", "multistep")]
+        rows.append([label, f"{loop['ms']:.2f}", f"{ind['ms']:.2f} / {ind['first_s']:.0f} s",
+                     f"{back['ms']:.3f} / {back['first_s']:.1f} s",
+                     f"{ms['ms']:.3f}" + ("" if (net, "multistep") in by else " (tutorial 5's)"),
+                     f"{back['ms'] / ms['ms']:.2f}", f"{ind['ms'] / back['ms']:.1f}x",
+                     f"{back['peak_mib']:.0f} / {ms['peak_mib']:.0f}"])
+    return _table(["network", "eager loop", "Inductor: step / compile",
+                   "flexsn.backend: step / compile", "multistep", "backend / multistep",
+                   "Inductor / backend", "peak MiB backend / multistep"], rows)
+
+
 PEER_NAMES = {"sj-flexsn": "SpikingJelly FlexSN", "sj-lifnode": "SpikingJelly LIFNode",
               "torch-compile": "torch.compile", "torch-compile-step": "torch.compile, one step",
               "torch-eager": "PyTorch eager"}
@@ -421,6 +443,7 @@ TABLES = {
     "convert": convert,
     "interop": interop,
     "multistep": multistep,
+    "compiled-loops": compiled_loops,
 }
 
 

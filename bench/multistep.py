@@ -46,7 +46,7 @@ the device-to-device copy bandwidth measured in the same run.
     python3 bench/multistep.py [--T 25] [--batch 128] [--reps 20]
         [--nets tutorial5,tutorial7,norse]
         [--systems loop,converted,multistep,layers,compiled,backend]
-        [--no-cudnn] [--out results.json]
+        [--no-cudnn] [--profile] [--out results.json]
 """
 
 import argparse
@@ -254,6 +254,21 @@ def _layers(net, model, x, reset):
     return forward
 
 
+def _profile(net, system, step, device):
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda"
+                                           else [])
+    with profile(activities=activities) as p:
+        for _ in range(5):
+            step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    print(f"===== {net} {system}, 5 steps")
+    sort = "cuda_time_total" if device.type == "cuda" else "cpu_time_total"
+    print(p.key_averages().table(sort_by=sort, row_limit=14, max_name_column_width=60),
+          flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--T", type=int, default=25)
@@ -263,6 +278,9 @@ def main():
     ap.add_argument("--systems", default="loop,converted,multistep,layers")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out", default="")
+    ap.add_argument("--profile", action="store_true",
+                    help="also print each system's kernels and host time (torch.profiler, "
+                         "5 steps)")
     ap.add_argument("--no-cudnn", action="store_true",
                     help="convolutions without cuDNN (its workspace out of the peaks)")
     a = ap.parse_args()
@@ -300,6 +318,8 @@ def main():
                    "first_s": first,
                    "copy_tbps": bw / 1e12, "device": name}
             rows.append(row)
+            if a.profile:
+                _profile(net, system, step, device)
             print(f"{net:10s} {system:10s} {row['ms']:8.3f} {replay:9.3f} "
                   f"{row['peak_mib']:8.1f} {floor:9.4f} {first:8.2f}", flush=True)
             if a.out:
