@@ -176,15 +176,15 @@ def build(net, system, T, B, device):
             functional.reset_net(model)
 
     if net == "inline":  # the loop is the model's own forward
-        forward = model
+        run = model
         if system == "compiled":
-            forward = torch.compile(model)
+            run = torch.compile(model)
         elif system == "backend":
-            forward = torch.compile(model, backend=flexsn.backend)
+            run = torch.compile(model, backend=flexsn.backend)
         torch._dynamo.reset()
 
         def step():
-            loss = nn.functional.mse_loss(forward(x).sum(0), target)
+            loss = nn.functional.mse_loss(run(x).sum(0), target)
             loss.backward()
         return step, neurons
     if system in ("loop", "converted", "compiled", "backend"):

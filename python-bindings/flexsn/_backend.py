@@ -16,6 +16,9 @@ call, the same at every step, runs once under torch.vmap (unless
 ``batch_steps=False``), and the graph goes to the backend it names
 (Inductor by default).
 
+SpikingJelly's own LIFNode (its operator once per step) and neurons
+written inline in the loop body become such chains first (_inline).
+
 A chain is rolled only when that is exact: the calls take the same
 parameters, each step's state inputs are the previous step's state results
 (as they are, or through ``.to``/``.contiguous`` that change nothing), no
