@@ -348,6 +348,7 @@ def _function_spike(fwd, bwd, *operands, **_):
     zero, so the value is the function's; where g or x is not finite the
     term is NaN and is dropped (a gradient of zero there)."""
     results, saved = fwd(*operands)
+    results = (results,) if isinstance(results, torch.Tensor) else results
     out, x = results[0], operands[0]
     g = bwd(torch.ones_like(out), *([None] * (len(results) - 1)), *saved)[0]
     term = (x - x.detach()) * g.detach()
@@ -593,6 +594,21 @@ def _order(gm: fx.GraphModule) -> dict:
     return {n: i for i, n in enumerate(gm.graph.nodes)}
 
 
+def _warn_unaligned(gm: fx.GraphModule) -> None:
+    """A LoopWarning where a loop over x[t] calls spike functions but its
+    steps are not copies of one another (nothing inline can roll)."""
+    nodes = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
+    found = _rows(nodes)
+    if found is None or len(found[1]) < 3 or not any(
+            _is_function_spike(n) or _is_flexsn_spike(n) for n in nodes):
+        return
+    warnings.warn(f"flexsn.backend: the steps that read {found[0].name}[0] to "
+                  f"{found[0].name}[{len(found[1]) - 1}] are not the same computation each "
+                  "(a state made inside the first step, or a step that branches "
+                  "differently), so the neurons written inline stay as traced; start "
+                  "each state as a tensor before the loop", LoopWarning, stacklevel=4)
+
+
 def outline(gm: fx.GraphModule) -> int:
     """Replaces every inline neuron of `gm`'s time loop by per-step operator
     calls (which flexsn.backend then rolls); returns how many. A neuron it
@@ -600,6 +616,7 @@ def outline(gm: fx.GraphModule) -> int:
     from . import _compiled
     tpl = find_copies(gm)
     if tpl is None:
+        _warn_unaligned(gm)
         return 0
     done = 0
     for group in _carrying_groups(tpl):

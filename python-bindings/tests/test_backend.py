@@ -534,6 +534,7 @@ class _Unlinear(torch.autograd.Function):
 @pytest.mark.parametrize("case, reason", [
     ("mean", "passes mean, which is not an elementwise op"),
     ("backward", "backward is not the incoming gradient times"),
+    ("first", "not the same computation each"),
 ])
 def test_inline_neurons_it_cannot_compile_stay_and_say_why(case, reason):
     class Loop(nn.Module):
@@ -542,9 +543,10 @@ def test_inline_neurons_it_cannot_compile_stay_and_say_why(case, reason):
             self.fc = nn.Linear(8, 8)
 
         def forward(self, x):
-            mem, outs = torch.zeros(x.shape[1], 8), []
+            mem, outs = (None if case == "first" else torch.zeros(x.shape[1], 8)), []
             for t in range(x.shape[0]):
-                mem = 0.9 * mem + self.fc(x[t])
+                cur = self.fc(x[t])
+                mem = cur if mem is None else 0.9 * mem + cur
                 if case == "mean":
                     mem = mem - mem.mean()
                 spk = _Unlinear.apply(mem - 1.0) if case == "backward" else \
