@@ -367,7 +367,7 @@ class _Core:
         inputs, states, params = set(), set(), []
         for k in group:
             node = copy[k]
-            self._check_op(node, members)
+            self._check_op(node)
             same, before = _reads(tpl.sig[k])
             for j in same - members:
                 if copy[j].op != "get_attr":
@@ -380,6 +380,11 @@ class _Core:
             for a in node.all_input_nodes:
                 if tpl.where.get(a) is None and a not in params:
                     params.append(a)
+        from ._backend import _mutated
+        changed = [p for p in params if p in _mutated(tpl.gm)]
+        if changed:
+            raise _Refused(changed[0], "an op of the loop changes it in place, which "
+                                       "one call over all steps would read once")
         self.inputs, self.states, self.params = sorted(inputs), sorted(states), params
         self.inits = []
         for j in self.states:
@@ -389,13 +394,13 @@ class _Core:
             self.inits.append(next(iter(init)))
         # an output: a value read outside the core at some step; a state
         # read only after the last step is the call's final state instead
-        every, T = members_of(tpl, members), len(tpl.slots)
+        every, T = _members_of(tpl, members), len(tpl.slots)
         self.outputs = [k for k in group if any(
             u not in every for t in range(T - 1 if k in states else T)
             for u in _users(tpl, t, k))]
         self._check_values()
 
-    def _check_op(self, node: fx.Node, members: set) -> None:
+    def _check_op(self, node: fx.Node) -> None:
         if _is_flexsn_spike(node):
             return
         if _is_function_spike(node):
@@ -482,7 +487,7 @@ class _Core:
         return core
 
 
-def members_of(tpl: _Template, group: set) -> set:
+def _members_of(tpl: _Template, group: set) -> set:
     """Every copy's nodes of the slots in `group`."""
     return {n for b in tpl.slots for k, n in enumerate(b) if k in group and n is not None}
 
@@ -574,7 +579,7 @@ def _emit_calls(core: _Core, compiled, gm: fx.GraphModule) -> None:
         for k, new in results.items():
             if block[k] is not None:
                 _take_place(block[k], new)
-    for n in sorted(members_of(tpl, set(core.group)), key=lambda n: -order[n]):
+    for n in sorted(_members_of(tpl, set(core.group)), key=lambda n: -order[n]):
         graph.erase_node(n)
     for n in list(graph.nodes):
         if n.op == "get_attr" and not n.users and \

@@ -535,6 +535,7 @@ class _Unlinear(torch.autograd.Function):
     ("mean", "passes mean, which is not an elementwise op"),
     ("backward", "backward is not the incoming gradient times"),
     ("first", "not the same computation each"),
+    ("in place", "changes it in place"),
 ])
 def test_inline_neurons_it_cannot_compile_stay_and_say_why(case, reason):
     class Loop(nn.Module):
@@ -544,9 +545,12 @@ def test_inline_neurons_it_cannot_compile_stay_and_say_why(case, reason):
 
         def forward(self, x):
             mem, outs = (None if case == "first" else torch.zeros(x.shape[1], 8)), []
+            drift = torch.zeros(8)
             for t in range(x.shape[0]):
                 cur = self.fc(x[t])
-                mem = cur if mem is None else 0.9 * mem + cur
+                mem = cur if mem is None else 0.9 * mem + cur + drift
+                if case == "in place":
+                    drift.add_(0.01)  # a value that changes from step to step
                 if case == "mean":
                     mem = mem - mem.mean()
                 spk = _Unlinear.apply(mem - 1.0) if case == "backward" else \
