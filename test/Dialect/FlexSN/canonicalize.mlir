@@ -37,6 +37,28 @@ func.func @drop_dead_state(%x: tensor<?x?xf32>, %y: tensor<?x?xf32>, %a0: tensor
 
 // -----
 
+// What flexsn-affine-states recorded per state goes with a dropped state
+// (it describes the old list), and stays where every state stays.
+// CHECK-LABEL: func.func @affine_marks_follow_the_states
+// CHECK: flexsn.scan ins(%{{.*}} : tensor<?x?xf32>) states(%{{.*}} : tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+// CHECK: flexsn.scan ins(%{{.*}} : tensor<?x?xf32>) states(%{{.*}} : tensor<?xf32>) attributes {flexsn.affine_states = array<i1: true>, flexsn.state_reads = [array<i64: 0>]}
+func.func @affine_marks_follow_the_states(%x: tensor<?x?xf32>, %y: tensor<?x?xf32>, %a0: tensor<?xf32>, %b0: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>) attributes {flexsn.kernel = "backward"} {
+  %o, %a, %b = flexsn.scan ins(%x, %y : tensor<?x?xf32>, tensor<?x?xf32>) states(%a0, %b0 : tensor<?xf32>, tensor<?xf32>) attributes {flexsn.affine_states = array<i1: true, true>, flexsn.state_reads = [array<i64: 0>, array<i64: 1>]} -> (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %yt: f32, %at: f32, %bt: f32):
+    %an = arith.addf %at, %xt : f32
+    %bn = arith.mulf %bt, %yt : f32
+    flexsn.yield %an, %an, %bn : f32, f32, f32
+  }
+  %o2, %c = flexsn.scan ins(%x : tensor<?x?xf32>) states(%a0 : tensor<?xf32>) attributes {flexsn.affine_states = array<i1: true>, flexsn.state_reads = [array<i64: 0>]} -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %ct: f32):
+    %cn = arith.addf %ct, %xt : f32
+    flexsn.yield %cn, %cn : f32, f32
+  }
+  return %o, %a, %c : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>
+}
+
+// -----
+
 // A state whose result is unused but whose value reaches an output stays.
 // CHECK-LABEL: func.func @keep_feeding_state
 // CHECK: %[[R:.*]]:2 = flexsn.scan ins(%{{.*}} : tensor<?x?xf32>) states(%{{.*}} : tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>)

@@ -58,7 +58,7 @@ func.func @f() attributes {flexsn.role = "input"} { return }
 
 // -----
 
-// expected-error @+1 {{unknown attribute 'flexsn.colour' of the flexsn dialect (known: flexsn.kernel, flexsn.primal, flexsn.role, flexsn.index, flexsn.no_grad, flexsn.save, flexsn.variant)}}
+// expected-error @+1 {{unknown attribute 'flexsn.colour' of the flexsn dialect (known: flexsn.kernel, flexsn.primal, flexsn.role, flexsn.index, flexsn.no_grad, flexsn.save, flexsn.variant, flexsn.affine_states, flexsn.state_reads)}}
 func.func @f() attributes {flexsn.colour = "red"} { return }
 
 // -----
@@ -107,3 +107,57 @@ func.func @p_backward(%g: tensor<?x?xf32> {flexsn.role = "grad_output", flexsn.i
     attributes {flexsn.kernel = "backward", flexsn.primal = @p} {
   return %g : tensor<?x?xf32>
 }
+
+// -----
+
+// expected-error @+1 {{'flexsn.affine_states' belongs on a flexsn.scan}}
+func.func @f() attributes {flexsn.affine_states = array<i1: true>} { return }
+
+// -----
+
+func.func @f(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{'flexsn.affine_states' must be an array<i1> of 1 (one per state), got array<i1: true, false>}}
+  %o, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) attributes {flexsn.affine_states = array<i1: true, false>} -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %vt: f32):
+    flexsn.yield %xt, %vt : f32, f32
+  }
+  return %o : tensor<?x?xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{'flexsn.state_reads' must be an array of 1 array<i64> (one per state), got [array<i64: 0>, array<i64: 0>]}}
+  %o, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) attributes {flexsn.state_reads = [array<i64: 0>, array<i64: 0>]} -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %vt: f32):
+    flexsn.yield %xt, %vt : f32, f32
+  }
+  return %o : tensor<?x?xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{'flexsn.state_reads' entry #0 must be an array<i64>, got 0 : i64}}
+  %o, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) attributes {flexsn.state_reads = [0]} -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %vt: f32):
+    flexsn.yield %xt, %vt : f32, f32
+  }
+  return %o : tensor<?x?xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{'flexsn.state_reads' entry #0 must list increasing state indices below 1, got array<i64: 1>}}
+  %o, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) attributes {flexsn.state_reads = [array<i64: 1>]} -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %vt: f32):
+    flexsn.yield %xt, %vt : f32, f32
+  }
+  return %o : tensor<?x?xf32>
+}
+
+// -----
+
+// expected-error @+1 {{argument #0: 'flexsn.state_reads' belongs on an op, not on a function argument}}
+func.func @f(%x: f32 {flexsn.state_reads = []}) { return }

@@ -37,9 +37,48 @@ Operation *FlexSNDialect::materializeConstant(OpBuilder &builder,
 static std::string knownNames() {
   std::string names;
   for (StringRef n : {kKernelKindAttr, kPrimalAttr, kRoleAttr, kIndexAttr,
-                      kNoGradAttr, kSaveAttr, kVariantAttr})
+                      kNoGradAttr, kSaveAttr, kVariantAttr, kAffineStatesAttr,
+                      kStateReadsAttr})
     names += (names.empty() ? "" : ", ") + n.str();
   return names;
+}
+
+/// flexsn.affine_states (one bool per state) and flexsn.state_reads (per
+/// state, increasing state indices) on a flexsn.scan.
+static LogicalResult verifyAffineStatesAttribute(Operation *op, StringRef name,
+                                                 Attribute value) {
+  auto scan = dyn_cast<ScanOp>(op);
+  if (!scan)
+    return op->emitError() << "'" << name << "' belongs on a flexsn.scan";
+  int64_t numStates = scan.getNumStates();
+  if (name == kAffineStatesAttr) {
+    auto flags = dyn_cast<DenseBoolArrayAttr>(value);
+    if (!flags || flags.size() != numStates)
+      return op->emitError() << "'" << name << "' must be an array<i1> of "
+                             << numStates << " (one per state), got " << value;
+    return success();
+  }
+  auto rows = dyn_cast<ArrayAttr>(value);
+  if (!rows || static_cast<int64_t>(rows.size()) != numStates)
+    return op->emitError() << "'" << name << "' must be an array of "
+                           << numStates << " array<i64> (one per state), got "
+                           << value;
+  for (auto [i, row] : llvm::enumerate(rows)) {
+    auto reads = dyn_cast<DenseI64ArrayAttr>(row);
+    if (!reads)
+      return op->emitError() << "'" << name << "' entry #" << i
+                             << " must be an array<i64>, got " << row;
+    int64_t last = -1;
+    for (int64_t j : reads.asArrayRef()) {
+      if (j <= last || j >= numStates)
+        return op->emitError()
+               << "'" << name << "' entry #" << i
+               << " must list increasing state indices below " << numStates
+               << ", got " << row;
+      last = j;
+    }
+  }
+  return success();
 }
 
 LogicalResult FlexSNDialect::verifyOperationAttribute(Operation *op,
@@ -91,6 +130,8 @@ LogicalResult FlexSNDialect::verifyOperationAttribute(Operation *op,
                              << "' belongs on an op of a flexsn.scan body";
     return success();
   }
+  if (name == kAffineStatesAttr || name == kStateReadsAttr)
+    return verifyAffineStatesAttribute(op, name, attr.getValue());
   if (name == kRoleAttr || name == kIndexAttr || name == kNoGradAttr)
     return op->emitError() << "'" << name
                            << "' belongs on a function argument or result";
@@ -135,7 +176,8 @@ static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
     return success();
   }
   if (name == kKernelKindAttr || name == kPrimalAttr || name == kSaveAttr ||
-      name == kVariantAttr)
+      name == kVariantAttr || name == kAffineStatesAttr ||
+      name == kStateReadsAttr)
     return fail() << "'" << name << "' belongs on an op, not on a "
                   << (what == "argument" ? "function argument"
                                          : "function result");

@@ -456,6 +456,11 @@ void rebuildLive(ScanOp scan, const ScanLiveness &live,
       sums.empty() ? DenseI64ArrayAttr()
                    : rewriter.getDenseI64ArrayAttr(sums));
   newScan->setDiscardableAttrs(scan->getDiscardableAttrDictionary());
+  // what flexsn-affine-states proved describes the old list of states
+  if (numSt != states.size()) {
+    newScan->removeAttr(kAffineStatesAttr);
+    newScan->removeAttr(kStateReadsAttr);
+  }
   rewriter.inlineRegionBefore(scan.getBody(), newScan.getBody(),
                               newScan.getBody().end());
   Block &newBody = newScan.getBodyBlock();

@@ -28,6 +28,10 @@ inline constexpr llvm::StringLiteral kNoGradAttr = "flexsn.no_grad";
 inline constexpr llvm::StringLiteral kVariantAttr = "flexsn.variant";
 /// On a body op: the training forward saves its result.
 inline constexpr llvm::StringLiteral kSaveAttr = "flexsn.save";
+/// On a scan, from flexsn-affine-states: per state, whether its update is
+/// affine in the states, and which states it reads.
+inline constexpr llvm::StringLiteral kAffineStatesAttr = "flexsn.affine_states";
+inline constexpr llvm::StringLiteral kStateReadsAttr = "flexsn.state_reads";
 
 } // namespace flexsn
 } // namespace mlir

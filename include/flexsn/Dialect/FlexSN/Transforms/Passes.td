@@ -71,4 +71,53 @@ def FlexSNDifferentiate : Pass<"flexsn-differentiate", "ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def FlexSNAffineStates : Pass<"flexsn-affine-states", "ModuleOp"> {
+  let summary = "Mark every scan whose state update is affine in its states";
+  let description = [{
+    Proves, per state of every `flexsn.scan`, whether its new value is
+    affine in the states: `s'_i = sum_j A_ij(x_t) s_j + b_i(x_t)`, with `A`
+    and `b` computed from the step's inputs, lagged values and parameters
+    only. Such steps compose associatively (a step after a step is again
+    `(A, b)`), which a parallel-in-time scan needs. The proof follows the
+    body's dataflow: sums, differences, negations, products and quotients
+    by state-free values, `arith.select` on a state-free condition,
+    `math.fma`, `arith.extf` and `flexsn.detach` keep a value affine; any
+    other op of a state-dependent value (`flexsn.spike`, a comparison,
+    `math.exp`, a product of two state-dependent values, `arith.truncf`)
+    does not.
+
+    Each scan gets `flexsn.affine_states`, one boolean per state, and
+    `flexsn.state_reads`, per state the indices of the states its update
+    reads (the nonzero pattern of `A`'s row; empty where it is not affine).
+    A leaky integrator, synaptic currents and neurons without reset are
+    affine; a reset through a spike of the state is not. The reverse-time
+    backward scan that `flexsn-differentiate` builds is affine for any core
+    (its adjoint is linear in the state gradients, and it reads the
+    forward's states as lagged values).
+
+    With `explain`, a remark at each update that is not affine names the op
+    where it stops being so, and why.
+
+    Example: `flexsn-opt --flexsn-affine-states` on a leaky integrator
+
+    ```mlir
+    %r = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>)
+           -> (tensor<?x?xf32>) {
+    ^bb0(%xt: f32, %vt: f32):
+      %c = arith.constant 0.9 : f32
+      %d = arith.mulf %vt, %c : f32
+      %v = arith.addf %d, %xt : f32
+      flexsn.yield %v : f32
+    }
+    ```
+
+    gives the scan `{flexsn.affine_states = array<i1: true>,
+    flexsn.state_reads = [array<i64: 0>]}`.
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "Remark at each state update that is not affine, naming the op">,
+  ];
+}
+
 #endif // FLEXSN_DIALECT_FLEXSN_TRANSFORMS_PASSES_TD
