@@ -9,7 +9,9 @@
 // the GPU), and compares the inference, final-state, training-forward and
 // backward kernels with the reference interpreter and the reference
 // adjoint, leaving out neurons whose reference run passes a switch point
-// (a threshold, max/min, a rounding jump) within rounding distance.
+// (a threshold, max/min, a rounding jump) within rounding distance. It
+// also checks that flexsn-affine-states proves every backward scan affine
+// in its states (an adjoint is linear in the state gradients).
 //
 // Deterministic by seed: core #i of seed S is the same on every run. Prints
 // one summary line. On a mismatch, an error or a crash it writes the core,
@@ -18,6 +20,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
+#include "flexsn/Dialect/FlexSN/Utils/AffineStates.h"
 #include "flexsn/Pipelines/Pipelines.h"
 #include "flexsn/Execution/Harness.h"
 #include "flexsn/InitAllDialects.h"
@@ -569,6 +573,22 @@ bool isSmooth(const Core &c) {
 
 /// Compiles `core` and runs every kernel variant on the CPU (and the GPU
 /// with `cuda`), with the core's own margin, tolerance and smoothness.
+/// What is wrong where the analysis does not prove a reverse scan of
+/// `module` affine in its states; empty where it does.
+std::string backwardNotAffine(ModuleOp module) {
+  std::string what;
+  module.walk([&](flexsn::ScanOp scan) {
+    if (!scan.getReverse() || !what.empty())
+      return;
+    for (auto [i, u] : llvm::enumerate(flexsn::analyzeAffineStates(scan)))
+      if (!u.affine && what.empty())
+        what = llvm::formatv("backward state #{0} is not proven affine: {1}", i,
+                             u.reason)
+                   .str();
+  });
+  return what;
+}
+
 Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
   std::string text = Renderer(core).render();
   Outcome out;
@@ -604,6 +624,13 @@ Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
                                   saveOps);
   if (!func)
     return errorOut("differentiate", func.takeError());
+  std::string notAffine = backwardNotAffine(*module);
+  if (!notAffine.empty()) {
+    out.status = Outcome::Error;
+    out.variant = "affine-states";
+    out.what = notAffine;
+    return out;
+  }
   HarnessOptions options;
   options.threads = 1;
   options.tieMargin = tieMargin(core);

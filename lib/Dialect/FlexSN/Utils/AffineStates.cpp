@@ -4,9 +4,10 @@
 // states, affine in them (with the states it reads), or neither (with the
 // op that made it so). Sums, differences, negations, products and
 // quotients by free values, selections on free conditions, fused
-// multiply-adds, widenings and detaches keep a value affine; any other op
-// of a state-dependent value (a spike, a comparison, exp, a product of two
-// state-dependent values, a narrowing) does not.
+// multiply-adds, conversions between float types and detaches keep a value
+// affine (in exact arithmetic: float ops round); any other op of a
+// state-dependent value (a spike, a comparison, exp, abs, a product of two
+// state-dependent values) does not.
 //
 //===----------------------------------------------------------------------===//
 
@@ -98,7 +99,10 @@ private:
       return free();
     if (isa<arith::AddFOp, arith::SubFOp>(op))
       return combine(in[0], in[1]);
-    if (isa<arith::NegFOp, arith::ExtFOp, DetachOp>(op))
+    // A narrowing rounds, as every float op does: the form is the value's
+    // in exact arithmetic (a backward scan rounds its state gradients where
+    // the forward stores a narrower type).
+    if (isa<arith::NegFOp, arith::ExtFOp, arith::TruncFOp, DetachOp>(op))
       return in[0];
     if (isa<arith::MulFOp>(op)) {
       if (in[0].kind == Form::Free)

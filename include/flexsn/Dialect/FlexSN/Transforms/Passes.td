@@ -81,10 +81,10 @@ def FlexSNAffineStates : Pass<"flexsn-affine-states", "ModuleOp"> {
     `(A, b)`), which a parallel-in-time scan needs. The proof follows the
     body's dataflow: sums, differences, negations, products and quotients
     by state-free values, `arith.select` on a state-free condition,
-    `math.fma`, `arith.extf` and `flexsn.detach` keep a value affine; any
-    other op of a state-dependent value (`flexsn.spike`, a comparison,
-    `math.exp`, a product of two state-dependent values, `arith.truncf`)
-    does not.
+    `math.fma`, `arith.extf`, `arith.truncf` and `flexsn.detach` keep a
+    value affine (in exact arithmetic: every float op rounds); any other op
+    of a state-dependent value (`flexsn.spike`, a comparison, `math.exp`,
+    `math.absf`, a product of two state-dependent values) does not.
 
     Each scan gets `flexsn.affine_states`, one boolean per state, and
     `flexsn.state_reads`, per state the indices of the states its update
