@@ -551,13 +551,15 @@ def _emit_calls(core: _Core, compiled, gm: fx.GraphModule) -> None:
     bindings = _bindings(core, compiled)
     tpl, graph = core.tpl, gm.graph
     order = _order(gm)
+    dead = sorted(_members_of(tpl, set(core.group)), key=lambda n: -order[n])
     last = [max((b[k] for k in core.group if b[k] is not None), key=order.__getitem__)
             for b in tpl.slots]
     with graph.inserting_after(last[0]):
         flat = [p if p.meta["example_value"].numel() == 1 else _expanded(graph, p, core.step)
                 for p in core.params]
         states = [_expanded(graph, i, core.step) for i in core.inits]
-    for block, after, (ident, training, recipe) in zip(tpl.slots, last, bindings):
+    for t, (block, after, (ident, training, recipe)) in enumerate(
+            zip(tpl.slots, last, bindings)):
         with graph.inserting_after(after):
             inputs = []
             for j in core.inputs:
@@ -579,7 +581,11 @@ def _emit_calls(core: _Core, compiled, gm: fx.GraphModule) -> None:
         for k, new in results.items():
             if block[k] is not None:
                 _take_place(block[k], new)
-    for n in sorted(_members_of(tpl, set(core.group)), key=lambda n: -order[n]):
+                # the result is slot k now: another core reading it reads
+                # this copy's result, not a value from outside the loop
+                block[k] = new
+                tpl.where[new] = (t, k)
+    for n in dead:
         graph.erase_node(n)
     for n in list(graph.nodes):
         if n.op == "get_attr" and not n.users and \

@@ -600,3 +600,37 @@ def test_library_neurons_that_break_dynamo_run_as_eager_and_say_how_to_roll(libr
     with pytest.warns(flexsn.LoopWarning, match=fix):
         got = torch.compile(loop, backend=flexsn.Backend(then="eager"))(x)
     assert torch.equal(got, want)
+
+
+def test_an_inline_neuron_fed_by_another_directly_rolls():
+    """The second neuron's input is the first one's spike itself (no layer
+    between): it reads each step's result of the first rolled call."""
+    class Chain(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x):
+            m1, m2 = torch.zeros(x.shape[1], 8), torch.zeros(x.shape[1], 8)
+            outs = []
+            for t in range(x.shape[0]):
+                m1 = 0.9 * m1 + self.fc(x[t])
+                s1 = flexsn.surrogate.ATan()(m1 - 1.0)
+                m1 = m1 - s1
+                m2 = 0.8 * m2 + s1
+                s2 = flexsn.surrogate.ATan()(m2 - 0.5)
+                m2 = m2 - s2
+                outs.append(s2)
+            return torch.stack(outs)
+    torch.manual_seed(0)
+    model = Chain()
+    x = torch.rand(7, 3, 8) * 3
+    want = _step(model, x, lambda: None)
+    rolled = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", flexsn.LoopWarning)
+        got = _step(_compiled(model, rolled), x, lambda: None)
+    assert rolled == [2]
+    assert torch.equal(got[0][0], want[0][0]) and got[0][0].sum() > 0
+    for a, b in zip(got[1], want[1]):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
