@@ -634,3 +634,56 @@ def test_an_inline_neuron_fed_by_another_directly_rolls():
     assert torch.equal(got[0][0], want[0][0]) and got[0][0].sum() > 0
     for a, b in zip(got[1], want[1]):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+class _InlineSynaptic(nn.Module):
+    """A two-state neuron written inline (a synaptic current and a
+    membrane, snnTorch's Synaptic by hand) with a learned decay per neuron."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 16)
+        self.alpha = nn.Parameter(torch.linspace(0.5, 0.9, 16))
+
+    def forward(self, x):
+        syn = torch.zeros(x.shape[1], 16, dtype=x.dtype)
+        mem = torch.zeros(x.shape[1], 16, dtype=x.dtype)
+        outs = []
+        for t in range(x.shape[0]):
+            syn = self.alpha * syn + self.fc(x[t])
+            mem = 0.9 * mem + syn
+            spk = flexsn.surrogate.Sigmoid()(mem - 1.0)
+            mem = mem * (1.0 - spk)
+            outs.append(spk)
+        return torch.stack(outs), syn
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_an_inline_neuron_with_two_states_and_a_decay_per_neuron_rolls(dtype):
+    torch.manual_seed(0)
+    model = _InlineSynaptic().to(dtype)
+    x = torch.rand(6, 3, 8, dtype=dtype) * 2
+    want = _step(model, x, lambda: None)
+    rolled = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", flexsn.LoopWarning)
+        got = _step(_compiled(model, rolled), x, lambda: None)
+    assert rolled == [2]  # the current reads only itself: a core of its own
+    assert torch.equal(got[0][0], want[0][0]) and got[0][0].sum() > 0
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(got[0][1], want[0][1], **tol)
+    for a, b in zip(got[1], want[1]):  # x, fc's weight and bias, alpha
+        torch.testing.assert_close(a, b, **tol)
+
+
+def test_an_inline_loop_compiles_once_per_T():
+    torch.manual_seed(0)
+    model = _InlineLoop(_spike_fn("flexsn"))
+    rolled = []
+    compiled = _compiled(model, rolled)
+    for T in (4, 6, 4, 6):
+        x = torch.rand(T, 2, 8) * 3
+        with torch.no_grad():
+            got, want = compiled(x), model(x)
+        assert torch.equal(got[0], want[0])
+    assert rolled == [2, 2]
