@@ -385,6 +385,8 @@ class _Core:
         if changed:
             raise _Refused(changed[0], "an op of the loop changes it in place, which "
                                        "one call over all steps would read once")
+        if not inputs:
+            raise _Refused(copy[group[0]], "it reads no value of the step (an input)")
         self.inputs, self.states, self.params = sorted(inputs), sorted(states), params
         self.inits = []
         for j in self.states:
@@ -537,10 +539,13 @@ def _bindings(core: _Core, compiled) -> list:
     return out
 
 
-def _expanded(graph: fx.Graph, node: fx.Node, step: tuple) -> fx.Node:
-    """`node` broadcast to the step's shape, contiguous."""
-    v = node.meta.get("example_value")
-    e = _with_value(graph.call_method("expand", (node, step)), lambda a: a.expand(step), v)
+def _expanded(graph: fx.Graph, node: fx.Node, like: fx.Node) -> fx.Node:
+    """`node` broadcast to the shape of `like` (a value of the step's
+    shape, which may be symbolic: a batch size Dynamo made dynamic),
+    contiguous."""
+    v, w = node.meta.get("example_value"), like.meta.get("example_value")
+    e = _with_value(graph.call_method("expand_as", (node, like)), lambda a, b: a.expand_as(b),
+                    v, w)
     return _with_value(graph.call_method("contiguous", (e,)), lambda a: a.contiguous(),
                        e.meta.get("example_value"))
 
@@ -554,10 +559,11 @@ def _emit_calls(core: _Core, compiled, gm: fx.GraphModule) -> None:
     dead = sorted(_members_of(tpl, set(core.group)), key=lambda n: -order[n])
     last = [max((b[k] for k in core.group if b[k] is not None), key=order.__getitem__)
             for b in tpl.slots]
+    like = tpl.slots[0][core.inputs[0]]  # copy 0's first input: the step's shape
     with graph.inserting_after(last[0]):
-        flat = [p if p.meta["example_value"].numel() == 1 else _expanded(graph, p, core.step)
+        flat = [p if p.meta["example_value"].numel() == 1 else _expanded(graph, p, like)
                 for p in core.params]
-        states = [_expanded(graph, i, core.step) for i in core.inits]
+        states = [_expanded(graph, i, like) for i in core.inits]
     for t, (block, after, (ident, training, recipe)) in enumerate(
             zip(tpl.slots, last, bindings)):
         with graph.inserting_after(after):
@@ -718,7 +724,6 @@ def _sj_call(gm: fx.GraphModule, node: fx.Node, a: dict) -> bool:
     compiled = _sj_core(a)
     if compiled is None or compiled.traced.params:
         return False
-    step = tuple(xv.shape[1:])
     mask = (bool(xv.requires_grad), bool(vv.requires_grad))
     mask = mask if torch.is_grad_enabled() and any(mask) else None
     ident, training, _, last_steps, recipe = _ops._binding_ids(
@@ -730,7 +735,12 @@ def _sj_call(gm: fx.GraphModule, node: fx.Node, a: dict) -> bool:
     graph = gm.graph
     with graph.inserting_before(node):
         xc = _with_value(graph.call_method("contiguous", (x,)), lambda t: t.contiguous(), xv)
-        vc = v if _is_state_result(v) else _expanded(graph, v, step)
+        if _is_state_result(v):
+            vc = v
+        else:
+            row = _with_value(graph.call_method("select", (x, 0, 0)),
+                              lambda t: t.select(0, 0), xv)
+            vc = _expanded(graph, v, row)
         op = torch.ops.flexsn_native.train if training else torch.ops.flexsn_native.launch
         res = graph.call_function(op, (ident, [xc, vc], recipe))
         new = {0: graph.call_function(operator.getitem, (res, outs[0])),

@@ -687,3 +687,31 @@ def test_an_inline_loop_compiles_once_per_T():
             got, want = compiled(x), model(x)
         assert torch.equal(got[0], want[0])
     assert rolled == [2, 2]
+
+
+@pytest.mark.parametrize("name", ["inline", "spikingjelly-unconverted", "norse", "flexsn"])
+def test_a_new_batch_size_rolls_too(name):
+    """Dynamo makes the batch size symbolic on the second size: the rolled
+    calls take any batch size (states and parameters broadcast to a step's
+    value, not to numbers)."""
+    if name == "inline":
+        torch.manual_seed(0)
+        model, reset = _InlineLoop(_spike_fn("flexsn")), (lambda: None)
+    else:
+        model, reset = _model(name, torch.device("cpu"))
+    rolled = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", flexsn.LoopWarning)
+        compiled = _compiled(model, rolled)
+        for B in (2, 3, 5):
+            x = torch.rand(5, B, 8) * 3
+            want = _step(model, x, reset)
+            got = _step(compiled, x, reset)
+            for a, b in zip(got[0], want[0]):
+                if a.dtype == torch.float32 and name == "inline":
+                    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+            assert torch.equal(got[0][0], want[0][0])
+            for a, b in zip(got[1], want[1]):
+                if a is not None:
+                    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert rolled == [2, 2]  # the first size, then any
