@@ -364,19 +364,32 @@ class _Core:
         self.tpl, self.group = tpl, group
         members = set(group)
         copy = tpl.slots[1]
-        inputs, states, params = set(), set(), []
-        for k in group:
-            node = copy[k]
+        carried = {j for k in group for j in _reads(tpl.sig[k])[1] if j in members}
+        if not carried:
+            raise _Refused(copy[group[0]], "internal error: a group that carries no state")
+        self._reference(copy[min(carried)])
+        # nodes the core also computes, not moved into it: a comparison of
+        # the input that feeds a choice, say (its value is not a float
+        # sequence a kernel can read)
+        self.recomputed: set = set()
+        # values of the step before that carry no state of their own (a
+        # delay line): a state of the core whose new value is the input
+        self.delays: set = set()
+        inputs, params, todo = set(), [], list(group)
+        while todo:
+            node = copy[todo.pop()]
             self._check_op(node)
-            same, before = _reads(tpl.sig[k])
-            for j in same - members:
-                if copy[j].op != "get_attr":
+            same, before = _reads(tpl.sig[tpl.where[node][1]])
+            for j in same - members - self.recomputed:
+                if copy[j].op == "get_attr":
+                    continue
+                if self._recomputable(copy[j]):
+                    self.recomputed.add(j)
+                    inputs.discard(j)
+                    todo.append(j)
+                else:
                     inputs.add(j)
-            for j in before:
-                if j not in members:
-                    raise _Refused(node, f"reads {copy[j].name} of the step before, "
-                                         "which carries no state")
-                states.add(j)
+            self.delays |= before - members
             for a in node.all_input_nodes:
                 if tpl.where.get(a) is None and a not in params:
                     params.append(a)
@@ -385,9 +398,12 @@ class _Core:
         if changed:
             raise _Refused(changed[0], "an op of the loop changes it in place, which "
                                        "one call over all steps would read once")
-        if not inputs:
+        if not inputs - self.delays:
             raise _Refused(copy[group[0]], "it reads no value of the step (an input)")
-        self.inputs, self.states, self.params = sorted(inputs), sorted(states), params
+        self.inputs = sorted(inputs | self.delays)
+        self.states = sorted(carried | self.delays)
+        self.params = params
+        self.body = sorted(members | self.recomputed)
         self.inits = []
         for j in self.states:
             init = tpl.inits.get(j, set())
@@ -398,9 +414,29 @@ class _Core:
         # read only after the last step is the call's final state instead
         every, T = _members_of(tpl, members), len(tpl.slots)
         self.outputs = [k for k in group if any(
-            u not in every for t in range(T - 1 if k in states else T)
+            u not in every for t in range(T - 1 if k in carried else T)
             for u in _users(tpl, t, k))]
         self._check_values()
+
+    def _reference(self, state: fx.Node) -> None:
+        value = state.meta.get("example_value")
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+            raise _Refused(state, "its state is not a floating-point tensor")
+        self.step, self.dtype, self.device = tuple(value.shape), value.dtype, value.device
+
+    def _recomputable(self, node: fx.Node) -> bool:
+        """Whether an input node is better computed inside the core: its
+        value is not a float of the step's shape and dtype, and it is an
+        elementwise op (not the loop's read of x[t])."""
+        v = node.meta.get("example_value")
+        if isinstance(v, torch.Tensor) and tuple(v.shape) == self.step and \
+                v.dtype == self.dtype:
+            return False
+        try:
+            self._check_op(node)
+        except _Refused:
+            return False
+        return not (node.op == "call_function" and node.target is operator.getitem)
 
     def _check_op(self, node: fx.Node) -> None:
         if _is_flexsn_spike(node):
@@ -427,10 +463,6 @@ class _Core:
 
     def _check_values(self) -> None:
         copy = self.tpl.slots[1]
-        value = copy[self.states[0]].meta.get("example_value")
-        if not isinstance(value, torch.Tensor) or not value.is_floating_point():
-            raise _Refused(copy[self.states[0]], "its state is not a floating-point tensor")
-        self.step, self.dtype, self.device = tuple(value.shape), value.dtype, value.device
         for k in self.inputs + self.states:
             v = copy[k].meta.get("example_value")
             if not isinstance(v, torch.Tensor) or tuple(v.shape) != self.step or \
@@ -455,7 +487,6 @@ class _Core:
         """The core as a function of (inputs, states, params): outputs, then
         new states."""
         tpl, copy = self.tpl, self.tpl.slots[1]
-        group = self.group
 
         def core(*args):
             it = iter(args)
@@ -475,7 +506,7 @@ class _Core:
                 if copy[k].op == "get_attr":
                     return getattr(tpl.gm, copy[k].target)
                 return given[("in", k)]
-            for k in group:
+            for k in self.body:
                 node = copy[k]
                 args_ = fx.node.map_arg(node.args, value)
                 kwargs = fx.node.map_arg(node.kwargs, value)
@@ -485,7 +516,8 @@ class _Core:
                     done[k] = getattr(args_[0], node.target)(*args_[1:], **kwargs)
                 else:
                     done[k] = node.target(*args_, **kwargs)
-            return tuple(done[k] for k in self.outputs) + tuple(done[j] for j in self.states)
+            return tuple(done[k] for k in self.outputs) + tuple(
+                given[("in", j)] if j in self.delays else done[j] for j in self.states)
         return core
 
 
@@ -516,27 +548,35 @@ def _with_value(node: fx.Node, fn, *values) -> fx.Node:
 def _bindings(core: _Core, compiled) -> list:
     """Per copy, (id, training, recipe) of the binding its call runs (made
     before the graph changes: a configuration that fails leaves it as it
-    was)."""
+    was). One binding for every copy, differentiating what any copy needs
+    (a gradient nobody asks for is dropped), as one rolled call must."""
     from . import _compiled, _ops
     handle = _ops.handle_of(compiled)
     p_dtypes = tuple(p.meta["example_value"].dtype for p in core.params)
     p_scalar = tuple(p.meta["example_value"].numel() == 1 for p in core.params)
-    grad, recompute = torch.is_grad_enabled(), _compiled.recompute_active()
     wants = lambda n: bool(getattr(n.meta.get("example_value"), "requires_grad", False))  # noqa: E731
-    out, trained = [], False
-    for t, block in enumerate(core.tpl.slots):
-        mask = [wants(block[j]) for j in core.inputs]
-        mask += [wants(i) for i in core.inits] if t == 0 else [trained] * len(core.states)
-        mask += [wants(p) for p in core.params]
-        mask = tuple(mask) if grad and any(mask) else None
-        ident, training, _, last_steps, recipe = _ops._binding_ids(
-            handle, core.dtype, core.device, p_dtypes, p_scalar, mask, False, recompute)
-        if last_steps:
-            raise _Refused(block[core.group[0]], "its configuration has no binding that "
-                                                 "returns final states")
-        out.append((ident, training, recipe))
-        trained = training
-    return out
+    inputs = [any(wants(n) for n in column) for column in
+              zip(*(_step_inputs(core, block) for block in core.tpl.slots))]
+    params = [wants(p) for p in core.params]
+    mask = None
+    if torch.is_grad_enabled() and any(inputs + params + [wants(i) for i in core.inits]):
+        # after the first step the states carry gradients
+        mask = tuple(inputs + [True] * len(core.states) + params)
+    ident, training, _, last_steps, recipe = _ops._binding_ids(
+        handle, core.dtype, core.device, p_dtypes, p_scalar, mask, False,
+        _compiled.recompute_active())
+    if last_steps:
+        raise _Refused(core.tpl.slots[1][core.group[0]], "its configuration has no binding "
+                                                         "that returns final states")
+    return [(ident, training, recipe)] * len(core.tpl.slots)
+
+
+def _step_inputs(core: _Core, block: list) -> list:
+    """A copy's input nodes for its call. The last copy may lack a delay
+    line's value (only a next step would read it): any input of the step
+    stands in, since only the unread final state depends on it."""
+    some = next(block[j] for j in core.inputs if j not in core.delays)
+    return [some if block[j] is None else block[j] for j in core.inputs]
 
 
 def _expanded(graph: fx.Graph, node: fx.Node, like: fx.Node) -> fx.Node:
@@ -568,9 +608,9 @@ def _emit_calls(core: _Core, compiled, gm: fx.GraphModule) -> None:
             zip(tpl.slots, last, bindings)):
         with graph.inserting_after(after):
             inputs = []
-            for j in core.inputs:
-                v = block[j].meta.get("example_value")
-                u = _with_value(graph.call_method("unsqueeze", (block[j], 0)),
+            for node in _step_inputs(core, block):
+                v = node.meta.get("example_value")
+                u = _with_value(graph.call_method("unsqueeze", (node, 0)),
                                 lambda a: a.unsqueeze(0), v)
                 inputs.append(_with_value(graph.call_method("contiguous", (u,)),
                                           lambda a: a.contiguous(), u.meta.get("example_value")))
@@ -583,7 +623,8 @@ def _emit_calls(core: _Core, compiled, gm: fx.GraphModule) -> None:
                 results[k] = graph.call_function(operator.getitem, (seq, 0))
             states = [graph.call_function(operator.getitem, (res, r)) for r in st]
             for j, new in zip(core.states, states):
-                results.setdefault(j, new)
+                if j not in core.delays:  # a delay's value stays where it is
+                    results.setdefault(j, new)
         for k, new in results.items():
             if block[k] is not None:
                 _take_place(block[k], new)

@@ -715,3 +715,73 @@ def test_a_new_batch_size_rolls_too(name):
                 if a is not None:
                     torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
     assert rolled == [2, 2]  # the first size, then any
+
+
+def _random_program(rng, num_states):
+    """A random step: ops over [x_t, states..., a learned parameter], each
+    appending a value; then each new state (bounded) and two outputs, as
+    indices into the values."""
+    # each state first leaks and takes the input (or the state before it)
+    ops = [("decay", 1 + s, 0 if s == 0 else 1 + num_states + s, 0, 0.0)
+           for s in range(num_states)]
+    n = 2 + 2 * num_states
+    for _ in range(int(rng.integers(3, 9))):
+        kind = str(rng.choice(["add", "sub", "mul", "scale", "tanh", "sigmoid", "where",
+                               "spike", "detach", "decay"]))
+        ops.append((kind, *(int(i) for i in rng.integers(0, n, 3)), float(rng.uniform(-1.5, 1.5))))
+        n += 1
+    states = [int(i) for i in rng.integers(2 + num_states, n, num_states)]
+    outputs = [int(i) for i in rng.integers(1, n, 2)]
+    return ops, states, outputs
+
+
+class _RandomInline(nn.Module):
+    def __init__(self, program, num_states):
+        super().__init__()
+        self.program, self.num_states = program, num_states
+        self.p = nn.Parameter(torch.linspace(-0.5, 0.8, 4, dtype=torch.float64))
+
+    def forward(self, x):
+        ops, new_states, outputs = self.program
+        states = [torch.zeros(x.shape[1], 4, dtype=x.dtype) for _ in range(self.num_states)]
+        out = []
+        for t in range(x.shape[0]):
+            v = [x[t], *states, self.p]
+            for kind, i, j, k, c in ops:
+                a, b, d = v[i], v[j], v[k]
+                v.append({"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+                          "scale": lambda: a * c, "tanh": lambda: torch.tanh(a),
+                          "sigmoid": lambda: torch.sigmoid(a),
+                          "where": lambda: torch.where(a > 0, b, d),
+                          "spike": lambda: flexsn.surrogate.ATan()(a - c),
+                          "detach": lambda: a.detach(),
+                          "decay": lambda: 0.9 * a + b}[kind]())
+            states = [2 * torch.tanh(v[s]) for s in new_states]
+            out.append(v[outputs[0]] + v[outputs[1]] + 0.0 * x[t])  # x's gradient always
+        return torch.stack(out), *states
+
+
+def test_random_inline_neurons_give_eager_numbers():
+    """Random elementwise steps with one or two states, in f64 (where a
+    fused kernel's rounding cannot move a spike): under flexsn.backend,
+    eager's outputs, final states and gradients, rolled or left as traced."""
+    import numpy as np
+    rng = np.random.default_rng(7)
+    rolled_any = 0
+    for case in range(24):
+        num_states = 1 + case % 2
+        model = _RandomInline(_random_program(rng, num_states), num_states)
+        torch.manual_seed(case)
+        x = torch.randn(5, 3, 4, dtype=torch.float64) * 2
+        want = _step(model, x, lambda: None)
+        rolled = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", flexsn.LoopWarning)  # a product of states, say
+            got = _step(_compiled(model, rolled), x, lambda: None)
+        rolled_any += bool(rolled and rolled[0])
+        for a, b in zip(list(got[0]) + list(got[1]), list(want[0]) + list(want[1])):
+            assert (a is None) == (b is None), (case, model.program)
+            if a is not None:
+                torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10,
+                                           msg=lambda m: f"case {case} {model.program}: {m}")
+    assert rolled_any >= 8  # the test exercises the rolled path
