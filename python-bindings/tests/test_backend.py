@@ -87,6 +87,17 @@ def _step(model, x, reset):
     return [o.detach() for o in outs], grads
 
 
+def _rolled_and_eager(model, x, reset=lambda: None, batch_steps=False):
+    """(compiled step, eager step, how many chains each compile rolled),
+    the compile raising on any LoopWarning."""
+    want = _step(model, x, reset)
+    rolled = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", flexsn.LoopWarning)
+        got = _step(_compiled(model, rolled, batch_steps), x, reset)
+    return got, want, rolled
+
+
 def _model(name, device):
     torch.manual_seed(0)
     if name == "norse":
@@ -139,11 +150,7 @@ def test_norse_parameters_on_another_device_or_dtype_roll(device):
     model = model.to(device, torch.float64)
     assert model.cell1.module.p.tau_mem_inv.dtype == torch.float32
     x = torch.rand(6, 3, 8, device=device, dtype=torch.float64) * 3
-    want = _step(model, x, lambda: None)
-    rolled = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", flexsn.LoopWarning)
-        got = _step(_compiled(model, rolled), x, lambda: None)
+    got, want, rolled = _rolled_and_eager(model, x, lambda: None)
     assert rolled == [2]
     for a, b in zip(got[0], want[0]):
         assert torch.equal(a, b)
@@ -492,11 +499,7 @@ def test_inline_neurons_roll_with_eager_numbers(device, spike):
     torch.manual_seed(0)
     model = _InlineLoop(_spike_fn(spike)).to(device)
     x = torch.rand(7, 3, 8, device=device) * 3
-    want = _step(model, x, lambda: None)
-    rolled = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", flexsn.LoopWarning)
-        got = _step(_compiled(model, rolled, batch_steps=True), x, lambda: None)
+    got, want, rolled = _rolled_and_eager(model, x, lambda: None, batch_steps=True)
     assert rolled == [2]
     assert torch.equal(got[0][0], want[0][0])  # the spikes
     assert got[0][0].sum() > 0
@@ -625,11 +628,7 @@ def test_an_inline_neuron_fed_by_another_directly_rolls():
     torch.manual_seed(0)
     model = Chain()
     x = torch.rand(7, 3, 8) * 3
-    want = _step(model, x, lambda: None)
-    rolled = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", flexsn.LoopWarning)
-        got = _step(_compiled(model, rolled), x, lambda: None)
+    got, want, rolled = _rolled_and_eager(model, x, lambda: None)
     assert rolled == [2]
     assert torch.equal(got[0][0], want[0][0]) and got[0][0].sum() > 0
     for a, b in zip(got[1], want[1]):
@@ -663,11 +662,7 @@ def test_an_inline_neuron_with_two_states_and_a_decay_per_neuron_rolls(dtype):
     torch.manual_seed(0)
     model = _InlineSynaptic().to(dtype)
     x = torch.rand(6, 3, 8, dtype=dtype) * 2
-    want = _step(model, x, lambda: None)
-    rolled = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", flexsn.LoopWarning)
-        got = _step(_compiled(model, rolled), x, lambda: None)
+    got, want, rolled = _rolled_and_eager(model, x, lambda: None)
     assert rolled == [2]  # the current reads only itself: a core of its own
     assert torch.equal(got[0][0], want[0][0]) and got[0][0].sum() > 0
     tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-10, atol=1e-12)
