@@ -390,7 +390,6 @@ class _Core:
                 else:
                     inputs.add(j)
             self.delays |= before - members
-            carried |= before & members  # a recomputed node may read a state too
             for a in node.all_input_nodes:
                 if tpl.where.get(a) is None and a not in params:
                     params.append(a)
