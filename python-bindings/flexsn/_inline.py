@@ -423,6 +423,10 @@ class _Core:
         if not isinstance(value, torch.Tensor) or not value.is_floating_point():
             raise _Refused(state, "its state is not a floating-point tensor")
         self.step, self.dtype, self.device = tuple(value.shape), value.dtype, value.device
+        if value.dtype in (torch.float16, torch.bfloat16):
+            raise _Refused(state, f"its state is {value.dtype}: the loop rounds every op to "
+                                  "it, a fused kernel computes in float32 and rounds only "
+                                  "what it stores (keep the state in float32 to roll it)")
 
     def _recomputable(self, node: fx.Node) -> bool:
         """Whether an input node is better computed inside the core: its

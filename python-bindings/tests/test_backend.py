@@ -534,6 +534,19 @@ class _Unlinear(torch.autograd.Function):
         return grad * torch.sigmoid(v) + 0.1  # not grad times a factor
 
 
+def test_a_half_precision_inline_neuron_stays_as_traced():
+    """The loop rounds every op to bf16; a fused kernel would not."""
+    torch.manual_seed(0)
+    model = _InlineSynaptic().to(torch.bfloat16)
+    x = (torch.rand(5, 4, 8) * 2).to(torch.bfloat16)
+    want = _step(model, x, lambda: None)
+    rolled = []
+    with pytest.warns(flexsn.LoopWarning, match="torch.bfloat16: the loop rounds every op"):
+        got = _step(_compiled(model, rolled), x, lambda: None)
+    assert rolled == [0]
+    assert torch.equal(got[0][0], want[0][0])
+
+
 @pytest.mark.parametrize("case, reason", [
     ("mean", "passes mean, which is not an elementwise op"),
     ("backward", "backward is not the incoming gradient times"),
