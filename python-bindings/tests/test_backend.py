@@ -793,3 +793,27 @@ def test_random_inline_neurons_give_eager_numbers():
                 torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10,
                                            msg=lambda m: f"case {case} {model.program}: {m}")
     assert rolled_any >= 8  # the test exercises the rolled path
+
+
+def test_an_inline_neuron_from_a_learned_initial_state_rolls():
+    class Loop(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+            self.mem0 = nn.Parameter(torch.linspace(-0.5, 0.5, 8))
+
+        def forward(self, x):
+            mem, outs = self.mem0.expand(x.shape[1], 8), []
+            for t in range(x.shape[0]):
+                mem = 0.9 * mem + self.fc(x[t])
+                spk = flexsn.surrogate.Sigmoid()(mem - 1.0)
+                mem = mem - spk
+                outs.append(spk)
+            return torch.stack(outs), mem
+    torch.manual_seed(0)
+    model = Loop()
+    got, want, rolled = _rolled_and_eager(model, torch.rand(6, 3, 8) * 2)
+    assert rolled == [1]
+    assert torch.equal(got[0][0], want[0][0])
+    for a, b in zip(got[1], want[1]):  # x, fc's weight and bias, mem0
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
