@@ -360,7 +360,7 @@ class _Core:
     inputs, states (with their initial values), parameters (values from
     outside the loop) and outputs."""
 
-    def __init__(self, tpl: _Template, group: list):
+    def __init__(self, tpl: _Template, group: list, mutated: set):
         self.tpl, self.group = tpl, group
         members = set(group)
         copy = tpl.slots[1]
@@ -393,8 +393,7 @@ class _Core:
             for a in node.all_input_nodes:
                 if tpl.where.get(a) is None and a not in params:
                     params.append(a)
-        from ._backend import _mutated
-        changed = [p for p in params if p in _mutated(tpl.gm)]
+        changed = [p for p in params if p in mutated]
         if changed:
             raise _Refused(changed[0], "an op of the loop changes it in place, which "
                                        "one call over all steps would read once")
@@ -680,14 +679,14 @@ def outline(gm: fx.GraphModule) -> int:
     if tpl is None:
         _warn_unaligned(gm)
         return 0
-    done = 0
+    from ._backend import _mutated
+    done, mutated = 0, _mutated(gm)  # emitting calls changes nothing in place
     for group in _carrying_groups(tpl):
         copy = tpl.slots[1]
-        if any(copy[k].op == "call_function" and _name(copy[k]) in ("train", "launch")
-               for k in group):
+        if any(_is_operator_call(copy[k]) for k in group):
             continue  # a neuron module's calls: rolled as they are
         try:
-            core = _Core(tpl, group)
+            core = _Core(tpl, group, mutated)
             examples = [torch.zeros(1, dtype=core.dtype)] * (len(core.inputs) + len(core.states))
             statics = [torch.zeros(1, dtype=p.meta["example_value"].dtype) for p in core.params]
             compiled = _compiled.CompiledCore(core.function(), len(core.inputs),
@@ -798,12 +797,18 @@ def _sj_call(gm: fx.GraphModule, node: fx.Node, a: dict) -> bool:
     return True
 
 
+def _is_operator_call(node: fx.Node) -> bool:
+    """Whether `node` calls the package's train or launch operator."""
+    from ._backend import _ops
+    return node.op == "call_function" and node.target in _ops()
+
+
 def _is_state_result(v) -> bool:
     """Whether `v` is a state result of an operator call (already the step's
     shape and contiguous)."""
     return isinstance(v, fx.Node) and v.op == "call_function" and \
         v.target is operator.getitem and isinstance(v.args[0], fx.Node) and \
-        v.args[0].op == "call_function" and _name(v.args[0]) in ("train", "launch")
+        _is_operator_call(v.args[0])
 
 
 def spikingjelly_calls(gm: fx.GraphModule) -> int:
