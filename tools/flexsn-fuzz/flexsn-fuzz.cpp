@@ -629,11 +629,10 @@ std::string affineButNotSo(flexsn::ScanOp scan, uint64_t seed) {
   };
   for (int trial = 0; trial < 8; ++trial) {
     SmallVector<double> args, s1, s2, sm;
-    for (BlockArgument arg : body.getArguments()) {
-      (void)arg;
-      args.push_back(value(rng) + 2.5 * (arg.getArgNumber() >=
-                                         body.getNumArguments() - scan.getNumParams()));
-    }
+    // parameters shifted positive (decays, thresholds), the rest around 0
+    unsigned firstParam = body.getNumArguments() - scan.getNumParams();
+    for (BlockArgument arg : body.getArguments())
+      args.push_back(value(rng) + 2.5 * (arg.getArgNumber() >= firstParam));
     double a = mix(rng);
     for (unsigned j = 0; j < states.size(); ++j) {
       s1.push_back(value(rng));
