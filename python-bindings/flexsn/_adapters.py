@@ -222,3 +222,18 @@ def check_sequence(x, who: str) -> torch.Tensor:
     if not x.is_floating_point():
         raise TypeError(f"{who} takes a floating-point tensor, got {x.dtype}")
     return x
+
+
+@torch._dynamo.assume_constant_result
+def traced_for_flexsn() -> bool:
+    """Whether the graph Dynamo is tracing goes to a flexsn.Backend (a
+    constant of the trace: a graph goes to one backend). torch.compile wraps
+    the backend it is given; its wrappers keep it in these fields."""
+    from torch._dynamo.symbolic_convert import InstructionTranslator
+    tx = InstructionTranslator.current_tx()
+    fn = getattr(getattr(tx, "output", None), "compiler_fn", None)
+    for _ in range(4):
+        if getattr(fn, "rolls_time_loops", False):
+            return True
+        fn = getattr(fn, "_torchdynamo_orig_backend", None) or getattr(fn, "compiler_fn", None)
+    return False

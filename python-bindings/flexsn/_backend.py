@@ -18,6 +18,9 @@ call, the same at every step, runs once under torch.vmap (unless
 
 SpikingJelly's own LIFNode (its operator once per step) and neurons
 written inline in the loop body become such chains first (_inline).
+snnTorch's and Norse's own neurons, whose forwards break Dynamo's graph,
+are traced for this backend in forms Dynamo captures
+(capture_libraries): they arrive as inline neurons.
 
 A chain is rolled only when that is exact: the calls take the same
 parameters, each step's state inputs are the previous step's state results
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import heapq
 import operator
+import sys
 import warnings
 from typing import Callable, Optional, Union
 
@@ -502,27 +506,60 @@ def _topologically_sorted(gm: fx.GraphModule) -> None:
 # loop calling them runs step by step (Dynamo skips a frame whose loop
 # breaks), so no backend sees the loop. By the path of their source.
 _BREAKING = {
-    "/snntorch/_neurons/": ("snnTorch", "its forward compares the state with None "
-                            "(mem == None)", "flexsn.from_snntorch(neuron)"),
-    "/norse/torch/": ("Norse", "its initial state sets requires_grad",
-                      "flexsn.from_norse(cell)"),
+    "/snntorch/_neurons/": (
+        "snnTorch", "its forward compares the state with None (mem == None)",
+        "flexsn.backend captures snnTorch's Leaky, Synaptic, Alpha, Lapicque, RLeaky and "
+        "RSynaptic (and subclasses that keep their step) without inhibition, state_quant "
+        "or all_to_all=True, when snntorch is imported before flexsn.backend is first "
+        "used; flexsn.from_snntorch(neuron) covers the same neurons"),
+    "/norse/torch/": (
+        "Norse", "its initial state sets requires_grad",
+        "flexsn.backend captures Norse's LIF, LIFBox, LI, IAF, LIFAdEx and Izhikevich cells "
+        "whose initial_state is the class's own, when norse is imported before "
+        "flexsn.backend is first used; flexsn.from_norse(cell) covers the same cells"),
 }
 _warned: set = set()
 
 
 def _warn_unconverted(gm: fx.GraphModule) -> None:
     """One LoopWarning per library whose own neuron code Dynamo hands over
-    piece by piece (the sign that its loop could not be captured)."""
+    piece by piece: a graph whose outermost frame is that code (the sign
+    that a loop calling it was not captured; the library was imported after
+    the backend was made, say, or the neuron's options are ones
+    capture_libraries leaves to the library's forward)."""
     for n in gm.graph.nodes:
         trace = n.meta.get("stack_trace") or ""
+        outermost = trace.split('File "', 1)[-1].split('"', 1)[0]
         for path, (lib, why, fix) in _BREAKING.items():
-            if path in trace and lib not in _warned:
+            if path in outermost and lib not in _warned:
                 _warned.add(lib)
                 warnings.warn(
-                    f"flexsn.backend: {lib}'s own neurons break Dynamo's graph ({why}), "
-                    "so a time loop that calls them runs one step at a time and cannot "
-                    f"be rolled; {fix} is the same neuron as one Dynamo captures",
-                    LoopWarning, stacklevel=3)
+                    f"flexsn.backend: {lib}'s own neuron code broke Dynamo's graph ({why}), "
+                    "so a time loop that calls it runs one step at a time and cannot be "
+                    f"rolled; {fix}", LoopWarning, stacklevel=3)
+
+
+_captured: set = set()  # the libraries whose classes capture_libraries patched
+
+
+def capture_libraries() -> None:
+    """Makes the forwards of snnTorch's and Norse's own neuron classes (of
+    the libraries this process imported) ones Dynamo captures without a
+    graph break while it traces for flexsn.backend
+    (flexsn.snntorch.captured_forward, flexsn.norse.captured_forward), so
+    that a loop that calls them reaches the backend whole. Outside such a
+    trace they run the library's forward, as before. Done before the first
+    trace: the backend is called only once Dynamo has traced the graph."""
+    if "snntorch" in sys.modules and "snntorch" not in _captured:
+        _captured.add("snntorch")
+        from . import snntorch as s
+        for k in s._SPECS:
+            k.forward = s.captured_forward(k.forward)
+    if "norse" in sys.modules and "norse" not in _captured:
+        _captured.add("norse")
+        from norse.torch.module.snn import SNNCell
+        from . import norse as n
+        SNNCell.forward = n.captured_forward(SNNCell.forward)
 
 
 class Backend:
@@ -536,10 +573,14 @@ class Backend:
     batched product does, as in flexsn.multistep) or stay one per step, so
     that every number is the loop's bit for bit."""
 
+    rolls_time_loops = True  # what the library forwards of capture_libraries look for
+
     def __init__(self, then: Union[str, Callable] = "inductor", batch_steps: bool = True):
         self.then, self.batch_steps = then, batch_steps
+        capture_libraries()
 
     def __call__(self, gm: fx.GraphModule, example_inputs):
+        capture_libraries()  # for the traces after this one
         gm.meta["flexsn_rolled"] = self.roll(gm, self.batch_steps)
         if not gm.meta["flexsn_rolled"]:
             _warn_unconverted(gm)

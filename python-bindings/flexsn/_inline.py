@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import operator
 import warnings
+from collections import Counter
 from typing import Optional
 
 import torch
@@ -235,12 +236,51 @@ def _only_read_by_next(tpl: _Template, tail: set) -> set:
     return read["prev"] - read["in"] - outside
 
 
+# Ops that compute a value from their arguments alone (no randomness, no
+# in-place change): those _hoist_first_step may move.
+_PURE = _ELEMENTWISE | {"zeros", "ones", "full", "tensor", "scalar_tensor", "new_zeros",
+                        "new_ones", "new_full", "expand", "expand_as", "view", "reshape",
+                        "unsqueeze", "squeeze"}
+
+
+def _hoist_first_step(gm: fx.GraphModule, rows: list) -> bool:
+    """Moves before the loop the nodes of its first step that make an
+    initial state: nodes that read nothing of any step, of ops the first
+    step has more of than the second (snnTorch's zeros, Norse's
+    ``v_leak.detach().clone()``; not an op of the update that happens to
+    read only initial values). Only pure ops move, in their order, after
+    all they read. Returns whether any moved: the steps may then be copies
+    of one another (find_copies checks that)."""
+    if len(rows) < 3:
+        return False
+    nodes = list(gm.graph.nodes)
+    at = {n: i for i, n in enumerate(nodes)}
+    first, second, third = at[rows[0]], at[rows[1]], at[rows[2]]
+
+    def shape(n):
+        return (n.op, n.target, repr(fx.node.map_arg((n.args, n.kwargs), lambda a: None)))
+    excess = Counter(shape(n) for n in nodes[first:second])
+    excess.subtract(shape(n) for n in nodes[second:third])
+    moved: list = []
+    for n in nodes[first:second]:
+        if n.op in ("call_function", "call_method") and _name(n) in _PURE and \
+                n is not rows[0] and excess[shape(n)] > 0 and \
+                all(at[a] < first or a in moved for a in n.all_input_nodes):
+            excess[shape(n)] -= 1
+            moved.append(n)
+    for n in moved:
+        rows[0].prepend(n)
+    return bool(moved)
+
+
 def find_copies(gm: fx.GraphModule) -> Optional[_Template]:
     """The template of the loop's copies in `gm`, or None."""
     nodes = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
     found = _rows(nodes)
     if found is None:
         return None
+    if _hoist_first_step(gm, found[1]):
+        nodes = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
     index = {n: i for i, n in enumerate(nodes)}
     pos = [index[r] for r in found[1]]
     period = pos[1] - pos[0]
@@ -461,6 +501,10 @@ class _Core:
                 return
         if node.op in ("call_function", "call_method") and _name(node) in _ELEMENTWISE:
             return
+        if node.op == "call_function" and node.target is torch.as_tensor and \
+                len(node.args) == 1 and not node.kwargs and \
+                isinstance(node.args[0], (fx.Node, float, int)):
+            return  # a tensor itself, or a 0-d one of a number (Norse's threshold's alpha)
         raise _Refused(node, f"the state it carries passes {_name(node)}, which is not an "
                              "elementwise op flexsn compiles inline")
 
@@ -472,12 +516,22 @@ class _Core:
                     v.dtype != self.dtype or v.device != self.device:
                 raise _Refused(copy[k], f"its value is not a {self.dtype} tensor of the "
                                         f"state's shape {self.step} on {self.device}")
+        # what a value from outside the loop is converted to before the
+        # call: (node, dtype, device) where it differs from the node's
+        self.conversions = {}
         for p in self.params + self.inits:
             v = p.meta.get("example_value")
-            if not isinstance(v, torch.Tensor) or not v.is_floating_point() or \
-                    v.device != self.device:
+            # a 0-d CPU tensor is read as a number by ops on any device (Norse
+            # keeps its parameters so): the same value on the core's device
+            moved = isinstance(v, torch.Tensor) and v.device != self.device and \
+                v.dim() == 0 and v.device.type == "cpu"
+            if not isinstance(v, torch.Tensor) or v.device != self.device and not moved or \
+                    not v.is_floating_point() and (p in self.inits or not self._promoted(p)):
                 raise _Refused(p, "a value it reads from outside the loop is not a "
                                   f"floating-point tensor on {self.device}")
+            if moved or not v.is_floating_point():
+                self.conversions[p] = (v.dtype if v.is_floating_point() else self.dtype,
+                                       self.device)
             try:
                 torch.broadcast_shapes(tuple(v.shape), self.step)
             except RuntimeError:
@@ -485,6 +539,20 @@ class _Core:
                                   f"state's {self.step}") from None
             if torch.broadcast_shapes(tuple(v.shape), self.step) != self.step:
                 raise _Refused(p, f"shape {tuple(v.shape)} widens the state's {self.step}")
+
+    def _promoted(self, p: fx.Node) -> bool:
+        """Whether integer parameter `p` meets only arithmetic with a result
+        in the core's float dtype, which converts it to that dtype first (so
+        converting it before the call gives the same numbers)."""
+        body = {self.tpl.slots[1][k] for k in self.body}
+        users = [u for u in p.users if u in body]
+        return bool(users) and all(
+            _name(u) in ("add", "sub", "mul", "truediv", "div", "rsub") and
+            getattr(u.meta.get("example_value"), "dtype", None) == self.dtype for u in users)
+
+    def dtype_of(self, p: fx.Node) -> torch.dtype:
+        """The dtype the core reads value `p` from outside the loop in."""
+        return self.conversions[p][0] if p in self.conversions else p.meta["example_value"].dtype
 
     def function(self):
         """The core as a function of (inputs, states, params): outputs, then
@@ -555,7 +623,7 @@ def _bindings(core: _Core, compiled) -> list:
     (a gradient nobody asks for is dropped), as one rolled call must."""
     from . import _compiled, _ops
     handle = _ops.handle_of(compiled)
-    p_dtypes = tuple(p.meta["example_value"].dtype for p in core.params)
+    p_dtypes = tuple(core.dtype_of(p) for p in core.params)
     p_scalar = tuple(p.meta["example_value"].numel() == 1 for p in core.params)
     wants = lambda n: bool(getattr(n.meta.get("example_value"), "requires_grad", False))  # noqa: E731
     inputs = [any(wants(n) for n in column) for column in
@@ -593,6 +661,15 @@ def _expanded(graph: fx.Graph, node: fx.Node, like: fx.Node) -> fx.Node:
                        e.meta.get("example_value"))
 
 
+def _converted(graph: fx.Graph, core: _Core, node: fx.Node) -> fx.Node:
+    """`node` in the dtype and on the device the core reads it in."""
+    if node not in core.conversions:
+        return node
+    dtype, device = core.conversions[node]
+    return _with_value(graph.call_method("to", (node,), {"dtype": dtype, "device": device}),
+                       lambda a: a.to(dtype=dtype, device=device), node.meta["example_value"])
+
+
 def _emit_calls(core: _Core, compiled, gm: fx.GraphModule) -> None:
     """Each copy's core nodes replaced by one operator call over its step."""
     from . import _backend
@@ -604,9 +681,10 @@ def _emit_calls(core: _Core, compiled, gm: fx.GraphModule) -> None:
             for b in tpl.slots]
     like = tpl.slots[0][core.inputs[0]]  # copy 0's first input: the step's shape
     with graph.inserting_after(last[0]):
+        flat = [_converted(graph, core, p) for p in core.params]
         flat = [p if p.meta["example_value"].numel() == 1 else _expanded(graph, p, like)
-                for p in core.params]
-        states = [_expanded(graph, i, like) for i in core.inits]
+                for p in flat]
+        states = [_expanded(graph, _converted(graph, core, i), like) for i in core.inits]
     for t, (block, after, (ident, training, recipe)) in enumerate(
             zip(tpl.slots, last, bindings)):
         with graph.inserting_after(after):
@@ -688,7 +766,7 @@ def outline(gm: fx.GraphModule) -> int:
         try:
             core = _Core(tpl, group, mutated)
             examples = [torch.zeros(1, dtype=core.dtype)] * (len(core.inputs) + len(core.states))
-            statics = [torch.zeros(1, dtype=p.meta["example_value"].dtype) for p in core.params]
+            statics = [torch.zeros(1, dtype=core.dtype_of(p)) for p in core.params]
             compiled = _compiled.CompiledCore(core.function(), len(core.inputs),
                                               len(core.states), statics, examples)
             if compiled.num_outputs != len(core.outputs):

@@ -58,7 +58,7 @@ except ImportError as e:  # the adapter is optional; its library is the user's
 
 from ._adapters import (Scan, StepCore, Surrogate, as_param, check_sequence, fire,
                         read_back)
-from ._adapters import _KIND
+from ._adapters import _KIND, traced_for_flexsn
 
 __all__ = ["from_norse", "NorseNeuron", "surrogate_of"]
 
@@ -430,3 +430,52 @@ def from_norse(module: nn.Module, *, superspike: str = "formula",
         module = module.lifted_module
     return NorseNeuron(module, superspike=superspike, backend=backend,
                        single_step=single_step)
+
+
+# --------------------------------------------------------------------------
+# Norse's own cells under flexsn.backend. A cell called without a state
+# makes its initial one and sets requires_grad on its v: a store Dynamo
+# cannot trace, and a break inside a loop over time makes it skip the whole
+# loop. While a flexsn.backend graph is traced, the initial state is made
+# here as each cell makes it, without that flag (a leaf of the cell's own,
+# which no caller can read a gradient of); the step is Norse's own.
+# --------------------------------------------------------------------------
+
+def _zeros(x, dtype=None):
+    return torch.zeros(x.shape, device=x.device, dtype=x.dtype if dtype is None else dtype)
+
+
+_INITIAL = {
+    _m.LIFCell: lambda cell, x: LIFFeedForwardState(
+        v=cell.p.v_leak.detach().clone(), i=_zeros(x, torch.float32)),
+    _m.LIFBoxCell: lambda cell, x: LIFBoxFeedForwardState(v=cell.p.v_leak.detach().clone()),
+    _m.LICell: lambda cell, x: LIState(v=cell.p.v_leak.detach(), i=_zeros(x)),
+    _m.IAFCell: lambda cell, x: IAFFeedForwardState(v=cell.p.v_reset.to(x.device)),
+    _m.LIFAdExCell: lambda cell, x: LIFAdExFeedForwardState(
+        v=cell.p.v_leak.detach(), i=_zeros(x), a=_zeros(x)),
+    _m.IzhikevichCell: lambda cell, x: cell.spiking_method.s,
+}
+
+
+@torch._dynamo.assume_constant_result
+def _initial_of(cls) -> Optional[type]:
+    """The cell class of _INITIAL whose initial state a `cls` cell makes (a
+    subclass may override it), or None. A constant of the trace: Dynamo does
+    not follow the class walk."""
+    for base in cls.__mro__:
+        if base in _INITIAL:
+            return base if cls.initial_state is base.initial_state else None
+    return None
+
+
+def captured_forward(original: Callable) -> Callable:
+    """`original` (Norse's cell forward) with the initial state above while
+    Dynamo traces; flexsn.backend installs it while it compiles."""
+    def forward(self, input_tensor, state=None):
+        if state is None and torch.compiler.is_compiling() and traced_for_flexsn():
+            base = _initial_of(type(self))
+            if base is not None:
+                state = _INITIAL[base](self, input_tensor)
+        return original(self, input_tensor, state)
+    forward.__wrapped__ = original
+    return forward

@@ -53,7 +53,7 @@ except ImportError as e:  # the adapter is optional; its library is the user's
 
 from ._adapters import (Scan, StepCore, Surrogate, as_param, check_sequence, fire,
                         read_back, share_as)
-from ._adapters import _KIND
+from ._adapters import _KIND, traced_for_flexsn
 
 __all__ = ["from_snntorch", "surrogate_of", "Leaky", "Synaptic", "Alpha", "Lapicque",
            "RLeaky", "RSynaptic"]
@@ -165,9 +165,31 @@ def _surrogate_of_function(fn) -> Surrogate:
 # Steps: snnTorch's arithmetic, op for op. config = (reset, reset_delay, sg).
 # --------------------------------------------------------------------------
 
-def _reset_signal(mem, thr):
+def _spike(x, sg):
+    """sg: a compiled Surrogate, or (as flexsn.backend traces snnTorch's own
+    classes) the neuron's spike_grad itself."""
+    return fire(x, sg) if isinstance(sg, Surrogate) else sg(x)
+
+
+def _reset_signal(mem, thr, config):
     # snnTorch: spike_grad(mem - threshold).clone().detach(): no gradient
-    return (mem - thr > 0).to(mem.dtype)
+    sg = config[2]
+    if isinstance(sg, Surrogate) or _spikes_as_step(sg):
+        return (mem - thr > 0).to(mem.dtype)
+    return sg(mem - thr).detach()
+
+
+@torch._dynamo.assume_constant_result
+def _spikes_as_step(fn) -> bool:
+    """Whether spike_grad `fn` spikes as (x > 0), as snnTorch's surrogate
+    factories and its surrogate_disable bypass do. A constant of a trace:
+    the reset then is the comparison whatever needs a gradient (Dynamo
+    traces the spike function's forward alone where nothing does, which
+    would make a loop's first step differ from the others)."""
+    if fn is _SpikingNeuron._surrogate_bypass:  # a staticmethod
+        return True
+    call = _factory_call(fn)
+    return call is not None and call[0] in _FACTORIES
 
 
 def _delayed_reset(base, rst, thr, reset):
@@ -183,7 +205,7 @@ def _fire(base, rst, thr, g, config):
     """The spike of the membrane, and the membrane after an immediate reset
     (reset_delay=False: do_reset = spk / g - rst, as snnTorch computes it)."""
     reset, delay, sg = config
-    spk = fire(base - thr, sg) * g
+    spk = _spike(base - thr, sg) * g
     if not delay:
         do_reset = spk / g - rst
         if reset == _SUBTRACT:
@@ -194,7 +216,7 @@ def _fire(base, rst, thr, g, config):
 
 
 def _leaky_step(config, x, mem, beta, thr, g):
-    rst = _reset_signal(mem, thr)
+    rst = _reset_signal(mem, thr, config)
     b = beta.clamp(0, 1)
     if config[0] == _ZERO:  # Leaky zeroes the old membrane before the decay
         base = b * ((1 - rst) * mem) + x
@@ -204,7 +226,7 @@ def _leaky_step(config, x, mem, beta, thr, g):
 
 
 def _synaptic_step(config, x, syn, mem, alpha, beta, thr, g):
-    rst = _reset_signal(mem, thr)
+    rst = _reset_signal(mem, thr, config)
     syn = alpha.clamp(0, 1) * syn + x
     base = _delayed_reset(beta.clamp(0, 1) * mem + syn, rst, thr, config[0])  # syn not reset
     spk, base = _fire(base, rst, thr, g, config)
@@ -213,7 +235,7 @@ def _synaptic_step(config, x, syn, mem, alpha, beta, thr, g):
 
 def _alpha_step(config, x, syn_exc, syn_inh, mem, alpha, beta, thr, g):
     reset = config[0]
-    rst = _reset_signal(mem, thr)
+    rst = _reset_signal(mem, thr, config)
     a, b = alpha.clamp(0, 1), beta.clamp(0, 1)
     exc = a * syn_exc + x
     inh = b * syn_inh - x
@@ -232,20 +254,20 @@ def _alpha_step(config, x, syn_exc, syn_inh, mem, alpha, beta, thr, g):
 
 
 def _lapicque_step(config, x, mem, r, c, dt, thr, g):
-    rst = _reset_signal(mem, thr)
+    rst = _reset_signal(mem, thr, config)
     base = x * r * (1 / (r * c)) * dt + (1 - dt / (r * c)) * mem
     return _fire(_delayed_reset(base, rst, thr, config[0]), rst, thr, g, config)
 
 
 def _rleaky_step(config, x, spk, mem, beta, v, thr, g):
-    rst = _reset_signal(mem, thr)
+    rst = _reset_signal(mem, thr, config)
     base = beta.clamp(0, 1) * mem + x + spk * v
     spk, base = _fire(_delayed_reset(base, rst, thr, config[0]), rst, thr, g, config)
     return spk, spk, base
 
 
 def _rsynaptic_step(config, x, spk, syn, mem, alpha, beta, v, thr, g):
-    rst = _reset_signal(mem, thr)
+    rst = _reset_signal(mem, thr, config)
     syn = alpha.clamp(0, 1) * syn + x + spk * v
     base = _delayed_reset(beta.clamp(0, 1) * mem + syn, rst, thr, config[0])
     spk, base = _fire(base, rst, thr, g, config)
@@ -303,6 +325,38 @@ def _spec_base(cls) -> type:
             + ("; SLSTM and SConv2dLSTM mix neurons through an LSTM cell"
                if "LSTM" in cls.__name__ else ""))
     raise TypeError(f"from_snntorch takes an snnTorch neuron, got {cls.__name__}")
+
+
+def _store_given(neuron, spec: _Spec, states: tuple, named: dict) -> None:
+    """Stores the states a call passes where snnTorch's forward keeps them,
+    with snnTorch's refusals."""
+    name = type(neuron).__name__
+    if len(states) > len(spec.states):
+        raise TypeError(f"{name} takes the input and at most {len(spec.states)} "
+                        f"states ({', '.join(spec.states)}), got {1 + len(states)} "
+                        "arguments")
+    given = dict(zip(spec.states, states))
+    for k, v in named.items():
+        if k not in spec.states:
+            raise TypeError(f"{name}.forward() got an unexpected keyword argument {k!r}")
+        if k in given:
+            raise TypeError(f"{name}.forward() got multiple values for argument {k!r}")
+        given[k] = v
+    given = {k: v for k, v in given.items() if v is not None}
+    if neuron.init_hidden and given:
+        raise TypeError(f"{', '.join(given)} should not be passed as an argument "
+                        "while `init_hidden=True`")
+    for k, v in given.items():
+        setattr(neuron, k, v)
+
+
+def _returns(neuron, spec: _Spec, spk, by_name: dict):
+    """What snnTorch's forward returns: the spikes alone for a neuron that
+    keeps its states (init_hidden) and does not output them, else the
+    spikes and the states the class returns."""
+    if neuron.init_hidden and not neuron.output:
+        return spk
+    return (spk, *(by_name[k] for k in spec.returns))
 
 
 class _Fused:
@@ -388,26 +442,8 @@ class _Fused:
         ones (``[...]``, not ``[T, ...]``), and no state sequence is written
         (flexsn.multistep, where the step only stores them)."""
         spec = _SPECS[self._flexsn_base]
-        name = type(self).__name__
-        x = check_sequence(input_, name)
-        if len(states) > len(spec.states):
-            raise TypeError(f"{name} takes the input and at most {len(spec.states)} "
-                            f"states ({', '.join(spec.states)}), got {1 + len(states)} "
-                            "arguments")
-        given = dict(zip(spec.states, states))
-        for k, v in named.items():
-            if k not in spec.states:
-                raise TypeError(f"{name}.forward() got an unexpected keyword argument {k!r}")
-            if k in given:
-                raise TypeError(f"{name}.forward() got multiple values for argument {k!r}")
-            given[k] = v
-        given = {k: v for k, v in given.items() if v is not None}
-        if self.init_hidden and given:
-            raise TypeError(f"{', '.join(given)} should not be passed as an argument "
-                            "while `init_hidden=True`")
-        for k, v in given.items():
-            setattr(self, k, v)
-
+        x = check_sequence(input_, type(self).__name__)
+        _store_given(self, spec, states, named)
         scan = self._flexsn_current_scan()
         step = tuple(x.shape[1:])
         current = [getattr(self, k) for k in spec.states]
@@ -422,10 +458,8 @@ class _Fused:
         spk, seqs, ends = scan(x, inits, params, want_seqs=not (spikes_only or finals))
         for k, v in zip(spec.states, ends):
             setattr(self, k, v)
-        if spikes_only:
-            return spk
-        by_name = dict(zip(spec.states, ends if finals else seqs))
-        return (spk, *(by_name[k] for k in spec.returns))
+        return _returns(self, spec, spk,
+                        dict(zip(spec.states, ends if finals or spikes_only else seqs)))
 
     # -- copies and pickles ------------------------------------------------
     def __getstate__(self):
@@ -506,3 +540,58 @@ def from_snntorch(neuron, *, backend: Optional[str] = None):
     _SpikingNeuron.instances.append(fused)  # snntorch.utils.reset finds it
     fused._flexsn_current_scan()  # refuse what cannot compile now, not at the first call
     return fused
+
+
+# --------------------------------------------------------------------------
+# snnTorch's own classes under flexsn.backend. Dynamo cannot trace their
+# forward (it stops at ``mem == None``, and a break inside a loop over time
+# makes it skip the whole loop), so while a flexsn.backend graph is traced
+# their step is this one: snnTorch's arithmetic op for op, with the
+# neuron's own spike_grad, which flexsn.backend then rolls as an inline
+# neuron. Anything it does not cover runs snnTorch's forward as it is.
+# --------------------------------------------------------------------------
+
+@torch._dynamo.assume_constant_result
+def _captured_base(cls) -> Optional[type]:
+    """The class of _SPECS whose step `cls` keeps, or None (a subclass that
+    changes the dynamics). A constant of the trace: Dynamo does not follow
+    the class walk."""
+    try:
+        return _spec_base(cls)
+    except (ValueError, TypeError):
+        return None
+
+
+def _captured_step(neuron, base: type, input_, states: tuple, named: dict):
+    spec = _SPECS[base]
+    _store_given(neuron, spec, states, named)
+    current = []
+    for k in spec.states:
+        s = getattr(neuron, k)
+        if s.shape != input_.shape:
+            # snnTorch starts such a state from zeros_like(input_): zeros
+            # made from the shape alone are the same values and read nothing
+            # of the step, so flexsn.backend takes them for the initial state
+            s = torch.zeros(input_.shape, dtype=input_.dtype, device=s.device)
+        current.append(s)
+    reset = _SpikingNeuron.reset_dict[neuron._reset_mechanism]
+    delay = bool(neuron.reset_delay) if spec.has_delay else True
+    out = spec.step((reset, delay, neuron.spike_grad), input_, *current,
+                    *(getattr(neuron, p) for p in spec.params))
+    for k, v in zip(spec.states, out[1:]):
+        setattr(neuron, k, v)
+    return _returns(neuron, spec, out[0], dict(zip(spec.states, out[1:])))
+
+
+def captured_forward(original: Callable) -> Callable:
+    """`original` (an snnTorch class's forward) with the traced step above
+    while Dynamo traces; flexsn.backend installs it while it compiles."""
+    def forward(self, input_, *states, **named):
+        if torch.compiler.is_compiling() and traced_for_flexsn() and not (
+                self.inhibition or self.state_quant or getattr(self, "all_to_all", False)):
+            base = _captured_base(type(self))
+            if base is not None:
+                return _captured_step(self, base, input_, states, named)
+        return original(self, input_, *states, **named)
+    forward.__wrapped__ = original
+    return forward

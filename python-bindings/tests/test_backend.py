@@ -586,38 +586,6 @@ def test_inline_neurons_it_cannot_compile_stay_and_say_why(case, reason):
         torch.testing.assert_close(a, b)
 
 
-@pytest.mark.parametrize("library", ["snntorch", "norse"])
-def test_library_neurons_that_break_dynamo_run_as_eager_and_say_how_to_roll(library):
-    """snnTorch's and Norse's own modules break Dynamo's graph inside their
-    forward: their loop runs step by step (eager's numbers), with one
-    warning that names the converter that makes it roll."""
-    from flexsn import _backend
-    torch.manual_seed(0)
-    if library == "snntorch":
-        snn = pytest.importorskip("snntorch")
-        neuron, fix = snn.Leaky(beta=0.9), "from_snntorch"
-    else:
-        neuron, fix = nt.LIFCell(), "from_norse"
-    fc = nn.Linear(8, 16)
-
-    def loop(x):
-        outs, state = [], None
-        for t in range(x.shape[0]):
-            if library == "snntorch":
-                spk, state = neuron(fc(x[t]), state if state is not None else neuron.init_leaky())
-            else:
-                spk, state = neuron(fc(x[t]) * 40, state)
-            outs.append(spk)
-        return torch.stack(outs)
-    x = torch.rand(5, 2, 8) * 3
-    want = loop(x)
-    _backend._warned.clear()
-    torch._dynamo.reset()
-    with pytest.warns(flexsn.LoopWarning, match=fix):
-        got = torch.compile(loop, backend=flexsn.Backend(then="eager"))(x)
-    assert torch.equal(got, want)
-
-
 def test_an_inline_neuron_fed_by_another_directly_rolls():
     """The second neuron's input is the first one's spike itself (no layer
     between): it reads each step's result of the first rolled call."""
