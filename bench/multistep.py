@@ -28,11 +28,10 @@ Systems:
              steps folded into the batch, each neuron one forward_sequence
   compiled   the loop with the library's own neurons under torch.compile
              (Inductor)
-  backend    the loop under torch.compile with backend=flexsn.backend (each
-             neuron's per-step calls rolled into one scan, the layers that
-             feed it batched over the steps): flexsn's neurons for
-             tutorial5/tutorial7/norse (the libraries' own break Dynamo's
-             graph), the network unchanged for inline and sj
+  backend    the loop with the library's own neurons, unchanged, under
+             torch.compile with backend=flexsn.backend (each neuron's
+             per-step work rolled into one scan, the layers that feed it
+             batched over the steps)
 
 Per system: the training step (CUDA events, median of --reps) and its peak
 extra GPU memory; the first step's wall time (for the compiled systems,
@@ -90,7 +89,7 @@ def snntorch_neuron(system, init_hidden):
     def make(output=False):
         n = snn.Leaky(beta=0.95 if not init_hidden else 0.5, spike_grad=surrogate.atan(),
                       init_hidden=init_hidden, output=output)
-        return flexsn.from_snntorch(n) if system not in ("loop", "compiled") else n
+        return flexsn.from_snntorch(n) if system not in ("loop", "compiled", "backend") else n
     return make
 
 
@@ -98,7 +97,7 @@ def norse_net(system):
     import norse.torch as nt
     import flexsn
     wrap = (lambda c: flexsn.from_norse(c, superspike="released")) \
-        if system not in ("loop", "compiled") else (lambda c: c)
+        if system not in ("loop", "compiled", "backend") else (lambda c: c)
     return nt.SequentialState(nn.Linear(784, 1000), wrap(nt.LIFCell()),
                               nn.Linear(1000, 10), wrap(nt.LICell()))
 

@@ -34,6 +34,7 @@ that names the call and the reason.
 from __future__ import annotations
 
 import heapq
+import importlib.abc
 import operator
 import sys
 import warnings
@@ -539,27 +540,66 @@ def _warn_unconverted(gm: fx.GraphModule) -> None:
                     f"rolled; {fix}", LoopWarning, stacklevel=3)
 
 
-_captured: set = set()  # the libraries whose classes capture_libraries patched
+def _capture_snntorch() -> None:
+    from . import snntorch as s
+    for k in s._SPECS:
+        k.forward = s.captured_forward(k.forward)
+
+
+def _capture_norse() -> None:
+    from norse.torch.module.snn import SNNCell
+    from . import norse as n
+    SNNCell.forward = n.captured_forward(SNNCell.forward)
+
+
+# per library: the module whose import completes its neuron classes, and
+# what captures them; a library is taken out once captured
+_UNCAPTURED = {"snntorch": _capture_snntorch, "norse.torch": _capture_norse}
 
 
 def capture_libraries() -> None:
-    """Makes the forwards of snnTorch's and Norse's own neuron classes (of
-    the libraries this process imported) ones Dynamo captures without a
-    graph break while it traces for flexsn.backend
-    (flexsn.snntorch.captured_forward, flexsn.norse.captured_forward), so
-    that a loop that calls them reaches the backend whole. Outside such a
-    trace they run the library's forward, as before. Done before the first
-    trace: the backend is called only once Dynamo has traced the graph."""
-    if "snntorch" in sys.modules and "snntorch" not in _captured:
-        _captured.add("snntorch")
-        from . import snntorch as s
-        for k in s._SPECS:
-            k.forward = s.captured_forward(k.forward)
-    if "norse" in sys.modules and "norse" not in _captured:
-        _captured.add("norse")
-        from norse.torch.module.snn import SNNCell
-        from . import norse as n
-        SNNCell.forward = n.captured_forward(SNNCell.forward)
+    """Makes the forwards of snnTorch's and Norse's own neuron classes ones
+    Dynamo captures without a graph break while it traces for
+    flexsn.backend (flexsn.snntorch.captured_forward,
+    flexsn.norse.captured_forward), so that a loop that calls them reaches
+    the backend whole; outside such a trace they run the library's forward,
+    as before. Done for the libraries the process has imported, and for the
+    others when they are: the backend itself is called only after Dynamo
+    traced the graph, too late to change how it traces."""
+    for name in [n for n in _UNCAPTURED if n in sys.modules]:
+        _UNCAPTURED.pop(name)()
+    if _UNCAPTURED and not any(isinstance(f, _OnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _OnImport())
+
+
+class _OnImport(importlib.abc.MetaPathFinder):
+    """Runs capture_libraries once a library of _UNCAPTURED is imported: it
+    finds the module as the other finders do and captures after the
+    module's code ran."""
+
+    def find_spec(self, name, path, target=None):
+        if name not in _UNCAPTURED:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            capture_libraries()
+            if not _UNCAPTURED and self in sys.meta_path:
+                sys.meta_path.remove(self)
+        loader.exec_module = exec_module
+        return spec
 
 
 class Backend:
@@ -580,7 +620,6 @@ class Backend:
         capture_libraries()
 
     def __call__(self, gm: fx.GraphModule, example_inputs):
-        capture_libraries()  # for the traces after this one
         gm.meta["flexsn_rolled"] = self.roll(gm, self.batch_steps)
         if not gm.meta["flexsn_rolled"]:
             _warn_unconverted(gm)

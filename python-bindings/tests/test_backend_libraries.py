@@ -212,3 +212,35 @@ def test_library_neurons_it_does_not_capture_run_as_eager_and_say_so(library):
     with pytest.warns(flexsn.LoopWarning, match=why):
         got = torch.compile(loop, backend=flexsn.Backend(then="eager"))(x)
     assert torch.equal(got, want)
+
+
+def test_libraries_imported_after_the_backend_are_captured_too():
+    """A library imported after flexsn.backend was first used is captured
+    when its import completes (a fresh process: this one imported both)."""
+    import subprocess
+    from conftest import child_python
+    code = "\n".join([
+        "import warnings, torch, flexsn",
+        "backend = flexsn.Backend(then='eager')",
+        "import snntorch, norse.torch as nt",
+        "lif, cell = snntorch.Leaky(beta=0.9), nt.LIFCell()",
+        "def loop(x):",
+        "    mem, s, outs = lif.reset_mem(), None, []",
+        "    for t in range(x.shape[0]):",
+        "        spk, mem = lif(x[t], mem)",
+        "        z, s = cell(spk * 40, s)",
+        "        outs.append(z)",
+        "    return torch.stack(outs)",
+        "x = torch.rand(5, 2, 3) * 3",
+        "want = loop(x)",
+        "with warnings.catch_warnings():",
+        "    warnings.simplefilter('error', flexsn.LoopWarning)",
+        "    got = torch.compile(loop, backend=backend)(x)",
+        "assert torch.equal(got, want)",
+        "print('captured', snntorch.Leaky.forward.__wrapped__ is not None)",
+    ])
+    argv, env = child_python()
+    done = subprocess.run(argv + ["-c", code], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "captured True" in done.stdout
