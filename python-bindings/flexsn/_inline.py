@@ -395,13 +395,103 @@ def _function_spike(fwd, bwd, *operands, **_):
     return (out.detach() + torch.where(torch.isnan(term), torch.zeros_like(term), term),)
 
 
+def _check_op(tpl: _Template, node: fx.Node) -> None:
+    """Raises _Refused unless a core can compute `node`: an elementwise op,
+    a spike function whose backward is linear in the gradient, or its first
+    result."""
+    if _is_flexsn_spike(node):
+        return
+    if _is_function_spike(node):
+        fwd, bwd = (getattr(tpl.gm, a.target) for a in node.args[:2])
+        results = next(n for n in fwd.graph.nodes if n.op == "output").args[0][0]
+        num = len(results) if isinstance(results, (list, tuple)) else 1
+        if not _linear_in_gradient(bwd, num):
+            raise _Refused(node, "its autograd function's backward is not the incoming "
+                                 "gradient times a function of the saved values")
+        if any(u.target is not operator.getitem or u.args[1] != 0 for u in node.users):
+            raise _Refused(node, "a result of its autograd function other than the "
+                                 "first is read")
+        return
+    if node.op == "call_function" and node.target is operator.getitem:
+        src = node.args[0]
+        if isinstance(src, fx.Node) and _is_function_spike(src) and node.args[1] == 0:
+            return
+    if node.op in ("call_function", "call_method") and _name(node) in _ELEMENTWISE:
+        return
+    if node.op == "call_function" and node.target is torch.as_tensor and \
+            len(node.args) == 1 and not node.kwargs and \
+            isinstance(node.args[0], (fx.Node, float, int)):
+        return  # a tensor itself, or a 0-d one of a number (Norse's threshold's alpha)
+    raise _Refused(node, f"the state it carries passes {_name(node)}, which is not an "
+                         "elementwise op flexsn compiles inline")
+
+
+def _wants_grad(node: fx.Node) -> bool:
+    v = node.meta.get("example_value")
+    values = v if isinstance(v, (tuple, list)) else [v]  # a spike function's results
+    return any(getattr(x, "requires_grad", False) for x in values)
+
+
+def _live(gm: fx.GraphModule) -> set:
+    """The nodes a gradient from the graph's results reaches: those that
+    require grad and are a result, or are read by such a node (an op whose
+    value requires grad passes its gradient to every argument that does)."""
+    live: set = set()
+    for n in reversed(gm.graph.nodes):
+        if n.op == "output":
+            live.update(a for a in n.all_input_nodes if _wants_grad(a))
+        elif n in live:
+            live.update(a for a in n.all_input_nodes if _wants_grad(a))
+    return live
+
+
+def _neurons(tpl: _Template, groups: list) -> list:
+    """The carrying groups joined into neurons, for one core each: a group
+    that reads another's value of the same step joins it (a synaptic
+    current and the membrane it feeds), and an elementwise node computed
+    from groups' values of the step alone joins them (a spike that no reset
+    reads, as snnTorch's, whose reset compares the membrane): its per-step
+    work then leaves the loop with the rest of the neuron. Groups of the
+    package's own operator calls stay as they are."""
+    copy = tpl.slots[1]
+    parent = list(range(len(groups)))
+
+    def find(g):
+        while parent[g] != g:
+            parent[g] = parent[parent[g]]
+            g = parent[g]
+        return g
+    owner = {k: g for g, group in enumerate(groups) for k in group}
+    kept = {g for g, group in enumerate(groups) if any(_is_operator_call(copy[k]) for k in group)}
+    for k in range(tpl.length):
+        same, before = _reads(tpl.sig[k])
+        same = {j for j in same if copy[j].op != "get_attr"}  # a spike function's bodies
+        if k not in owner:
+            if before or not same or any(j not in owner or owner[j] in kept for j in same):
+                continue
+            try:
+                _check_op(tpl, copy[k])
+            except _Refused:
+                continue
+            owner[k] = owner[min(same)]
+        if owner[k] in kept:
+            continue
+        for j in same:
+            if j in owner and owner[j] not in kept:
+                parent[find(owner[j])] = find(owner[k])
+    joined: dict = {}
+    for k, g in owner.items():
+        joined.setdefault(find(g), []).append(k)
+    return sorted(sorted(v) for v in joined.values())
+
+
 class _Core:
     """One inline neuron of the template: its slots (`group`), per-step
     inputs, states (with their initial values), parameters (values from
     outside the loop) and outputs."""
 
-    def __init__(self, tpl: _Template, group: list, mutated: set):
-        self.tpl, self.group = tpl, group
+    def __init__(self, tpl: _Template, group: list, mutated: set, live: set):
+        self.tpl, self.group, self.live = tpl, group, live
         members = set(group)
         copy = tpl.slots[1]
         carried = {j for k in group for j in _reads(tpl.sig[k])[1] if j in members}
@@ -418,7 +508,7 @@ class _Core:
         inputs, params, todo = set(), [], list(group)
         while todo:
             node = copy[todo.pop()]
-            self._check_op(node)
+            _check_op(self.tpl, node)
             same, before = _reads(tpl.sig[tpl.where[node][1]])
             for j in same - members - self.recomputed:
                 if copy[j].op == "get_attr":
@@ -457,6 +547,22 @@ class _Core:
             for u in _users(tpl, t, k))]
         self._check_values()
 
+    def differentiates(self, reads) -> bool:
+        """Whether the loop's gradient reaches a value through the core
+        nodes `reads` that read it (at some step). Where it does not (the
+        value passes only comparisons, say), the loop leaves its gradient
+        None, and the call must not make it a zero."""
+        return any(b[k] in self.live for b in self.tpl.slots for k in reads
+                   if b[k] is not None)
+
+    def readers(self, value) -> list:
+        """The core's slots that read `value`: a parameter (a node from
+        outside the loop) or an input or state slot."""
+        copy = self.tpl.slots[1]
+        if isinstance(value, fx.Node):
+            return [k for k in self.body if value in copy[k].all_input_nodes]
+        return [k for k in self.body if value in set().union(*_reads(self.tpl.sig[k]))]
+
     def _reference(self, state: fx.Node) -> None:
         value = state.meta.get("example_value")
         if not isinstance(value, torch.Tensor) or not value.is_floating_point():
@@ -476,37 +582,10 @@ class _Core:
                 v.dtype == self.dtype:
             return False
         try:
-            self._check_op(node)
+            _check_op(self.tpl, node)
         except _Refused:
             return False
         return not (node.op == "call_function" and node.target is operator.getitem)
-
-    def _check_op(self, node: fx.Node) -> None:
-        if _is_flexsn_spike(node):
-            return
-        if _is_function_spike(node):
-            fwd, bwd = (getattr(self.tpl.gm, a.target) for a in node.args[:2])
-            results = next(n for n in fwd.graph.nodes if n.op == "output").args[0][0]
-            num = len(results) if isinstance(results, (list, tuple)) else 1
-            if not _linear_in_gradient(bwd, num):
-                raise _Refused(node, "its autograd function's backward is not the incoming "
-                                     "gradient times a function of the saved values")
-            if any(u.target is not operator.getitem or u.args[1] != 0 for u in node.users):
-                raise _Refused(node, "a result of its autograd function other than the "
-                                     "first is read")
-            return
-        if node.op == "call_function" and node.target is operator.getitem:
-            src = node.args[0]
-            if isinstance(src, fx.Node) and _is_function_spike(src) and node.args[1] == 0:
-                return
-        if node.op in ("call_function", "call_method") and _name(node) in _ELEMENTWISE:
-            return
-        if node.op == "call_function" and node.target is torch.as_tensor and \
-                len(node.args) == 1 and not node.kwargs and \
-                isinstance(node.args[0], (fx.Node, float, int)):
-            return  # a tensor itself, or a 0-d one of a number (Norse's threshold's alpha)
-        raise _Refused(node, f"the state it carries passes {_name(node)}, which is not an "
-                             "elementwise op flexsn compiles inline")
 
     def _check_values(self) -> None:
         copy = self.tpl.slots[1]
@@ -626,9 +705,10 @@ def _bindings(core: _Core, compiled) -> list:
     p_dtypes = tuple(core.dtype_of(p) for p in core.params)
     p_scalar = tuple(p.meta["example_value"].numel() == 1 for p in core.params)
     wants = lambda n: bool(getattr(n.meta.get("example_value"), "requires_grad", False))  # noqa: E731
-    inputs = [any(wants(n) for n in column) for column in
-              zip(*(_step_inputs(core, block) for block in core.tpl.slots))]
-    params = [wants(p) for p in core.params]
+    inputs = [any(wants(n) for n in column) and core.differentiates(core.readers(j))
+              for j, column in zip(core.inputs, zip(*(_step_inputs(core, block)
+                                                      for block in core.tpl.slots)))]
+    params = [wants(p) and core.differentiates(core.readers(p)) for p in core.params]
     mask = None
     if torch.is_grad_enabled() and any(inputs + params + [wants(i) for i in core.inits]):
         # after the first step the states carry gradients
@@ -706,6 +786,12 @@ def _emit_calls(core: _Core, compiled, gm: fx.GraphModule) -> None:
             for j, new in zip(core.states, states):
                 if j not in core.delays:  # a delay's value stays where it is
                     results.setdefault(j, new)
+            for k, new in results.items():
+                if block[k] is not None and not getattr(
+                        block[k].meta.get("example_value"), "requires_grad", True):
+                    # a value the loop computes without a gradient (a spike
+                    # with none) takes none from the call either
+                    results[k] = graph.call_method("detach", (new,))
         for k, new in results.items():
             if block[k] is not None:
                 _take_place(block[k], new)
@@ -759,12 +845,13 @@ def outline(gm: fx.GraphModule) -> int:
         return 0
     from ._backend import _mutated
     done, mutated = 0, _mutated(gm)  # emitting calls changes nothing in place
-    for group in _carrying_groups(tpl):
+    live = _live(gm)
+    for group in _neurons(tpl, _carrying_groups(tpl)):
         copy = tpl.slots[1]
         if any(_is_operator_call(copy[k]) for k in group):
             continue  # a neuron module's calls: rolled as they are
         try:
-            core = _Core(tpl, group, mutated)
+            core = _Core(tpl, group, mutated, live)
             examples = [torch.zeros(1, dtype=core.dtype)] * (len(core.inputs) + len(core.states))
             statics = [torch.zeros(1, dtype=core.dtype_of(p)) for p in core.params]
             compiled = _compiled.CompiledCore(core.function(), len(core.inputs),

@@ -588,7 +588,7 @@ def test_inline_neurons_it_cannot_compile_stay_and_say_why(case, reason):
 
 def test_an_inline_neuron_fed_by_another_directly_rolls():
     """The second neuron's input is the first one's spike itself (no layer
-    between): it reads each step's result of the first rolled call."""
+    between): the two are one core, with both membranes as its states."""
     class Chain(nn.Module):
         def __init__(self):
             super().__init__()
@@ -610,7 +610,7 @@ def test_an_inline_neuron_fed_by_another_directly_rolls():
     model = Chain()
     x = torch.rand(7, 3, 8) * 3
     got, want, rolled = _rolled_and_eager(model, x, lambda: None)
-    assert rolled == [2]
+    assert rolled == [1]
     assert torch.equal(got[0][0], want[0][0]) and got[0][0].sum() > 0
     for a, b in zip(got[1], want[1]):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
@@ -644,7 +644,7 @@ def test_an_inline_neuron_with_two_states_and_a_decay_per_neuron_rolls(dtype):
     model = _InlineSynaptic().to(dtype)
     x = torch.rand(6, 3, 8, dtype=dtype) * 2
     got, want, rolled = _rolled_and_eager(model, x, lambda: None)
-    assert rolled == [2]  # the current reads only itself: a core of its own
+    assert rolled == [1]  # the current and the membrane it feeds: one core
     assert torch.equal(got[0][0], want[0][0]) and got[0][0].sum() > 0
     tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(got[0][1], want[0][1], **tol)
