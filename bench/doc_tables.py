@@ -368,11 +368,10 @@ def multistep():
 def compiled_loops():
     """The loop under Inductor and under flexsn.backend (bench/multistep.py
     --systems loop,compiled,backend,multistep), one run."""
-    runs = _load("multistep/backend-h200.json")
+    runs = _load("multistep/backend-h100.json")
     by = {(r["net"], r["system"]): r for r in runs}
-    names = {"tutorial5": "tutorial 5 (from_snntorch)", "inline": "tutorial 5, neurons inline",
-             "sj": "SpikingJelly MLP, unchanged", "norse": "Norse (from_norse)",
-             "tutorial7": "tutorial 7 (from_snntorch)"}
+    names = {"tutorial5": "snnTorch tutorial 5", "inline": "tutorial 5, neurons inline",
+             "sj": "SpikingJelly MLP", "norse": "Norse MLP", "tutorial7": "snnTorch tutorial 7"}
     rows = []
     for net, label in names.items():
         loop, ind, back = (by[(net, s)] for s in ("loop", "compiled", "backend"))

@@ -437,6 +437,7 @@ def test_interop_page_runs():
     scope = {"__name__": "interop_page"}
     with warnings.catch_warnings():
         warnings.simplefilter("error", flexsn.StepByStepWarning)
+        warnings.simplefilter("error", flexsn.LoopWarning)  # its loops all roll
         exec(compile("\n".join(blocks), "docs/interop.md", "exec"), scope)  # noqa: S102
 
 
