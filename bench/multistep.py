@@ -32,6 +32,8 @@ Systems:
              torch.compile with backend=flexsn.backend (each neuron's
              per-step work rolled into one scan, the layers that feed it
              batched over the steps)
+  graphs     backend with mode="reduce-overhead": the compiled step
+             replayed from CUDA graphs (compare with multistep replayed)
 
 Per system: the training step (CUDA events, median of --reps) and its peak
 extra GPU memory; the first step's wall time (for the compiled systems,
@@ -44,7 +46,7 @@ the device-to-device copy bandwidth measured in the same run.
 
     python3 bench/multistep.py [--T 25] [--batch 128] [--reps 20]
         [--nets tutorial5,tutorial7,norse]
-        [--systems loop,converted,multistep,layers,compiled,backend]
+        [--systems loop,converted,multistep,layers,compiled,backend,graphs]
         [--no-cudnn] [--profile] [--out results.json]
 """
 
@@ -89,7 +91,7 @@ def snntorch_neuron(system, init_hidden):
     def make(output=False):
         n = snn.Leaky(beta=0.95 if not init_hidden else 0.5, spike_grad=surrogate.atan(),
                       init_hidden=init_hidden, output=output)
-        return flexsn.from_snntorch(n) if system not in ("loop", "compiled", "backend") else n
+        return flexsn.from_snntorch(n) if system not in ("loop", "compiled", "backend", "graphs") else n
     return make
 
 
@@ -97,7 +99,7 @@ def norse_net(system):
     import norse.torch as nt
     import flexsn
     wrap = (lambda c: flexsn.from_norse(c, superspike="released")) \
-        if system not in ("loop", "compiled", "backend") else (lambda c: c)
+        if system not in ("loop", "compiled", "backend", "graphs") else (lambda c: c)
     return nt.SequentialState(nn.Linear(784, 1000), wrap(nt.LIFCell()),
                               nn.Linear(1000, 10), wrap(nt.LICell()))
 
@@ -134,12 +136,24 @@ def sj_net(system):
     return flexsn.convert(net) if system in ("converted", "multistep") else net
 
 
+def _compiled(fn, system):
+    """`fn` as the system compiles it (as it is for an eager system)."""
+    import flexsn
+    if system == "compiled":
+        return torch.compile(fn)
+    if system == "backend":
+        return torch.compile(fn, backend=flexsn.backend)
+    if system == "graphs":
+        return torch.compile(fn, backend=flexsn.backend, mode="reduce-overhead")
+    return fn
+
+
 def build(net, system, T, B, device):
     """(step function, neuron elements per step) of one network and system;
     None where the network has no such system."""
     import flexsn
     torch.manual_seed(0)
-    if (net == "inline" and system not in ("loop", "compiled", "backend")) or \
+    if (net == "inline" and system not in ("loop", "compiled", "backend", "graphs")) or \
             (net == "sj" and system == "layers"):
         return None
     if net == "inline":
@@ -175,18 +189,16 @@ def build(net, system, T, B, device):
             functional.reset_net(model)
 
     if net == "inline":  # the loop is the model's own forward
-        run = model
-        if system == "compiled":
-            run = torch.compile(model)
-        elif system == "backend":
-            run = torch.compile(model, backend=flexsn.backend)
         torch._dynamo.reset()
+        run = _compiled(model, system)
 
         def step():
+            if system == "graphs":
+                torch.compiler.cudagraph_mark_step_begin()
             loss = nn.functional.mse_loss(run(x).sum(0), target)
             loss.backward()
         return step, neurons
-    if system in ("loop", "converted", "compiled", "backend"):
+    if system in ("loop", "converted", "compiled", "backend", "graphs"):
         def forward():
             reset()
             outs, state = [], None
@@ -201,10 +213,7 @@ def build(net, system, T, B, device):
         # one code object, whose recompiles would otherwise add up to
         # Dynamo's recompile limit and fall back to eager
         torch._dynamo.reset()
-        if system == "compiled":
-            forward = torch.compile(forward)
-        elif system == "backend":
-            forward = torch.compile(forward, backend=flexsn.backend)
+        forward = _compiled(forward, system)
     elif system == "multistep":
         ms = flexsn.multistep(model)
 
@@ -218,6 +227,8 @@ def build(net, system, T, B, device):
         forward = _layers(net, model, x, reset)
 
     def step():
+        if system == "graphs":  # a new step: the graphs may reuse the last one's memory
+            torch.compiler.cudagraph_mark_step_begin()
         loss = nn.functional.mse_loss(forward().sum(0), target)
         loss.backward()
     return step, neurons

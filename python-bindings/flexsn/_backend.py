@@ -611,7 +611,11 @@ class Backend:
     stateless layers that feed a rolled neuron run once over all steps
     (under torch.vmap: a Linear's T products become one, which rounds as a
     batched product does, as in flexsn.multistep) or stay one per step, so
-    that every number is the loop's bit for bit."""
+    that every number is the loop's bit for bit.
+
+    torch.compile's `mode` and `options` go to Inductor as they would
+    without this backend (``mode="reduce-overhead"``: the compiled step
+    replayed from CUDA graphs); another `then` takes none."""
 
     rolls_time_loops = True  # what the library forwards of capture_libraries look for
 
@@ -619,11 +623,22 @@ class Backend:
         self.then, self.batch_steps = then, batch_steps
         capture_libraries()
 
-    def __call__(self, gm: fx.GraphModule, example_inputs):
+    def __call__(self, gm: fx.GraphModule, example_inputs, mode: Optional[str] = None,
+                 options: Optional[dict] = None):
+        inductor = self.then == "inductor"
+        if (mode not in (None, "default") or options) and not inductor:
+            raise TypeError(f"torch.compile's mode and options configure Inductor; "
+                            f"flexsn.Backend(then={self.then!r}) takes none")
         gm.meta["flexsn_rolled"] = self.roll(gm, self.batch_steps)
         if not gm.meta["flexsn_rolled"]:
             _warn_unconverted(gm)
         gm.recompile()
+        if inductor:
+            from torch._inductor import list_mode_options
+            from torch._inductor.compile_fx import compile_fx
+            patches = {**(list_mode_options(mode) if mode not in (None, "default") else {}),
+                       **(options or {})}
+            return compile_fx(gm, example_inputs, config_patches=patches or None)
         then = self.then
         if isinstance(then, str):
             from torch._dynamo import lookup_backend

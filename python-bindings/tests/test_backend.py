@@ -320,6 +320,34 @@ def test_inductor_compiles_the_rest():
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_torch_compile_modes_go_to_inductor(device):
+    """mode and options configure Inductor as without the backend: on CUDA,
+    "reduce-overhead" replays the rolled step from CUDA graphs, with the
+    loop's numbers at every step."""
+    model, reset = _model("norse", torch.device(device))
+    x = torch.rand(6, 3, 8, device=device) * 3
+    want = _step(model, x, reset)
+    torch._dynamo.reset()
+    mode = "reduce-overhead" if device == "cuda" else "max-autotune-no-cudagraphs"
+    compiled = torch.compile(model, backend=flexsn.backend, mode=mode)
+    for _ in range(3):  # recorded, then replayed
+        torch.compiler.cudagraph_mark_step_begin()
+        got = _step(compiled, x, reset)
+        for a, b in zip(got[0], want[0]):
+            assert torch.equal(a, b)
+        for a, b in zip(got[1], want[1]):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_torch_compile_modes_need_inductor():
+    model, reset = _model("norse", torch.device("cpu"))
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=flexsn.Backend(then="eager"), mode="reduce-overhead")
+    with pytest.raises(Exception, match="mode and options configure Inductor"):
+        compiled(torch.rand(6, 3, 8))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", ["norse", "spikingjelly", "flexsn"])
 def test_layers_batched_over_the_steps(device, name):
     """With batch_steps (the default) the Linear layers that feed each
