@@ -148,6 +148,17 @@ def _compiled(fn, system):
     return fn
 
 
+def _begin(system, model):
+    """A step of graphs begins as a training loop's does under CUDA graphs:
+    a new step (the graphs reuse the last one's memory) and no gradients
+    (zero_grad(set_to_none=True): a gradient the backward graph wrote is
+    its memory, which the next replay overwrites)."""
+    if system == "graphs":
+        torch.compiler.cudagraph_mark_step_begin()
+        for p in model.parameters():
+            p.grad = None
+
+
 def build(net, system, T, B, device):
     """(step function, neuron elements per step) of one network and system;
     None where the network has no such system."""
@@ -193,8 +204,7 @@ def build(net, system, T, B, device):
         run = _compiled(model, system)
 
         def step():
-            if system == "graphs":
-                torch.compiler.cudagraph_mark_step_begin()
+            _begin(system, model)
             loss = nn.functional.mse_loss(run(x).sum(0), target)
             loss.backward()
         return step, neurons
@@ -227,8 +237,7 @@ def build(net, system, T, B, device):
         forward = _layers(net, model, x, reset)
 
     def step():
-        if system == "graphs":  # a new step: the graphs may reuse the last one's memory
-            torch.compiler.cudagraph_mark_step_begin()
+        _begin(system, model)
         loss = nn.functional.mse_loss(forward().sum(0), target)
         loss.backward()
     return step, neurons
