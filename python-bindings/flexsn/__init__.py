@@ -27,6 +27,7 @@ _LAZY = {
     "compact_spikes": "._spikes",
     "mark_spikes": "._spikes",
     "recompute_states": "._compiled",
+    "chunked_time": "._compiled",
     "multistep": "._multistep",
     "MultiStep": "._multistep",
     "backend": "._backend",
@@ -40,7 +41,7 @@ _LAZY = {
 __all__ = ["FlexSN", "FlexSNKernel", "surrogate", "neuron", "from_snntorch",
            "from_norse", "convert", "multistep", "MultiStep", "backend", "Backend",
            "compact_spikes",
-           "mark_spikes", "recompute_states", "FlexSNError", "UnsupportedOpError",
+           "mark_spikes", "recompute_states", "chunked_time", "FlexSNError", "UnsupportedOpError",
            "FallbackWarning", "StepByStepWarning", "LoopWarning", "CacheWarning",
            "library_version", "call_path"]
 

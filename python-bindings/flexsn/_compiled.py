@@ -176,6 +176,56 @@ def recompute_states():
         _recompute_depth -= 1
 
 
+_chunking: Optional[tuple] = None  # (chunks, rounds, ChunkedCalls) while chunked_time is open
+
+
+def chunking() -> Optional[tuple]:
+    return _chunking
+
+
+class ChunkedCalls:
+    """What the calls inside a chunked_time did: `calls` ran as chunks,
+    `launches` in all (a settled call's rounds), `sequential` of them ran
+    as the sequential scan after `rounds` launches did not settle."""
+
+    def __init__(self):
+        self.calls = self.launches = self.sequential = 0
+
+    def __repr__(self):
+        return (f"ChunkedCalls(calls={self.calls}, launches={self.launches}, "
+                f"sequential={self.sequential})")
+
+
+@contextlib.contextmanager
+def chunked_time(chunks: int, rounds: int = 4):
+    """Inference calls made inside (no gradient) run their T steps as
+    `chunks` chunks of T / chunks steps side by side: the chunks as extra
+    neurons of one launch, each from a guess of its first state (the
+    call's initial state), then again from the states the chunk before
+    ended with, until no chunk's first state changes (each chunk then
+    starts from the sequential scan's state, bit for bit, and computes what
+    it computes). At most `rounds` launches; a call not settled by then runs
+    as the sequential scan. Outputs, states and final states are the
+    sequential scan's, bit for bit. A launch costs a pass over all T steps,
+    so this pays where a step's latency, not bandwidth, bounds the scan
+    (few neurons, many steps) and a neuron forgets where it started (a
+    leak, a reset) within a chunk. A call whose T the chunks do not divide,
+    a training call and a call under torch.compile run as before. Each
+    round compares states on the host: a device sync. Yields a
+    :class:`ChunkedCalls` that counts what the calls did."""
+    if not isinstance(chunks, int) or isinstance(chunks, bool) or chunks < 2:
+        raise ValueError(f"chunked_time: chunks must be an int >= 2, got {chunks!r}")
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
+        raise ValueError(f"chunked_time: rounds must be an int >= 1, got {rounds!r}")
+    global _chunking
+    record = ChunkedCalls()
+    before, _chunking = _chunking, (chunks, rounds, record)
+    try:
+        yield record
+    finally:
+        _chunking = before
+
+
 class TrainingBinding:
     """One training forward and its backward, bound. The forward takes the
     leaves (inputs, initial states, parameters; an initial state None:

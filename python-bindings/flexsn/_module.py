@@ -270,7 +270,7 @@ class FlexSNKernel:
     def _plan_key(self) -> tuple:
         """What a call's plan also depends on besides the tensors."""
         return (self.final_state, self.backend, self.compiled, self.requires_grad,
-                _compiled.recompute_active())
+                _compiled.recompute_active(), _compiled.chunking())
 
 
 class FlexSN(nn.Module):
@@ -417,7 +417,8 @@ class FlexSN(nn.Module):
         k = self.kernel
         return (self.step_mode, self.store_state_seqs, self.backend, k.backend,
                 k.compiled, type(self).init_states,
-                self.__dict__.get("_default_zero_states"), _compiled.recompute_active())
+                self.__dict__.get("_default_zero_states"), _compiled.recompute_active(),
+                _compiled.chunking())
 
     def _fast(self, inputs):
         """The call through the plan this module keeps for it (see
