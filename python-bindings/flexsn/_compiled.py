@@ -198,21 +198,26 @@ class ChunkedCalls:
 
 @contextlib.contextmanager
 def chunked_time(chunks: int, rounds: int = 4):
-    """Inference calls made inside (no gradient) run their T steps as
-    `chunks` chunks of T / chunks steps side by side: the chunks as extra
-    neurons of one launch, each from a guess of its first state (the
-    call's initial state), then again from the states the chunk before
-    ended with, until no chunk's first state changes (each chunk then
-    starts from the sequential scan's state, bit for bit, and computes what
-    it computes). At most `rounds` launches; a call not settled by then runs
-    as the sequential scan. Outputs, states and final states are the
-    sequential scan's, bit for bit. A launch costs a pass over all T steps,
-    so this pays where a step's latency, not bandwidth, bounds the scan
-    (few neurons, many steps) and a neuron forgets where it started (a
-    leak, a reset) within a chunk. A call whose T the chunks do not divide,
-    a training call and a call under torch.compile run as before. Each
-    round compares states on the host: a device sync. Yields a
-    :class:`ChunkedCalls` that counts what the calls did."""
+    """Calls made inside run their T steps as `chunks` chunks of T / chunks
+    steps side by side: the chunks as extra neurons of one launch, each
+    from a guess of its first state (the call's initial state), then again
+    from the states the chunk before ended with, until no chunk's first
+    state changes. Each chunk then starts from the sequential scan's state
+    and computes what it computes: outputs, state sequences and final
+    states are the sequential scan's bit for bit. A training call's
+    backward runs the same way from the last chunk (each chunk's end
+    adjoint the first-state adjoint of the chunk after): the gradients of
+    the inputs and initial states are the sequential scan's too, a
+    parameter's sums its steps in another order. At most `rounds` launches
+    each way; a forward not settled by then runs as the sequential scan, a
+    backward as the sequential forward and backward. A launch costs a pass
+    over all T steps, so this pays where a step's latency, not bandwidth,
+    bounds the scan (few neurons, many steps) and a neuron forgets where it
+    started (a leak, a reset) within a chunk. A call whose T the chunks do
+    not divide, a call inside recompute_states() and a call under
+    torch.compile run as before. Each round compares states on the host: a
+    device sync. Yields a :class:`ChunkedCalls` that counts what the calls
+    did."""
     if not isinstance(chunks, int) or isinstance(chunks, bool) or chunks < 2:
         raise ValueError(f"chunked_time: chunks must be an int >= 2, got {chunks!r}")
     if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:

@@ -11,7 +11,7 @@ import torch
 from . import _native
 from ._checks import as_contiguous, flat_params, requires_grad_mask
 from ._compiled import (CompiledCore, InferenceConfig, call_result, chunking, inference_config,
-                        training_config)
+                        recompute_active, training_config)
 from ._errors import FlexSNError
 
 def run_empty(compiled: CompiledCore, inputs, init_states, training: bool, want_seqs: bool):
@@ -140,6 +140,21 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
                 return r
     else:
         prep = training_config(compiled, first.dtype, device, p_dtypes, p_scalar, mask)
+        chunked = chunking()
+        if chunked is not None and T % chunked[0] == 0 and T // chunked[0] >= 2 and \
+                compiled.num_states and not recompute_active() and \
+                not torch.compiler.is_compiling():
+            if plan is not None:
+                plan.append(None)  # the plan would run the sequential scan
+            # the chunks' backward needs each chunk's first-state adjoint
+            n = len(inputs)
+            states_too = list(mask[:n]) + [True] * compiled.num_states + \
+                list(mask[n + compiled.num_states:])
+            r = run_chunks_training(
+                training_config(compiled, first.dtype, device, p_dtypes, p_scalar, states_too),
+                xs, s0, ps, want_seqs, *chunked)
+            if r is not None:
+                return r
         prep.preload(NCL, want_seqs)
     if plan is not None:
         plan.append(_plan_for(prep, step, want_seqs, (inputs, init_states, params),
@@ -153,34 +168,205 @@ def run_chunks(prep: InferenceConfig, xs: list, s0: list, ps: list, want_seqs: b
     (flexsn.chunked_time): (outputs, state sequences or None, final
     states), the sequential scan's bit for bit, or None where `rounds`
     launches did not settle every chunk's first state."""
-    T, step = xs[0].shape[0], tuple(xs[0].shape[1:])
-    L = T // chunks
-
-    def side_by_side(x):  # [T, *S] -> [L, chunks, *S]: chunk c is neurons [c]
-        return x.reshape(chunks, L, *step).transpose(0, 1).contiguous()
-
-    def in_order(x):      # the inverse
-        return x.transpose(0, 1).reshape(T, *step)
-    inputs = [side_by_side(x) for x in xs]
-    params = [p if p.numel() == 1 else p.expand(chunks, *step).contiguous() for p in ps]
-    first = [torch.zeros(step, dtype=xs[0].dtype, device=xs[0].device) if s is None else s
+    x0 = xs[0]
+    lay = _Chunks(x0.shape[0], tuple(x0.shape[1:]), chunks)
+    inputs = [lay.side_by_side(x) for x in xs]
+    params = [lay.param(p) for p in ps]
+    first = [torch.zeros(lay.step, dtype=x0.dtype, device=x0.device) if s is None else s
              for s in s0]
-    starts = [s.expand(chunks, *step).contiguous() for s in first]  # the guess
+    starts = [lay.guess(f) for f in first]
     record.calls += 1
     for _ in range(rounds):
         record.launches += 1
         outs, seqs, finals = prep.run(inputs + starts + params, want_seqs)
-        settled = True
-        for i, (start, end) in enumerate(zip(starts, finals)):
-            after = torch.cat([first[i].unsqueeze(0), end[:-1]])
-            settled = settled and _same_bits(after, start)
-            starts[i] = after
+        after = [lay.after(f, e) for f, e in zip(first, finals)]
+        settled = all(_same_bits(a, b) for a, b in zip(after, starts))
+        starts = after
         if settled:
-            return ([in_order(o) for o in outs],
-                    None if seqs is None else [in_order(q) for q in seqs],
+            return ([lay.in_order(o) for o in outs],
+                    None if seqs is None else [lay.in_order(q) for q in seqs],
                     [f[-1] for f in finals])
     record.sequential += 1
     return None
+
+
+class _Chunks:
+    """[T, *S] sequences as `chunks` chunks side by side, [T/chunks, chunks,
+    *S] (chunk c: neurons [c] of each step), and back."""
+
+    def __init__(self, T: int, step: tuple, chunks: int):
+        self.T, self.step, self.chunks, self.L = T, step, chunks, T // chunks
+
+    def side_by_side(self, x):
+        return x.reshape(self.chunks, self.L, *self.step).transpose(0, 1).contiguous()
+
+    def in_order(self, x):
+        return x.transpose(0, 1).reshape(self.T, *self.step)
+
+    def param(self, p):
+        """A per-neuron parameter once per chunk (a scalar as it is)."""
+        return p if p.numel() == 1 else p.expand(self.chunks, *self.step).contiguous()
+
+    def guess(self, first):
+        """Every chunk's first state: the call's initial state."""
+        return first.expand(self.chunks, *self.step).contiguous()
+
+    @staticmethod
+    def after(first, ends):
+        """Each chunk's first state: the end of the chunk before."""
+        return torch.cat([first.unsqueeze(0), ends[:-1]])
+
+
+def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
+                        chunks: int, rounds: int, record):
+    """A training call's T steps as `chunks` chunks side by side
+    (flexsn.chunked_time): (outputs, state sequences or None, final
+    states), tied to the leaves by one autograd node; None where `rounds`
+    launches did not settle every chunk's first state. The outputs and
+    states are the sequential scan's bit for bit; so are the gradients of
+    the inputs and initial states where the backward settles too (else it
+    runs its launches in order, chunk by chunk from the last), while a
+    gradient summed over steps and neurons (a scalar parameter's) sums in
+    another order."""
+    pair = prep.pair(want_seqs)
+    x0 = xs[0]
+    lay = _Chunks(x0.shape[0], tuple(x0.shape[1:]), chunks)
+    first = [torch.zeros(lay.step, dtype=x0.dtype, device=x0.device) if s is None else s
+             for s in s0]
+    leaves = [lay.side_by_side(x) for x in xs] + first + [lay.param(p) for p in ps]
+    n_in, n_st = len(xs), len(s0)
+    with torch.no_grad():
+        starts = [lay.guess(f.detach()) for f in first]
+        record.calls += 1
+        for _ in range(rounds):
+            record.launches += 1
+            plain = [t.detach() for t in leaves]
+            res = pair.forward(plain[:n_in] + starts + plain[n_in + n_st:])
+            states = [res[i] for i in pair.state_ix]
+            ends = states if pair.final else [q[-1] for q in states]
+            after = [lay.after(f.detach(), e) for f, e in zip(first, ends)]
+            settled = all(_same_bits(a, b) for a, b in zip(after, starts))
+            starts = after
+            if settled:
+                break
+        else:
+            record.sequential += 1
+            return None
+    run = _ChunkedRun(pair, lay, res, starts, n_in, n_st, rounds, record)
+    results = _ChunkedTraining.apply(run, *leaves)
+    outs = [lay.in_order(o) for o in results[:len(pair.out_ix)]]
+    states = results[len(pair.out_ix):]
+    if pair.final:
+        return outs, None, [q[-1] for q in states]
+    seqs = [lay.in_order(q) for q in states]
+    return outs, (seqs if want_seqs else None), [q[-1] for q in seqs]
+
+
+class _ChunkedRun:
+    """The settled forward launch of run_chunks_training and what its
+    backward needs."""
+
+    def __init__(self, pair, lay, res, starts, n_in, n_st, rounds, record):
+        self.pair, self.lay, self.res, self.starts = pair, lay, res, starts
+        self.n_in, self.n_st, self.rounds, self.record = n_in, n_st, rounds, record
+
+    def backward(self, leaves: list, grads: tuple) -> list:
+        """Each leaf's gradient (None where none is wanted): the backward
+        kernel over the chunks, each chunk's end adjoint the first-state
+        adjoint of the chunk after, again until those repeat bit for bit;
+        else the sequential forward and backward."""
+        pair, lay, n_in, n_st = self.pair, self.lay, self.n_in, self.n_st
+        kept = [self.res[i] for i in pair.kept_ix]
+        n_out = len(pair.out_ix)
+        grads = [None if g is None else g.contiguous() for g in grads]
+        g_out, g_state = grads[:n_out], grads[n_out:]
+        args = leaves[:n_in] + self.starts + leaves[n_in + n_st:]
+        ix = [pair.backward.index(("grad_init_state", s)) for s in range(n_st)]
+        shift = [torch.zeros_like(s) for s in self.starts]  # no adjoint past a chunk
+        for turn in range(self.rounds + 1):
+            if turn == self.rounds:
+                self.record.sequential += 1
+                return self._sequential(leaves, g_out, g_state)
+            given = []
+            for g, d in zip(g_state, shift):
+                # the caller's gradient of the last chunk's end as it is: no
+                # adjoint comes past it (an added zero would turn a -0.0)
+                if pair.final:
+                    g_end = d.clone()
+                    if g is not None:
+                        g_end[-1] = g[-1]
+                    given.append(g_end)
+                else:
+                    g = torch.zeros((lay.L, *d.shape), dtype=d.dtype, device=d.device) \
+                        if g is None else g.clone()
+                    g[-1, :-1] += d[:-1]
+                    given.append(g)
+            out = pair.backward(args + kept + g_out + given)
+            later = [torch.cat([out[i][1:], torch.zeros_like(out[i][:1])]) for i in ix]
+            settled = all(_same_bits(a, b) for a, b in zip(later, shift))
+            shift = later
+            if settled:
+                break
+        self.record.launches += turn + 1
+        return self._gradients(out, leaves, chunked=True)
+
+    def _gradients(self, out: list, leaves: list, chunked: bool) -> list:
+        """Each leaf's gradient from a backward launch's results `out`, of
+        the chunks (`chunked`) or of the sequential scan, in the chunks'
+        layout (a per-neuron parameter's of the sequential scan in the
+        first chunk's row: autograd sums the rows)."""
+        n_in, n_st, lay = self.n_in, self.n_st, self.lay
+        grads_out = []
+        for k, gi in enumerate(self.pair.grad_ix):
+            g = None if gi is None else out[gi]
+            if g is None:
+                pass
+            elif k < n_in:
+                g = g if chunked else lay.side_by_side(g)
+            elif k < n_in + n_st:
+                g = g[0] if chunked else g  # the call's initial state: the first chunk's
+            elif chunked or leaves[k].numel() == 1:
+                g = g.reshape(leaves[k].shape)
+            else:
+                whole = torch.zeros_like(leaves[k])
+                whole[0] = g
+                g = whole
+            grads_out.append(g)
+        return grads_out
+
+    def _sequential(self, leaves: list, g_out: list, g_state: list) -> list:
+        """The gradients as the sequential scan gives them: its forward
+        again (for what its backward reads) and its backward."""
+        pair, lay, n_in, n_st = self.pair, self.lay, self.n_in, self.n_st
+        params = [p if p.numel() == 1 else p[0] for p in leaves[n_in + n_st:]]
+        args = [lay.in_order(x) for x in leaves[:n_in]] + \
+            [s[0] for s in self.starts] + params
+        res = pair.forward(args)
+        kept = [res[i] for i in pair.kept_ix]
+        order = [None if g is None else lay.in_order(g).contiguous() for g in g_out]
+        if pair.final:
+            state = [None if g is None else g[-1] for g in g_state]
+        else:
+            state = [None if g is None else lay.in_order(g).contiguous() for g in g_state]
+        return self._gradients(pair.backward(args + kept + order + state), leaves,
+                               chunked=False)
+
+
+class _ChunkedTraining(torch.autograd.Function):
+    """One autograd node for run_chunks_training: forward returns the
+    settled launch's outputs and state results (chunks side by side);
+    backward runs _ChunkedRun.backward."""
+
+    @staticmethod
+    def forward(ctx, run, *leaves):
+        ctx.run = run
+        ctx.save_for_backward(*leaves)
+        return tuple(run.res[i] for i in run.pair.out_ix + run.pair.state_ix)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, *grads):
+        return (None, *ctx.run.backward(list(ctx.saved_tensors), grads))
 
 
 _BITS = {2: torch.int16, 4: torch.int32, 8: torch.int64}

@@ -78,17 +78,93 @@ def test_a_call_the_chunks_do_not_divide_runs_as_before(device):
             assert torch.equal(m(x), want)
 
 
-def test_training_calls_run_as_before(device):
-    m = _neuron(_lif, device)
-    x = (torch.rand(32, 4, 6, device=device) * 2).requires_grad_()
+def _training(m, x, v0, seqs):
+    """A training call's outputs, final state and the gradients of x, the
+    initial state and the two parameters (tau a scalar, v_th per neuron)."""
     m.reset()
-    want = m(x)
-    g_want, = torch.autograd.grad(want.sum() + m.states[0].sum(), x)
-    m.reset()
-    with flexsn.chunked_time(4):
-        got = m(x)
-        g_got, = torch.autograd.grad(got.sum() + m.states[0].sum(), x)
-    assert torch.equal(got, want) and torch.equal(g_got, g_want)
+    m.states = [v0]
+    out = m(x)
+    w = torch.linspace(0.5, 1.5, out.numel(), dtype=x.dtype, device=x.device).view(out.shape)
+    loss = (out * w).sum() + (m.states[0] ** 2).sum()
+    if seqs:
+        loss = loss + (m.state_seqs[0] * 0.3).sum()
+    grads = torch.autograd.grad(loss, [x, v0, *m.static_inputs])
+    return [out.detach(), m.states[0].detach(), *grads]
+
+
+def _trainable(core, device, dtype, seqs):
+    m = _neuron(core, device, seqs).to(dtype)
+    for p in m.static_inputs:
+        p.requires_grad_()
+    x = (torch.rand(256, 4, 6, device=device, dtype=dtype) * 2).requires_grad_()
+    v0 = torch.rand(4, 6, device=device, dtype=dtype, requires_grad=True)
+    return m, x, v0
+
+
+@pytest.mark.parametrize("core", [_lif, _li], ids=["lif", "li"])
+@pytest.mark.parametrize("seqs", [False, True], ids=["outputs", "state-seqs"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_training_chunks_give_the_sequential_numbers(device, core, seqs, dtype):
+    """Forward and backward both settle as chunks: outputs, states and the
+    gradients of the inputs and the initial state are the sequential
+    scan's; the parameters' sum their steps in another order."""
+    torch.manual_seed(0)
+    m, x, v0 = _trainable(core, device, dtype, seqs)
+    want = _training(m, x, v0, seqs)
+    for chunks in (2, 8):
+        with flexsn.chunked_time(chunks) as calls:
+            got = _training(m, x, v0, seqs)
+        assert calls.sequential == 0 and 4 <= calls.launches <= 8, calls
+        for a, b in zip(got[:4], want[:4]):
+            assert torch.equal(a, b), (chunks, calls)
+        tol = dict(rtol=1e-5, atol=1e-4) if dtype == torch.float32 else \
+            dict(rtol=1e-12, atol=1e-11)
+        for a, b in zip(got[4:], want[4:]):
+            torch.testing.assert_close(a, b, **tol)
+
+
+def test_training_from_zero_states_with_only_the_input_learning(device):
+    """No initial state and nothing but the input requiring grad: the
+    chunks' backward still carries the adjoint across chunk borders."""
+    torch.manual_seed(0)
+    lif = flexsn.neuron.LIFNode(tau=2.0, step_mode="m").to(device)
+    x = (torch.rand(512, 64, device=device) * 2).requires_grad_()
+
+    def step():
+        lif.reset()
+        out = lif(x)
+        g, = torch.autograd.grad(out.sum(), x)
+        return [out.detach(), lif.v.detach(), g]
+    want = step()
+    with flexsn.chunked_time(16) as calls:
+        got = step()
+    assert calls.sequential == 0 and calls.launches >= 4, calls
+    for a, b in zip(got, want):
+        assert torch.equal(_bits(a), _bits(b))
+
+
+def test_a_backward_that_does_not_settle_runs_the_sequential_one(device):
+    """rounds=2: the forward settles as chunks, the backward (whose
+    adjoint forgets more slowly here) does not and runs the sequential
+    forward and backward: every gradient the sequential scan's."""
+    torch.manual_seed(0)
+    m, x, v0 = _trainable(_lif, device, torch.float64, False)
+    want = _training(m, x, v0, False)
+    with flexsn.chunked_time(8, rounds=2) as calls:
+        got = _training(m, x, v0, False)
+    assert calls.launches == 2 and calls.sequential == 1, calls
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
+def test_recomputing_calls_run_as_before():
+    m, x, v0 = _trainable(_lif, "cpu", torch.float32, False)
+    want = _training(m, x, v0, False)
+    with flexsn.chunked_time(4) as calls, flexsn.recompute_states():
+        got = _training(m, x, v0, False)
+    assert calls.calls == 0
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
 
 
 def test_a_plan_made_outside_is_not_taken_inside():
