@@ -217,7 +217,11 @@ def chunked_time(chunks: int, rounds: int = 4):
     not divide, a call inside recompute_states() and a call under
     torch.compile run as before. Each round compares states on the host: a
     device sync. Yields a :class:`ChunkedCalls` that counts what the calls
-    did."""
+    did. On the CPU, "bit for bit" needs every neuron computed alike: a
+    core with a function of glibc's vector math library (exp, log, ...)
+    rounds it there in the vectorized loop and as libm does in its scalar
+    remainder (a few ulps apart), so the chunks, placed otherwise, may
+    differ by those ulps, as two calls of different NCL do."""
     if not isinstance(chunks, int) or isinstance(chunks, bool) or chunks < 2:
         raise ValueError(f"chunked_time: chunks must be an int >= 2, got {chunks!r}")
     if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:

@@ -206,3 +206,36 @@ def test_layers_of_a_network_chunk_too():
         with flexsn.chunked_time(6):
             got = net(x)
     assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
+def test_two_inputs_two_states_two_outputs(device, training):
+    """SpikingJelly's tutorial neuron: every input, state and output
+    carried through the chunks (its second state leaks by 0.9 a step, so
+    chunks of 256 steps). Its sigmoid is an exp: on the CPU the steps
+    are 4 x 8 neurons, which the vectorized loop computes whole (glibc's
+    vector exp, where a scalar remainder would call libm's)."""
+    from cores import tutorial
+    torch.manual_seed(0)
+    m = flexsn.FlexSN(tutorial(), num_inputs=2, num_states=2, num_outputs=2,
+                      store_state_seqs=True)
+    x = (torch.randn(1024, 4, 8, device=device) * 2).requires_grad_(training)
+    y = torch.randn(1024, 4, 8, device=device).requires_grad_(training)
+    v0 = [torch.rand(4, 8, device=device).requires_grad_(training) for _ in range(2)]
+
+    def call():
+        m.reset()
+        m.states = list(v0)
+        with torch.set_grad_enabled(training):
+            s1, s2 = m(x, y)
+            got = [s1, s2, *m.states, *m.state_seqs]
+            if not training:
+                return got
+            loss = sum((t * (k + 1)).sum() for k, t in enumerate(got))
+            return [t.detach() for t in got] + list(torch.autograd.grad(loss, [x, y, *v0]))
+    want = call()
+    with flexsn.chunked_time(4) as calls:
+        got = call()
+    assert calls.sequential == 0 and calls.launches >= (4 if training else 2), calls
+    for a, b in zip(got, want):
+        assert torch.equal(_bits(a), _bits(b))
