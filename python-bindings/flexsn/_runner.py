@@ -128,24 +128,18 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
     xs = as_contiguous(inputs)
     # No initial states: null pointers, read as zeros by the kernels.
     s0 = [None] * compiled.num_states if init_states is None else as_contiguous(init_states)
+    chunked = _chunked(compiled, T, mask is not None)
+    if chunked is not None and plan is not None:
+        plan.append(None)  # a plan would run the sequential scan
+        plan = None
     if mask is None:
         prep = inference_config(compiled, first.dtype, device, want_seqs, p_dtypes, p_scalar)
-        chunked = chunking()
-        if chunked is not None and T % chunked[0] == 0 and T // chunked[0] >= 2 and \
-                compiled.num_states and not torch.compiler.is_compiling():
-            if plan is not None:
-                plan.append(None)  # the plan would run the sequential scan
-            r = run_chunks(prep, xs, s0, ps, want_seqs, *chunked)
-            if r is not None:
-                return r
+        r = None if chunked is None else run_chunks(prep, xs, s0, ps, want_seqs, *chunked)
+        if r is not None:
+            return r
     else:
         prep = training_config(compiled, first.dtype, device, p_dtypes, p_scalar, mask)
-        chunked = chunking()
-        if chunked is not None and T % chunked[0] == 0 and T // chunked[0] >= 2 and \
-                compiled.num_states and not recompute_active() and \
-                not torch.compiler.is_compiling():
-            if plan is not None:
-                plan.append(None)  # the plan would run the sequential scan
+        if chunked is not None:
             # the chunks' backward needs each chunk's first-state adjoint
             n = len(inputs)
             states_too = list(mask[:n]) + [True] * compiled.num_states + \
@@ -162,6 +156,37 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
     return prep.run(xs + s0 + ps, want_seqs)
 
 
+def _chunked(compiled: CompiledCore, T: int, training: bool) -> Optional[tuple]:
+    """chunked_time's (chunks, rounds, record) where this call runs as
+    chunks: T a multiple of at least two steps each, a core with states,
+    not traced by torch.compile, not recomputing (a training call)."""
+    chunked = chunking()
+    if chunked is None or T % chunked[0] or T // chunked[0] < 2 or \
+            not compiled.num_states or torch.compiler.is_compiling() or \
+            training and recompute_active():
+        return None
+    return chunked
+
+
+def _settle(launch, first: list, lay: "_Chunks", rounds: int, record):
+    """Launches `launch(starts)` (its result and each state's chunk ends)
+    from guessed first states, then from the ends of the launch before,
+    until the first states repeat bit for bit: (the settled launch's
+    result, its first states), or None after `rounds` launches."""
+    starts = [lay.guess(f) for f in first]
+    record.calls += 1
+    for _ in range(rounds):
+        record.launches += 1
+        res, ends = launch(starts)
+        after = [lay.after(f, e) for f, e in zip(first, ends)]
+        settled = all(_same_bits(a, b) for a, b in zip(after, starts))
+        starts = after
+        if settled:
+            return res, starts
+    record.sequential += 1
+    return None
+
+
 def run_chunks(prep: InferenceConfig, xs: list, s0: list, ps: list, want_seqs: bool,
                chunks: int, rounds: int, record):
     """An inference call's T steps as `chunks` chunks side by side
@@ -174,20 +199,17 @@ def run_chunks(prep: InferenceConfig, xs: list, s0: list, ps: list, want_seqs: b
     params = [lay.param(p) for p in ps]
     first = [torch.zeros(lay.step, dtype=x0.dtype, device=x0.device) if s is None else s
              for s in s0]
-    starts = [lay.guess(f) for f in first]
-    record.calls += 1
-    for _ in range(rounds):
-        record.launches += 1
-        outs, seqs, finals = prep.run(inputs + starts + params, want_seqs)
-        after = [lay.after(f, e) for f, e in zip(first, finals)]
-        settled = all(_same_bits(a, b) for a, b in zip(after, starts))
-        starts = after
-        if settled:
-            return ([lay.in_order(o) for o in outs],
-                    None if seqs is None else [lay.in_order(q) for q in seqs],
-                    [f[-1] for f in finals])
-    record.sequential += 1
-    return None
+
+    def launch(starts):
+        r = prep.run(inputs + starts + params, want_seqs)
+        return r, r[2]
+    settled = _settle(launch, first, lay, rounds, record)
+    if settled is None:
+        return None
+    outs, seqs, finals = settled[0]
+    return ([lay.in_order(o) for o in outs],
+            None if seqs is None else [lay.in_order(q) for q in seqs],
+            [f[-1] for f in finals])
 
 
 class _Chunks:
@@ -224,10 +246,9 @@ def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
     states), tied to the leaves by one autograd node; None where `rounds`
     launches did not settle every chunk's first state. The outputs and
     states are the sequential scan's bit for bit; so are the gradients of
-    the inputs and initial states where the backward settles too (else it
-    runs its launches in order, chunk by chunk from the last), while a
-    gradient summed over steps and neurons (a scalar parameter's) sums in
-    another order."""
+    the inputs and initial states (the backward settles as the forward
+    does, or runs as the sequential one), while a gradient summed over
+    steps (a parameter's) sums in another order."""
     pair = prep.pair(want_seqs)
     x0 = xs[0]
     lay = _Chunks(x0.shape[0], tuple(x0.shape[1:]), chunks)
@@ -236,22 +257,16 @@ def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
     leaves = [lay.side_by_side(x) for x in xs] + first + [lay.param(p) for p in ps]
     n_in, n_st = len(xs), len(s0)
     with torch.no_grad():
-        starts = [lay.guess(f.detach()) for f in first]
-        record.calls += 1
-        for _ in range(rounds):
-            record.launches += 1
-            plain = [t.detach() for t in leaves]
+        plain = [t.detach() for t in leaves]
+
+        def launch(starts):
             res = pair.forward(plain[:n_in] + starts + plain[n_in + n_st:])
             states = [res[i] for i in pair.state_ix]
-            ends = states if pair.final else [q[-1] for q in states]
-            after = [lay.after(f.detach(), e) for f, e in zip(first, ends)]
-            settled = all(_same_bits(a, b) for a, b in zip(after, starts))
-            starts = after
-            if settled:
-                break
-        else:
-            record.sequential += 1
-            return None
+            return res, (states if pair.final else [q[-1] for q in states])
+        settled = _settle(launch, plain[n_in:n_in + n_st], lay, rounds, record)
+    if settled is None:
+        return None
+    res, starts = settled
     run = _ChunkedRun(pair, lay, res, starts, n_in, n_st, rounds, record)
     results = _ChunkedTraining.apply(run, *leaves)
     outs = [lay.in_order(o) for o in results[:len(pair.out_ix)]]
