@@ -511,13 +511,12 @@ _BREAKING = {
         "snnTorch", "its forward compares the state with None (mem == None)",
         "flexsn.backend captures snnTorch's Leaky, Synaptic, Alpha, Lapicque, RLeaky and "
         "RSynaptic (and subclasses that keep their step) without inhibition, state_quant "
-        "or all_to_all=True, when snntorch is imported before flexsn.backend is first "
-        "used; flexsn.from_snntorch(neuron) covers the same neurons"),
+        "or all_to_all=True; flexsn.from_snntorch(neuron) covers the same neurons"),
     "/norse/torch/": (
         "Norse", "its initial state sets requires_grad",
         "flexsn.backend captures Norse's LIF, LIFBox, LI, IAF, LIFAdEx and Izhikevich cells "
-        "whose initial_state is the class's own, when norse is imported before "
-        "flexsn.backend is first used; flexsn.from_norse(cell) covers the same cells"),
+        "whose initial_state is the class's own; flexsn.from_norse(cell) covers the same "
+        "cells"),
 }
 _warned: set = set()
 
@@ -525,8 +524,7 @@ _warned: set = set()
 def _warn_unconverted(gm: fx.GraphModule) -> None:
     """One LoopWarning per library whose own neuron code Dynamo hands over
     piece by piece: a graph whose outermost frame is that code (the sign
-    that a loop calling it was not captured; the library was imported after
-    the backend was made, say, or the neuron's options are ones
+    that a loop calling it was not captured: a neuron whose options
     capture_libraries leaves to the library's forward)."""
     for n in gm.graph.nodes:
         trace = n.meta.get("stack_trace") or ""
