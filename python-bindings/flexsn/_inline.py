@@ -438,9 +438,7 @@ def _live(gm: fx.GraphModule) -> set:
     value requires grad passes its gradient to every argument that does)."""
     live: set = set()
     for n in reversed(gm.graph.nodes):
-        if n.op == "output":
-            live.update(a for a in n.all_input_nodes if _wants_grad(a))
-        elif n in live:
+        if n.op == "output" or n in live:
             live.update(a for a in n.all_input_nodes if _wants_grad(a))
     return live
 
