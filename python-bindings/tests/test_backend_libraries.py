@@ -16,7 +16,7 @@ from conftest import DEVICES
 from test_backend import _compiled, _step
 
 snn = pytest.importorskip("snntorch")
-snntorch = pytest.importorskip("snntorch.utils")
+snn_utils = pytest.importorskip("snntorch.utils")
 nt = pytest.importorskip("norse.torch")
 
 SNNTORCH = {
@@ -144,7 +144,7 @@ def test_snntorch_neurons_that_keep_their_states_roll_and_store_the_last(device)
     x = torch.rand(6, 3, 8, device=device) * 3
 
     def reset():
-        snntorch.reset(model)
+        snn_utils.reset(model)
     _step(model, x, reset)
     want_mem = model.lif2.mem.detach().clone()
     _rolls_like_eager(model, x, reset)
