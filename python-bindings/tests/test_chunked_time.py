@@ -239,3 +239,66 @@ def test_two_inputs_two_states_two_outputs(device, training):
     assert calls.sequential == 0 and calls.launches >= (4 if training else 2), calls
     for a, b in zip(got, want):
         assert torch.equal(_bits(a), _bits(b))
+
+
+def _random_core(rng, num_states):
+    """A random elementwise step over (x, states...): each new state a
+    leak of the old plus a bounded mix of values, one output."""
+    ops = []
+    n = 1 + num_states
+    for _ in range(int(rng.integers(2, 7))):
+        ops.append((str(rng.choice(["add", "mul", "tanh", "sigmoid", "where", "spike"])),
+                    int(rng.integers(0, n)), int(rng.integers(0, n)),
+                    float(rng.uniform(-1.5, 1.5))))
+        n += 1
+    leaks = [float(rng.uniform(0.3, 0.8)) for _ in range(num_states)]
+    mixes = [int(rng.integers(1, n)) for _ in range(num_states)]
+    out = int(rng.integers(1, n))
+
+    def core(x, *states):
+        v = [x, *states]
+        for kind, i, j, c in ops:
+            a, b = v[i], v[j]
+            v.append({"add": lambda: a + b * c, "mul": lambda: a * b,
+                      "tanh": lambda: torch.tanh(a), "sigmoid": lambda: torch.sigmoid(a),
+                      "where": lambda: torch.where(a > c, b, a),
+                      "spike": lambda: surrogate.ATan()(a - c)}[kind]())
+        new = [leak * s + torch.tanh(v[m]) for leak, s, m in zip(leaks, states, mixes)]
+        return (v[out] + 0 * x, *new)
+    return core
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
+def test_random_cores_give_the_sequential_numbers(device, training):
+    """Random one- and two-state cores in f64, each leaking (so chunks of
+    128 steps settle): outputs, final states and the gradients of the
+    input and the initial states bit for bit."""
+    import numpy as np
+    rng = np.random.default_rng(3)
+    for case in range(8):
+        num_states = 1 + case % 2
+        m = flexsn.FlexSN(_random_core(rng, num_states), num_inputs=1,
+                          num_states=num_states, num_outputs=1,
+                          example_inputs=[torch.zeros(4, 8, dtype=torch.float64)]
+                          * (1 + num_states))
+        torch.manual_seed(case)
+        x = (torch.randn(512, 4, 8, device=device, dtype=torch.float64) * 2)
+        x.requires_grad_(training)
+        v0 = [torch.rand(4, 8, device=device, dtype=torch.float64).requires_grad_(training)
+              for _ in range(num_states)]
+
+        def call():
+            m.reset()
+            m.states = list(v0)
+            with torch.set_grad_enabled(training):
+                got = [m(x), *m.states]
+                if training:
+                    loss = sum((t * (k + 1)).sum() for k, t in enumerate(got))
+                    got = [t.detach() for t in got] + list(torch.autograd.grad(loss, [x, *v0]))
+            return got
+        want = call()
+        with flexsn.chunked_time(4) as calls:
+            got = call()
+        assert calls.sequential == 0, (case, calls)
+        for a, b in zip(got, want):
+            assert torch.equal(a.view(torch.int64), b.view(torch.int64)), case
