@@ -37,6 +37,7 @@ the formula; ``superspike="released"`` reproduces 1.1.0.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable, NamedTuple, Optional
 
@@ -471,11 +472,11 @@ def _initial_of(cls) -> Optional[type]:
 def captured_forward(original: Callable) -> Callable:
     """`original` (Norse's cell forward) with the initial state above while
     Dynamo traces; flexsn.backend installs it while it compiles."""
+    @functools.wraps(original)
     def forward(self, input_tensor, state=None):
         if state is None and torch.compiler.is_compiling() and traced_for_flexsn():
             base = _initial_of(type(self))
             if base is not None:
                 state = _INITIAL[base](self, input_tensor)
         return original(self, input_tensor, state)
-    forward.__wrapped__ = original
     return forward

@@ -38,6 +38,7 @@ one step of the input), and stores the final states, as T calls would.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -586,6 +587,7 @@ def _captured_step(neuron, base: type, input_, states: tuple, named: dict):
 def captured_forward(original: Callable) -> Callable:
     """`original` (an snnTorch class's forward) with the traced step above
     while Dynamo traces; flexsn.backend installs it while it compiles."""
+    @functools.wraps(original)
     def forward(self, input_, *states, **named):
         if torch.compiler.is_compiling() and traced_for_flexsn() and not (
                 self.inhibition or self.state_quant or getattr(self, "all_to_all", False)):
@@ -593,5 +595,4 @@ def captured_forward(original: Callable) -> Callable:
             if base is not None:
                 return _captured_step(self, base, input_, states, named)
         return original(self, input_, *states, **named)
-    forward.__wrapped__ = original
     return forward
