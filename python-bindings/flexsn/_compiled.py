@@ -214,8 +214,9 @@ def chunked_time(chunks: int, rounds: int = 4):
     over all T steps, so this pays where a step's latency, not bandwidth,
     bounds the scan (few neurons, many steps) and a neuron forgets where it
     started (a leak, a reset) within a chunk. A call whose T the chunks do
-    not divide, a call inside recompute_states() and a call under
-    torch.compile run as before. Each round compares states on the host: a
+    not divide, a half-precision training call (its backward carries
+    adjoints in float32, which chunk borders would round), a call inside
+    recompute_states() and a call under torch.compile run as before. Each round compares states on the host: a
     device sync. Yields a :class:`ChunkedCalls` that counts what the calls
     did. On the CPU, "bit for bit" needs every neuron computed alike: a
     core with a function of glibc's vector math library (exp, log, ...)

@@ -128,7 +128,7 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
     xs = as_contiguous(inputs)
     # No initial states: null pointers, read as zeros by the kernels.
     s0 = [None] * compiled.num_states if init_states is None else as_contiguous(init_states)
-    chunked = _chunked(compiled, T, mask is not None)
+    chunked = _chunked(compiled, T, mask is not None, first.dtype)
     if chunked is not None and plan is not None:
         plan.append(None)  # a plan would run the sequential scan
         plan = None
@@ -156,14 +156,17 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
     return prep.run(xs + s0 + ps, want_seqs)
 
 
-def _chunked(compiled: CompiledCore, T: int, training: bool) -> Optional[tuple]:
+def _chunked(compiled: CompiledCore, T: int, training: bool, dtype) -> Optional[tuple]:
     """chunked_time's (chunks, rounds, record) where this call runs as
     chunks: T a multiple of at least two steps each, a core with states,
-    not traced by torch.compile, not recomputing (a training call)."""
+    not traced by torch.compile; a training call not recomputing, and in
+    float32 or float64: a half-precision backward carries its adjoints in
+    float32 from step to step, which a chunk's first-state adjoint, written
+    in the call's dtype, would round."""
     chunked = chunking()
     if chunked is None or T % chunked[0] or T // chunked[0] < 2 or \
             not compiled.num_states or torch.compiler.is_compiling() or \
-            training and recompute_active():
+            training and (recompute_active() or dtype not in (torch.float32, torch.float64)):
         return None
     return chunked
 

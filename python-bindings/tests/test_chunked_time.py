@@ -302,3 +302,30 @@ def test_random_cores_give_the_sequential_numbers(device, training):
         assert calls.sequential == 0, (case, calls)
         for a, b in zip(got, want):
             assert torch.equal(a.view(torch.int64), b.view(torch.int64)), case
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
+def test_half_precision_chunks_inference_and_runs_training_as_before(device, dtype):
+    """A half-precision backward carries its adjoints in float32 between
+    steps; a chunk's first-state adjoint is written in the call's dtype, so
+    its training calls stay sequential. Its inference chunks, bit for bit."""
+    torch.manual_seed(0)
+    lif = flexsn.neuron.LIFNode(tau=2.0, step_mode="m").to(device)
+    x = (torch.rand(512, 64, device=device) * 2).to(dtype)
+    for training in (False, True):
+        xg = x.clone().requires_grad_(training)
+
+        def call():
+            lif.reset()
+            with torch.set_grad_enabled(training):
+                out = lif(xg)
+                got = [out.detach(), lif.v.detach()]
+                if training:
+                    got += list(torch.autograd.grad(out.float().sum(), xg))
+            return got
+        want = call()
+        with flexsn.chunked_time(8) as calls:
+            got = call()
+        assert calls.calls == (0 if training else 1), calls
+        for a, b in zip(got, want):
+            assert torch.equal(a.view(torch.int16), b.view(torch.int16))
