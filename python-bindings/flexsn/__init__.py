@@ -52,7 +52,12 @@ def __getattr__(name):
         where = _LAZY[name]
         if where is None:
             return importlib.import_module(f".{name}", __name__)
-        return getattr(importlib.import_module(where, __name__), name)
+        module = importlib.import_module(where, __name__)
+        if name in ("backend", "Backend"):
+            # snnTorch's and Norse's forwards traced as Dynamo captures them,
+            # for flexsn.backend only (see _backend.capture_libraries)
+            module.capture_libraries()
+        return getattr(module, name)
     raise AttributeError(f"module 'flexsn' has no attribute {name!r}")
 
 

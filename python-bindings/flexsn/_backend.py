@@ -619,7 +619,8 @@ class Backend:
 
     def __init__(self, then: Union[str, Callable] = "inductor", batch_steps: bool = True):
         self.then, self.batch_steps = then, batch_steps
-        capture_libraries()
+        if _made_by_users:
+            capture_libraries()
 
     def __call__(self, gm: fx.GraphModule, example_inputs, mode: Optional[str] = None,
                  options: Optional[dict] = None):
@@ -680,4 +681,9 @@ class Backend:
         return rolled
 
 
+# The package's own instance is made when this module is imported, which
+# every use of the kernels does (they note their layouts here): it captures
+# the libraries when a user reaches for it (flexsn.__getattr__), not before.
+_made_by_users = False
 backend = Backend()
+_made_by_users = True

@@ -244,3 +244,23 @@ def test_libraries_imported_after_the_backend_are_captured_too():
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "captured True" in done.stdout
+
+
+def test_using_the_kernels_alone_leaves_the_libraries_as_they_are():
+    """flexsn's kernels alone (flexsn.neuron, from_snntorch) wrap no class
+    of snnTorch's; flexsn.backend does (a fresh process)."""
+    import subprocess
+    from conftest import child_python
+    code = "\n".join([
+        "import torch, snntorch, flexsn, flexsn.neuron",
+        "flexsn.from_snntorch(snntorch.Leaky(beta=0.9))(torch.rand(2, 3))",
+        "assert not hasattr(snntorch.Leaky.forward, '__wrapped__')",
+        "flexsn.backend",
+        "assert snntorch.Leaky.forward.__wrapped__ is not None",
+        "print('ok')",
+    ])
+    argv, env = child_python()
+    done = subprocess.run(argv + ["-c", code], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ok" in done.stdout
