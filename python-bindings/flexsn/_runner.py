@@ -196,12 +196,10 @@ def run_chunks(prep: InferenceConfig, xs: list, s0: list, ps: list, want_seqs: b
     (flexsn.chunked_time): (outputs, state sequences or None, final
     states), the sequential scan's bit for bit, or None where `rounds`
     launches did not settle every chunk's first state."""
-    x0 = xs[0]
-    lay = _Chunks(x0.shape[0], tuple(x0.shape[1:]), chunks)
+    lay = _Chunks(xs[0], chunks)
     inputs = [lay.side_by_side(x) for x in xs]
     params = [lay.param(p) for p in ps]
-    first = [torch.zeros(lay.step, dtype=x0.dtype, device=x0.device) if s is None else s
-             for s in s0]
+    first = lay.initial(s0)
 
     def launch(starts):
         r = prep.run(inputs + starts + params, want_seqs)
@@ -219,8 +217,16 @@ class _Chunks:
     """[T, *S] sequences as `chunks` chunks side by side, [T/chunks, chunks,
     *S] (chunk c: neurons [c] of each step), and back."""
 
-    def __init__(self, T: int, step: tuple, chunks: int):
-        self.T, self.step, self.chunks, self.L = T, step, chunks, T // chunks
+    def __init__(self, x: torch.Tensor, chunks: int):
+        """`x`: an input of the call, [T, *S]."""
+        self.T, self.step, self.chunks = x.shape[0], tuple(x.shape[1:]), chunks
+        self.L, self.like = self.T // chunks, x
+
+    def initial(self, s0: list) -> list:
+        """The call's initial states, zeros where it passes None."""
+        x = self.like
+        return [torch.zeros(self.step, dtype=x.dtype, device=x.device) if s is None else s
+                for s in s0]
 
     def side_by_side(self, x):
         return x.reshape(self.chunks, self.L, *self.step).transpose(0, 1).contiguous()
@@ -253,11 +259,8 @@ def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
     does, or runs as the sequential one), while a gradient summed over
     steps (a parameter's) sums in another order."""
     pair = prep.pair(want_seqs)
-    x0 = xs[0]
-    lay = _Chunks(x0.shape[0], tuple(x0.shape[1:]), chunks)
-    first = [torch.zeros(lay.step, dtype=x0.dtype, device=x0.device) if s is None else s
-             for s in s0]
-    leaves = [lay.side_by_side(x) for x in xs] + first + [lay.param(p) for p in ps]
+    lay = _Chunks(xs[0], chunks)
+    leaves = [lay.side_by_side(x) for x in xs] + lay.initial(s0) + [lay.param(p) for p in ps]
     n_in, n_st = len(xs), len(s0)
     with torch.no_grad():
         plain = [t.detach() for t in leaves]

@@ -217,8 +217,6 @@ def test_library_neurons_it_does_not_capture_run_as_eager_and_say_so(library):
 def test_libraries_imported_after_the_backend_are_captured_too():
     """A library imported after flexsn.backend was first used is captured
     when its import completes (a fresh process: this one imported both)."""
-    import subprocess
-    from conftest import child_python
     code = "\n".join([
         "import warnings, torch, flexsn",
         "backend = flexsn.Backend(then='eager')",
@@ -239,18 +237,12 @@ def test_libraries_imported_after_the_backend_are_captured_too():
         "assert torch.equal(got, want)",
         "print('captured', snntorch.Leaky.forward.__wrapped__ is not None)",
     ])
-    argv, env = child_python()
-    done = subprocess.run(argv + ["-c", code], env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "captured True" in done.stdout
+    assert "captured True" in _in_a_fresh_process(code)
 
 
 def test_using_the_kernels_alone_leaves_the_libraries_as_they_are():
     """flexsn's kernels alone (flexsn.neuron, from_snntorch) wrap no class
     of snnTorch's; flexsn.backend does (a fresh process)."""
-    import subprocess
-    from conftest import child_python
     code = "\n".join([
         "import torch, snntorch, flexsn, flexsn.neuron",
         "flexsn.from_snntorch(snntorch.Leaky(beta=0.9))(torch.rand(2, 3))",
@@ -259,8 +251,16 @@ def test_using_the_kernels_alone_leaves_the_libraries_as_they_are():
         "assert snntorch.Leaky.forward.__wrapped__ is not None",
         "print('ok')",
     ])
+    assert "ok" in _in_a_fresh_process(code)
+
+
+def _in_a_fresh_process(code: str) -> str:
+    """`code` run by a child Python that imports this flexsn: its stdout
+    (the test fails with its stderr where it fails)."""
+    import subprocess
+    from conftest import child_python
     argv, env = child_python()
     done = subprocess.run(argv + ["-c", code], env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "ok" in done.stdout
+    return done.stdout
