@@ -47,12 +47,13 @@ PipelineOptions::parse(StringRef text, std::string &error) {
       options->neuronsPerThread.ArgStr, options->blockSize.ArgStr,
       options->prefetch.ArgStr,  options->l2Prefetch.ArgStr,
       options->cudaHome.ArgStr,  options->differentiate.ArgStr,
-      options->saveOps.ArgStr};
+      options->transfer.ArgStr,  options->saveOps.ArgStr};
   const StringRef numeric[] = {
       options->optLevel.ArgStr, options->neuronsPerThread.ArgStr,
       options->blockSize.ArgStr, options->prefetch.ArgStr,
       options->l2Prefetch.ArgStr};
-  StringRef flag = options->differentiate.ArgStr;
+  const StringRef flags[] = {options->differentiate.ArgStr,
+                             options->transfer.ArgStr};
   std::string keys = llvm::join(ArrayRef<StringRef>(all), ", ");
   SmallVector<StringRef> words;
   text.split(words, ' ', -1, /*KeepEmpty=*/false);
@@ -69,12 +70,13 @@ PipelineOptions::parse(StringRef text, std::string &error) {
       error = ("'" + word + "': " + key + " takes an unsigned integer").str();
       return nullptr;
     }
-    if (key == flag && word.contains('=') &&
+    bool isFlag = llvm::is_contained(flags, key);
+    if (isFlag && word.contains('=') &&
         !llvm::is_contained({"true", "false", "1", "0"}, value)) {
-      error = ("'" + word + "': " + flag + " is true, false, 1 or 0").str();
+      error = ("'" + word + "': " + key + " is true, false, 1 or 0").str();
       return nullptr;
     }
-    if (!word.contains('=') && key != flag) {
+    if (!word.contains('=') && !isFlag) {
       error = ("'" + word + "' takes a value: " + key + "=...").str();
       return nullptr;
     }
@@ -258,13 +260,25 @@ LogicalResult mlir::flexsn::differentiateModule(ModuleOp module,
   return pm.run(module);
 }
 
+static void buildTransferPipeline(OpPassManager &pm) {
+  pm.addPass(createCanonicalizerPass());
+  FlexSNAffineTransferOptions transfer;
+  transfer.replace = true;
+  pm.addPass(createFlexSNAffineTransfer(transfer));
+}
+
 LogicalResult mlir::flexsn::prepareModule(ModuleOp module,
                                           const PipelineOptions &options) {
   if (std::string error = options.validate(); !error.empty())
     return module.emitError(error);
-  if (!options.differentiate)
+  if (options.differentiate &&
+      failed(differentiateModule(module, llvm::to_vector(options.saveOps))))
+    return failure();
+  if (!options.transfer)
     return success();
-  return differentiateModule(module, llvm::to_vector(options.saveOps));
+  PassManager pm(module.getContext());
+  buildTransferPipeline(pm);
+  return pm.run(module);
 }
 
 void mlir::flexsn::registerPipelines() {
@@ -275,6 +289,8 @@ void mlir::flexsn::registerPipelines() {
       [](OpPassManager &pm, const PipelineOptions &options) {
         if (options.differentiate)
           buildDifferentiatePipeline(pm, llvm::to_vector(options.saveOps));
+        if (options.transfer)
+          buildTransferPipeline(pm);
         // prefetch > 1 pipelines the CPU loop as the GPU's (flexsn-run's
         // --prefetch); 0, "chosen per kernel" on the GPU, is 1 here.
         buildCPUPipeline(pm, options.prefetch ? unsigned(options.prefetch) : 1);
@@ -286,6 +302,8 @@ void mlir::flexsn::registerPipelines() {
       [](OpPassManager &pm, const PipelineOptions &options) {
         if (options.differentiate)
           buildDifferentiatePipeline(pm, llvm::to_vector(options.saveOps));
+        if (options.transfer)
+          buildTransferPipeline(pm);
         buildGPUPipeline(pm, options);
       });
 }

@@ -73,6 +73,13 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       llvm::cl::desc("run flexsn-differentiate first: also build the "
                      "training forward and backward kernels"),
       llvm::cl::init(false)};
+  Option<bool> transfer{
+      *this, "transfer",
+      llvm::cl::desc("then keep only the transfer functions of the scans "
+                     "whose states update affinely (flexsn-affine-transfer "
+                     "with replace): the first pass of a chunked parallel "
+                     "scan; an error where no scan is affine"),
+      llvm::cl::init(false)};
   ListOption<std::string> saveOps{
       *this, "save-ops",
       llvm::cl::desc("with differentiate (the training kernels): body ops "
@@ -126,7 +133,8 @@ LogicalResult differentiateModule(ModuleOp module,
                                   llvm::ArrayRef<std::string> saveOps = {});
 
 /// What every target does first: differentiate `module` in place when
-/// `options.differentiate` is set.
+/// `options.differentiate` is set, then, with `options.transfer`, replace
+/// its kernel functions by their transfer functions.
 LogicalResult prepareModule(ModuleOp module, const PipelineOptions &options);
 
 /// Registers `flexsn-cpu-pipeline` and `flexsn-gpu-pipeline` (both taking

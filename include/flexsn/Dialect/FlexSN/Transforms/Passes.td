@@ -120,4 +120,49 @@ def FlexSNAffineStates : Pass<"flexsn-affine-states", "ModuleOp"> {
   ];
 }
 
+def FlexSNAffineTransfer : Pass<"flexsn-affine-transfer", "ModuleOp"> {
+  let summary = "Build the transfer function of every scan whose states "
+                "update affinely (the first pass of a chunked parallel scan)";
+  let description = [{
+    For a kernel function `@f` whose scan's states are all affine in the
+    states (as `flexsn-affine-states` proves), adds `@f_transfer`: a scan
+    over the same steps that returns, per neuron, where the states end from
+    given initial states `s0` and the Jacobian of those ends with respect to
+    `s0`. With `s0 = 0` and the Jacobian started at the identity, a chunk of
+    steps composes to `s_end = A s_start + b` (`b` the ends, `A` the
+    Jacobian): chunks run side by side, a short scan over chunks combines
+    their `(A, b)` into each chunk's first state, and the original scan runs
+    each chunk from it (the fix-up pass). Forward and reverse-time scans
+    alike: the backward scan of any core is affine.
+
+    The Jacobian comes from forward-mode differentiation of the body's
+    state-dependent dataflow, which the proof restricts to sums,
+    differences, negations, products and quotients by state-free values,
+    `math.fma`, `arith.select` on a state-free condition, float conversions
+    and `flexsn.detach` (identity here: the Jacobian is of values, not of
+    gradients). `@f_transfer` takes, in order: the scan's inputs, lagged
+    sequences and their initial values, its `k` initial states, the `k*k`
+    Jacobian entries `d s_i / d s0_j` (row-major, in the compute type), its
+    parameters; it returns the final states and the final Jacobian. Its
+    scan has no outputs and carries no `sum_states` (every state per
+    neuron).
+
+    Scans with a state that is not affine get no transfer function; with
+    `explain` a remark names the op that prevents it. With `replace`, the
+    module keeps only the transfer functions (what a chunked call compiles),
+    and a module with none is an error naming, per scan, the state and op
+    that are not affine.
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "Remark at each scan that gets no transfer function, and why">,
+    Option<"replace", "replace", "bool", /*default=*/"false",
+           "Keep only the transfer functions (an error where there is none)">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 #endif // FLEXSN_DIALECT_FLEXSN_TRANSFORMS_PASSES_TD
