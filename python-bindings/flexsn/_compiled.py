@@ -185,26 +185,42 @@ def chunking() -> Optional[tuple]:
 
 class ChunkedCalls:
     """What the calls inside a chunked_time did: `calls` ran as chunks,
-    `launches` in all (a settled call's rounds), `sequential` of them ran
-    as the sequential scan after `rounds` launches did not settle."""
+    `affine` of them from composed carries, `launches` in all (a settled
+    call's rounds; three for a call from carries), `sequential` of them
+    ran as the sequential scan after `rounds` launches did not settle."""
 
     def __init__(self):
-        self.calls = self.launches = self.sequential = 0
+        self.calls = self.affine = self.launches = self.sequential = 0
 
     def __repr__(self):
-        return (f"ChunkedCalls(calls={self.calls}, launches={self.launches}, "
-                f"sequential={self.sequential})")
+        return (f"ChunkedCalls(calls={self.calls}, affine={self.affine}, "
+                f"launches={self.launches}, sequential={self.sequential})")
 
 
 @contextlib.contextmanager
-def chunked_time(chunks: int, rounds: int = 4):
+def chunked_time(chunks: int, rounds: int = 4, scheme: str = "auto"):
     """Calls made inside run their T steps as `chunks` chunks of T / chunks
-    steps side by side: the chunks as extra neurons of one launch, each
-    from a guess of its first state (the call's initial state), then again
-    from the states the chunk before ended with, until no chunk's first
-    state changes. Each chunk then starts from the sequential scan's state
-    and computes what it computes: outputs, state sequences and final
-    states are the sequential scan's bit for bit. A training call's
+    steps side by side, the chunks as extra neurons of one launch.
+
+    ``scheme="affine"`` (what ``"auto"`` picks for a core whose states all
+    update affinely: leaky integrators, synaptic currents, neurons without
+    reset, as the compiler proves): the compiler's transfer kernel gives
+    each chunk's map from its first to its last states, s -> A s + b, a
+    carry kernel composes those over the chunks in order into each chunk's
+    first states, and the core's kernel runs every chunk from them. Three
+    launches, no host sync (a CUDA graph can hold them), for any leak, a
+    pure integrator included. The carries compose in another order than the
+    steps do, so results agree with the sequential scan to rounding (a
+    spike can differ only where the membrane lies within rounding of the
+    threshold). A training call's backward then settles as below. Forcing
+    "affine" on a core that is not raises the compiler's reason.
+
+    ``scheme="settle"`` (``"auto"`` for other cores: a reset through a
+    spike): each chunk runs from a guess of its first state (the call's
+    initial state), then again from the states the chunk before ended with,
+    until no chunk's first state changes. Each chunk then starts from the
+    sequential scan's state and computes what it computes: outputs, state
+    sequences and final states are the sequential scan's bit for bit. A training call's
     backward runs the same way from the last chunk (each chunk's end
     adjoint the first-state adjoint of the chunk after): the gradients of
     the inputs and initial states are the sequential scan's too, a
@@ -216,8 +232,10 @@ def chunked_time(chunks: int, rounds: int = 4):
     started (a leak, a reset) within a chunk. A call whose T the chunks do
     not divide, a half-precision training call (its backward carries
     adjoints in float32, which chunk borders would round), a call inside
-    recompute_states() and a call under torch.compile run as before. Each round compares states on the host: a
-    device sync. Yields a :class:`ChunkedCalls` that counts what the calls
+    recompute_states() and a call under torch.compile run as before. Each
+    round compares states on the host: a device sync, so a call being
+    captured into a CUDA graph runs as before unless it is an inference
+    call of the affine scheme. Yields a :class:`ChunkedCalls` that counts what the calls
     did. On the CPU, "bit for bit" needs every neuron computed alike: a
     core with a function of glibc's vector math library (exp, log, ...)
     rounds it there in the vectorized loop and as libm does in its scalar
@@ -227,9 +245,12 @@ def chunked_time(chunks: int, rounds: int = 4):
         raise ValueError(f"chunked_time: chunks must be an int >= 2, got {chunks!r}")
     if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
         raise ValueError(f"chunked_time: rounds must be an int >= 1, got {rounds!r}")
+    if scheme not in ("auto", "affine", "settle"):
+        raise ValueError(f"chunked_time: scheme must be 'auto', 'affine' or 'settle', "
+                         f"got {scheme!r}")
     global _chunking
     record = ChunkedCalls()
-    before, _chunking = _chunking, (chunks, rounds, record)
+    before, _chunking = _chunking, (chunks, rounds, record, scheme)
     try:
         yield record
     finally:

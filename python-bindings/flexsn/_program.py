@@ -122,14 +122,18 @@ def _compile(ir: str, target: str, options: str) -> Program:
 
 
 def get_program(ir: str, target: str, chip: Optional[str] = None,
-                differentiate: bool = False, save_ops: str = "") -> Program:
+                differentiate: bool = False, save_ops: str = "",
+                transfer: bool = False) -> Program:
     """The program of `ir` for `target`, compiled once per process (and, for
     CUDA, once per cache directory). `save_ops` (with `differentiate`): the
     saving policy, as the compiler's save-ops option ("auto": a minimum
-    cut)."""
+    cut). `transfer`: only the transfer functions of its affine scans (a
+    FlexSNError names the state that is not affine where there are none)."""
     options = "differentiate=1" if differentiate else ""
     if differentiate and save_ops:
         options += f" save-ops={save_ops}"
+    if transfer:
+        options += " transfer=1"
     if target == "cuda":
         options += f" chip={chip}"
     options = options.strip()

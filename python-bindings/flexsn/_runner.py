@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from . import _native
+from . import _affine, _native
 from ._checks import as_contiguous, flat_params, requires_grad_mask
 from ._compiled import (CompiledCore, InferenceConfig, call_result, chunking, inference_config,
                         recompute_active, training_config)
@@ -128,7 +128,7 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
     xs = as_contiguous(inputs)
     # No initial states: null pointers, read as zeros by the kernels.
     s0 = [None] * compiled.num_states if init_states is None else as_contiguous(init_states)
-    chunked = _chunked(compiled, T, mask is not None, first.dtype)
+    chunked = _chunked(compiled, T, mask is not None, first, p_dtypes, p_scalar)
     if chunked is not None and plan is not None:
         plan.append(None)  # a plan would run the sequential scan
         plan = None
@@ -156,19 +156,34 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
     return prep.run(xs + s0 + ps, want_seqs)
 
 
-def _chunked(compiled: CompiledCore, T: int, training: bool, dtype) -> Optional[tuple]:
-    """chunked_time's (chunks, rounds, record) where this call runs as
-    chunks: T a multiple of at least two steps each, a core with states,
+def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor,
+             p_dtypes, p_scalar) -> Optional[tuple]:
+    """chunked_time's (chunks, rounds, record, affine) where this call runs
+    as chunks: T a multiple of at least two steps each, a core with states,
     not traced by torch.compile; a training call not recomputing, and in
     float32 or float64: a half-precision backward carries its adjoints in
     float32 from step to step, which a chunk's first-state adjoint, written
-    in the call's dtype, would round."""
+    in the call's dtype, would round. `affine`: the core's AffineChunks
+    where the scheme takes them, else None (the chunks settle). A call
+    being captured into a CUDA graph runs as chunks only where nothing
+    needs the host: a call of an affine core."""
     chunked = chunking()
+    dtype = first.dtype
     if chunked is None or T % chunked[0] or T // chunked[0] < 2 or \
             not compiled.num_states or torch.compiler.is_compiling() or \
             training and (recompute_active() or dtype not in (torch.float32, torch.float64)):
         return None
-    return chunked
+    chunks, rounds, record, scheme = chunked
+    affine = None
+    if scheme != "settle":
+        affine = _affine.affine_chunks(compiled, dtype, first.device, p_dtypes, p_scalar)
+        if affine is None and scheme == "affine":
+            raise FlexSNError("chunked_time(scheme='affine') needs a core whose states all "
+                              "update affinely: " + _affine.why_not_affine(
+                                  compiled, dtype, first.device, p_dtypes, p_scalar))
+    if affine is None and first.is_cuda and torch.cuda.is_current_stream_capturing():
+        return None
+    return chunks, rounds, record, affine
 
 
 def _settle(launch, first: list, lay: "_Chunks", rounds: int, record):
@@ -191,23 +206,30 @@ def _settle(launch, first: list, lay: "_Chunks", rounds: int, record):
 
 
 def run_chunks(prep: InferenceConfig, xs: list, s0: list, ps: list, want_seqs: bool,
-               chunks: int, rounds: int, record):
+               chunks: int, rounds: int, record, affine):
     """An inference call's T steps as `chunks` chunks side by side
     (flexsn.chunked_time): (outputs, state sequences or None, final
-    states), the sequential scan's bit for bit, or None where `rounds`
+    states). From `affine`'s carries: the sequential scan's to rounding;
+    else settled: the sequential scan's bit for bit, or None where `rounds`
     launches did not settle every chunk's first state."""
     lay = _Chunks(xs[0], chunks)
     inputs = [lay.side_by_side(x) for x in xs]
     params = [lay.param(p) for p in ps]
     first = lay.initial(s0)
-
-    def launch(starts):
-        r = prep.run(inputs + starts + params, want_seqs)
-        return r, r[2]
-    settled = _settle(launch, first, lay, rounds, record)
-    if settled is None:
-        return None
-    outs, seqs, finals = settled[0]
+    if affine is not None:
+        record.calls += 1
+        record.affine += 1
+        record.launches += 3
+        outs, seqs, finals = prep.run(inputs + affine.starts(inputs, first, params, chunks)[0]
+                                      + params, want_seqs)
+    else:
+        def launch(starts):
+            r = prep.run(inputs + starts + params, want_seqs)
+            return r, r[2]
+        settled = _settle(launch, first, lay, rounds, record)
+        if settled is None:
+            return None
+        outs, seqs, finals = settled[0]
     return ([lay.in_order(o) for o in outs],
             None if seqs is None else [lay.in_order(q) for q in seqs],
             [f[-1] for f in finals])
@@ -249,7 +271,7 @@ class _Chunks:
 
 
 def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
-                        chunks: int, rounds: int, record):
+                        chunks: int, rounds: int, record, affine):
     """A training call's T steps as `chunks` chunks side by side
     (flexsn.chunked_time): (outputs, state sequences or None, final
     states), tied to the leaves by one autograd node; None where `rounds`
@@ -257,7 +279,9 @@ def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
     states are the sequential scan's bit for bit; so are the gradients of
     the inputs and initial states (the backward settles as the forward
     does, or runs as the sequential one), while a gradient summed over
-    steps (a parameter's) sums in another order."""
+    steps (a parameter's) sums in another order. From `affine`'s carries,
+    the forward is the sequential scan's to rounding, and the backward
+    that of this forward."""
     pair = prep.pair(want_seqs)
     lay = _Chunks(xs[0], chunks)
     leaves = [lay.side_by_side(x) for x in xs] + lay.initial(s0) + [lay.param(p) for p in ps]
@@ -269,11 +293,21 @@ def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
             res = pair.forward(plain[:n_in] + starts + plain[n_in + n_st:])
             states = [res[i] for i in pair.state_ix]
             return res, (states if pair.final else [q[-1] for q in states])
-        settled = _settle(launch, plain[n_in:n_in + n_st], lay, rounds, record)
+        if affine is not None:
+            record.calls += 1
+            record.affine += 1
+            record.launches += 3
+            starts, a = affine.starts(plain[:n_in], plain[n_in:n_in + n_st],
+                                      plain[n_in + n_st:], chunks)
+            settled = launch(starts)[0], starts
+        else:
+            settled = _settle(launch, plain[n_in:n_in + n_st], lay, rounds, record)
     if settled is None:
         return None
     res, starts = settled
     run = _ChunkedRun(pair, lay, res, starts, n_in, n_st, rounds, record)
+    if affine is not None:
+        run.affine, run.a = affine, a
     results = _ChunkedTraining.apply(run, *leaves)
     outs = [lay.in_order(o) for o in results[:len(pair.out_ix)]]
     states = results[len(pair.out_ix):]
@@ -290,6 +324,9 @@ class _ChunkedRun:
     def __init__(self, pair, lay, res, starts, n_in, n_st, rounds, record):
         self.pair, self.lay, self.res, self.starts = pair, lay, res, starts
         self.n_in, self.n_st, self.rounds, self.record = n_in, n_st, rounds, record
+        # an affine core's AffineChunks and each chunk's A: the backward's
+        # chunk maps are their transposes
+        self.affine = self.a = None
 
     def backward(self, leaves: list, grads: tuple) -> list:
         """Each leaf's gradient (None where none is wanted): the backward
@@ -303,11 +340,9 @@ class _ChunkedRun:
         g_out, g_state = grads[:n_out], grads[n_out:]
         args = leaves[:n_in] + self.starts + leaves[n_in + n_st:]
         ix = [pair.backward.index(("grad_init_state", s)) for s in range(n_st)]
-        shift = [torch.zeros_like(s) for s in self.starts]  # no adjoint past a chunk
-        for turn in range(self.rounds + 1):
-            if turn == self.rounds:
-                self.record.sequential += 1
-                return self._sequential(leaves, g_out, g_state)
+
+        def launch(shift):
+            """The backward over the chunks, each chunk's end adjoint `shift`."""
             given = []
             for g, d in zip(g_state, shift):
                 # the caller's gradient of the last chunk's end as it is: no
@@ -322,7 +357,20 @@ class _ChunkedRun:
                         if g is None else g.clone()
                     g[-1, :-1] += d[:-1]
                     given.append(g)
-            out = pair.backward(args + kept + g_out + given)
+            return pair.backward(args + kept + g_out + given)
+        shift = [torch.zeros_like(s) for s in self.starts]  # no adjoint past a chunk
+        if self.affine is not None:
+            # first-state adjoints from zero ends, composed into the ends
+            out = launch(shift)
+            firsts = [out[i] for i in ix]
+            self.record.launches += 3
+            return self._gradients(launch(self.affine.adjoint_ends(self.a, firsts)), leaves,
+                                   chunked=True)
+        for turn in range(self.rounds + 1):
+            if turn == self.rounds:
+                self.record.sequential += 1
+                return self._sequential(leaves, g_out, g_state)
+            out = launch(shift)
             later = [torch.cat([out[i][1:], torch.zeros_like(out[i][:1])]) for i in ix]
             settled = all(_same_bits(a, b) for a, b in zip(later, shift))
             shift = later

@@ -1,8 +1,10 @@
-"""flexsn.chunked_time: an inference call's T steps as chunks side by side,
-each chunk settled from the state the chunk before ends with. Outputs,
-state sequences and final states are the sequential scan's bit for bit:
-where the chunks settle, and where they do not (the sequential scan runs
-instead)."""
+"""flexsn.chunked_time: a call's T steps as chunks side by side. Settled
+(each chunk from the state the chunk before ends with): outputs, state
+sequences and final states are the sequential scan's bit for bit, where
+the chunks settle and where they do not (the sequential scan runs
+instead). From affine carries (the compiler's transfer kernel, a carry
+scan, the core's kernel): the sequential scan's to rounding, in three
+launches."""
 
 import pytest
 import torch
@@ -28,9 +30,9 @@ def _integrator(x, v, tau, v_th):  # never forgets where it started
     return h, h
 
 
-def _neuron(core, device, seqs=False):
-    tau = torch.tensor([2.0], device=device)
-    v_th = torch.linspace(0.5, 1.5, 24, device=device).view(4, 6)
+def _neuron(core, device, seqs=False, dtype=torch.float32):
+    tau = torch.tensor([2.0], device=device, dtype=dtype)
+    v_th = torch.linspace(0.5, 1.5, 24, device=device, dtype=dtype).view(4, 6)
     return flexsn.FlexSN(core, num_states=1, static_inputs=(tau, v_th), store_state_seqs=seqs)
 
 
@@ -54,7 +56,7 @@ def test_chunks_give_the_sequential_scan_bit_for_bit(device, core, seqs):
         want = run()
         assert not torch.equal(want[1], v0)
         for chunks in (2, 4, 8):  # 32 steps or more: a leak of 1/2 a step forgets 2^-32
-            with flexsn.chunked_time(chunks) as calls:
+            with flexsn.chunked_time(chunks, scheme="settle") as calls:
                 got = run()
             assert calls.calls == 1
             if core is _integrator:  # one chunk more settles a round: `chunks` rounds
@@ -74,7 +76,7 @@ def test_a_call_the_chunks_do_not_divide_runs_as_before(device):
         m.reset()
         want = m(x)
         m.reset()
-        with flexsn.chunked_time(4):  # 30 steps: not 4 chunks
+        with flexsn.chunked_time(4, scheme="settle"):  # 30 steps: not 4 chunks
             assert torch.equal(m(x), want)
 
 
@@ -112,7 +114,7 @@ def test_training_chunks_give_the_sequential_numbers(device, core, seqs, dtype):
     m, x, v0 = _trainable(core, device, dtype, seqs)
     want = _training(m, x, v0, seqs)
     for chunks in (2, 8):
-        with flexsn.chunked_time(chunks) as calls:
+        with flexsn.chunked_time(chunks, scheme="settle") as calls:
             got = _training(m, x, v0, seqs)
         assert calls.sequential == 0 and 4 <= calls.launches <= 8, calls
         for a, b in zip(got[:4], want[:4]):
@@ -136,7 +138,7 @@ def test_training_from_zero_states_with_only_the_input_learning(device):
         g, = torch.autograd.grad(out.sum(), x)
         return [out.detach(), lif.v.detach(), g]
     want = step()
-    with flexsn.chunked_time(16) as calls:
+    with flexsn.chunked_time(16, scheme="settle") as calls:
         got = step()
     assert calls.sequential == 0 and calls.launches >= 4, calls
     for a, b in zip(got, want):
@@ -150,7 +152,7 @@ def test_a_backward_that_does_not_settle_runs_the_sequential_one(device):
     torch.manual_seed(0)
     m, x, v0 = _trainable(_lif, device, torch.float64, False)
     want = _training(m, x, v0, False)
-    with flexsn.chunked_time(8, rounds=2) as calls:
+    with flexsn.chunked_time(8, rounds=2, scheme="settle") as calls:
         got = _training(m, x, v0, False)
     assert calls.launches == 2 and calls.sequential == 1, calls
     for a, b in zip(got, want):
@@ -160,7 +162,7 @@ def test_a_backward_that_does_not_settle_runs_the_sequential_one(device):
 def test_recomputing_calls_run_as_before():
     m, x, v0 = _trainable(_lif, "cpu", torch.float32, False)
     want = _training(m, x, v0, False)
-    with flexsn.chunked_time(4) as calls, flexsn.recompute_states():
+    with flexsn.chunked_time(4, scheme="settle") as calls, flexsn.recompute_states():
         got = _training(m, x, v0, False)
     assert calls.calls == 0
     for a, b in zip(got, want):
@@ -176,7 +178,7 @@ def test_a_plan_made_outside_is_not_taken_inside():
         for _ in range(2):  # the second call runs the plan the first kept
             m.reset()
             want = m(x)
-        with flexsn.chunked_time(4):
+        with flexsn.chunked_time(4, scheme="settle"):
             for _ in range(2):
                 m.reset()
                 assert torch.equal(m(x), want)
@@ -203,7 +205,7 @@ def test_layers_of_a_network_chunk_too():
         want = net(x)
         for m in net:
             getattr(m, "reset", lambda: None)()
-        with flexsn.chunked_time(6):
+        with flexsn.chunked_time(6, scheme="settle"):
             got = net(x)
     assert torch.equal(got, want)
 
@@ -234,7 +236,7 @@ def test_two_inputs_two_states_two_outputs(device, training):
             loss = sum((t * (k + 1)).sum() for k, t in enumerate(got))
             return [t.detach() for t in got] + list(torch.autograd.grad(loss, [x, y, *v0]))
     want = call()
-    with flexsn.chunked_time(4) as calls:
+    with flexsn.chunked_time(4, scheme="settle") as calls:
         got = call()
     assert calls.sequential == 0 and calls.launches >= (4 if training else 2), calls
     for a, b in zip(got, want):
@@ -297,7 +299,7 @@ def test_random_cores_give_the_sequential_numbers(device, training):
                     got = [t.detach() for t in got] + list(torch.autograd.grad(loss, [x, *v0]))
             return got
         want = call()
-        with flexsn.chunked_time(4) as calls:
+        with flexsn.chunked_time(4, scheme="settle") as calls:
             got = call()
         assert calls.sequential == 0, (case, calls)
         for a, b in zip(got, want):
@@ -324,8 +326,196 @@ def test_half_precision_chunks_inference_and_runs_training_as_before(device, dty
                     got += list(torch.autograd.grad(out.float().sum(), xg))
             return got
         want = call()
-        with flexsn.chunked_time(8) as calls:
+        with flexsn.chunked_time(8, scheme="settle") as calls:
             got = call()
         assert calls.calls == (0 if training else 1), calls
         for a, b in zip(got, want):
             assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+
+
+def _close(a, b, dtype):
+    """Agreement to the rounding of a reassociated carry: a few ulps of the
+    largest magnitude."""
+    eps = torch.finfo(dtype).eps * 64
+    scale = max(b.abs().max().item(), 1.0)
+    return (a.double() - b.double()).abs().max().item() <= eps * scale
+
+
+@pytest.mark.parametrize("core", [_li, _integrator], ids=["li", "integrator"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("seqs", [False, True], ids=["outputs", "state-seqs"])
+def test_affine_chunks_give_the_sequential_scan_to_rounding(device, core, dtype, seqs):
+    """An affine core runs from composed carries in three launches, for any
+    chunk count, a pure integrator (which never settles) included."""
+    torch.manual_seed(0)
+    m = _neuron(core, device, seqs, dtype)
+    x = (torch.rand(256, 4, 6, device=device) * 2).to(dtype)
+    v0 = torch.rand(4, 6, device=device).to(dtype)
+
+    def run():
+        m.reset()
+        m.states = [v0.clone()]
+        out = m(x)
+        return [out, m.states[0]] + (list(m.state_seqs) if seqs else [])
+    with torch.no_grad():
+        want = run()
+        for chunks in (2, 8, 128):
+            with flexsn.chunked_time(chunks) as calls:
+                got = run()
+            assert (calls.calls, calls.affine, calls.launches) == (1, 1, 3), calls
+            for a, b in zip(got, want):
+                assert a.dtype == b.dtype and a.shape == b.shape
+                assert _close(a, b, dtype), (core.__name__, chunks)
+
+
+def test_auto_settles_a_core_with_a_reset_and_affine_is_refused_for_it(device):
+    m = _neuron(_lif, device)
+    x = torch.rand(64, 4, 6, device=device) * 2
+    with torch.no_grad():
+        with flexsn.chunked_time(4) as calls:
+            m(x)
+        assert (calls.calls, calls.affine) == (1, 0)
+        m.reset()
+        with pytest.raises(flexsn.FlexSNError,
+                           match=r"scheme='affine'\) needs a core whose states all update "
+                                 r"affinely: the core's state #0 is not affine in the states "
+                                 r"\('flexsn.spike' of a value that depends on the states\)"):
+            with flexsn.chunked_time(4, scheme="affine"):
+                m(x)
+
+
+def test_an_unknown_scheme_is_refused():
+    with pytest.raises(ValueError, match="scheme must be 'auto', 'affine' or 'settle'"):
+        with flexsn.chunked_time(4, scheme="parallel"):
+            pass
+
+
+def _cuba(x, i, v, a, b):  # a synaptic current into a leaky membrane: 2 affine states
+    i2 = a * i + x
+    v2 = b * v + i2
+    return v2 - 1.0, i2, v2
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_affine_training_gives_the_sequential_gradients_to_rounding(device, dtype):
+    """Two states that read each other, per-neuron and shared decays: the
+    outputs, final states and the gradients of the input, initial states
+    and decays, to rounding; the backward settles on the forward's
+    values."""
+    torch.manual_seed(1)
+    a = torch.tensor([0.6], device=device, dtype=dtype, requires_grad=True)
+    b = (torch.rand(8, device=device, dtype=dtype) * 0.5 + 0.4).requires_grad_()
+    m = flexsn.FlexSN(_cuba, num_states=2, static_inputs=(a, b))
+    x = torch.randn(512, 8, device=device, dtype=dtype, requires_grad=True)
+    s0 = [torch.rand(8, device=device, dtype=dtype, requires_grad=True) for _ in range(2)]
+
+    def call():
+        m.reset()
+        m.states = list(s0)
+        out = m(x)
+        got = [out, *m.states]
+        loss = sum((t * (k + 1)).sum() for k, t in enumerate(got))
+        return [t.detach() for t in got] + list(torch.autograd.grad(loss, [x, *s0, a, b]))
+    want = call()
+    with flexsn.chunked_time(16) as calls:
+        got = call()
+    assert (calls.calls, calls.affine, calls.sequential) == (1, 1, 0), calls
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert _close(g, w, dtype), k
+
+
+def test_affine_inference_replays_from_a_cuda_graph():
+    """Three launches and no host sync: a CUDA graph holds an affine call.
+    A call that would settle (a reset) runs sequentially under capture."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    torch.manual_seed(0)
+    for core, affine in ((_li, 1), (_lif, 0)):
+        m = _neuron(core, "cuda")
+        x = torch.rand(1024, 4, 6, device="cuda") * 2
+        with torch.no_grad():
+            want = m(x)
+            with flexsn.chunked_time(16) as calls:
+                m.reset()
+                m(x)  # compiles and warms up outside the capture
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    graph = torch.cuda.CUDAGraph()
+                    m.reset()
+                    with torch.cuda.graph(graph):
+                        out = m(x)
+                torch.cuda.current_stream().wait_stream(s)
+            graph.replay()
+            torch.cuda.synchronize()
+        assert calls.affine == 2 * affine and calls.calls == 1 + affine, (core.__name__, calls)
+        assert _close(out, want, torch.float32) if affine else torch.equal(out, want)
+
+
+test_affine_inference_replays_from_a_cuda_graph = pytest.mark.cuda(
+    test_affine_inference_replays_from_a_cuda_graph)
+
+
+def _random_affine_core(rng, num_states):
+    """A random step whose states update affinely: state-dependent values
+    meet only sums, products with state-free values and choices on the
+    input; functions of the input alone are free to be anything."""
+    ops, dep, n = [], [False] + [True] * num_states, 1 + num_states
+    for _ in range(int(rng.integers(3, 8))):
+        kind = str(rng.choice(["add", "mul", "tanh", "where", "spike"]))
+        i, j, c = int(rng.integers(0, n)), int(rng.integers(0, n)), float(rng.uniform(-1, 1))
+        if kind == "mul" and dep[i] and dep[j] or kind in ("tanh", "spike") and dep[i]:
+            kind = "add"
+        ops.append((kind, i, j, c))
+        dep.append(dep[i] or (dep[j] and kind in ("add", "mul", "where")))
+        n += 1
+    leaks = [float(rng.uniform(0.3, 0.8)) for _ in range(num_states)]
+    mixes = [int(rng.integers(1, n)) for _ in range(num_states)]
+    out = int(rng.integers(1, n))
+
+    def core(x, *states):
+        v = [x, *states]
+        for kind, i, j, c in ops:
+            a, b = v[i], v[j]
+            v.append({"add": lambda: a + b * c, "mul": lambda: a * b,
+                      "tanh": lambda: torch.tanh(a),
+                      "where": lambda: torch.where(x > c, b, a),
+                      "spike": lambda: surrogate.ATan()(a - c)}[kind]())
+        new = [leak * s + 0.1 * v[m] for leak, s, m in zip(leaks, states, mixes)]
+        return (v[out] + 0 * x, *new)
+    return core
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
+def test_random_affine_cores_give_the_sequential_numbers_to_rounding(device, training):
+    """Random one- and two-state affine cores in f64 (the compiler proves
+    each affine; the chunks run from carries): outputs, final states and
+    the gradients of the input and initial states, to rounding."""
+    import numpy as np
+    rng = np.random.default_rng(5)
+    for case in range(8):
+        num_states = 1 + case % 2
+        m = flexsn.FlexSN(_random_affine_core(rng, num_states), num_inputs=1,
+                          num_states=num_states, num_outputs=1,
+                          example_inputs=[torch.zeros(4, 8, dtype=torch.float64)]
+                          * (1 + num_states))
+        torch.manual_seed(case)
+        x = torch.rand(256, 4, 8, device=device, dtype=torch.float64).requires_grad_(training)
+        v0 = [torch.rand(4, 8, device=device, dtype=torch.float64).requires_grad_(training)
+              for _ in range(num_states)]
+
+        def call():
+            m.reset()
+            m.states = list(v0)
+            with torch.set_grad_enabled(training):
+                got = [m(x), *m.states]
+                if training:
+                    loss = sum((t * (k + 1)).sum() for k, t in enumerate(got))
+                    got = [t.detach() for t in got] + list(torch.autograd.grad(loss, [x, *v0]))
+            return got
+        want = call()
+        with flexsn.chunked_time(8) as calls:
+            got = call()
+        assert calls.affine == 1, (case, calls)
+        for a, b in zip(got, want):
+            assert _close(a, b, torch.float64), case
