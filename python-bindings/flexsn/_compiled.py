@@ -198,9 +198,17 @@ class ChunkedCalls:
 
 
 @contextlib.contextmanager
-def chunked_time(chunks: int, rounds: int = 4, scheme: str = "auto"):
+def chunked_time(chunks="auto", rounds: int = 4, scheme: str = "auto"):
     """Calls made inside run their T steps as `chunks` chunks of T / chunks
     steps side by side, the chunks as extra neurons of one launch.
+
+    ``chunks="auto"`` chooses per call, from T, NCL, the device and whether
+    a CUDA graph is being captured: on a GPU, chunks where the sequential
+    scan's T step latencies outweigh what chunks add and NCL is small
+    enough (times the element size, 16 KiB or less) for the sequential
+    scan to be latency-bound, about 64K threads' worth (16 steps or more
+    a chunk); else, and on the CPU, the sequential scan. An int forces
+    that many chunks; outside chunked_time every call is sequential.
 
     ``scheme="affine"`` (what ``"auto"`` picks for a core whose states all
     update affinely: leaky integrators, synaptic currents, neurons without
@@ -241,8 +249,9 @@ def chunked_time(chunks: int, rounds: int = 4, scheme: str = "auto"):
     rounds it there in the vectorized loop and as libm does in its scalar
     remainder (a few ulps apart), so the chunks, placed otherwise, may
     differ by those ulps, as two calls of different NCL do."""
-    if not isinstance(chunks, int) or isinstance(chunks, bool) or chunks < 2:
-        raise ValueError(f"chunked_time: chunks must be an int >= 2, got {chunks!r}")
+    if chunks != "auto" and (not isinstance(chunks, int) or isinstance(chunks, bool)
+                             or chunks < 2):
+        raise ValueError(f"chunked_time: chunks must be 'auto' or an int >= 2, got {chunks!r}")
     if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
         raise ValueError(f"chunked_time: rounds must be an int >= 1, got {rounds!r}")
     if scheme not in ("auto", "affine", "settle"):

@@ -169,11 +169,14 @@ def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor
     needs the host: a call of an affine core."""
     chunked = chunking()
     dtype = first.dtype
-    if chunked is None or T % chunked[0] or T // chunked[0] < 2 or \
-            not compiled.num_states or torch.compiler.is_compiling() or \
+    if chunked is None or not compiled.num_states or torch.compiler.is_compiling() or \
             training and (recompute_active() or dtype not in (torch.float32, torch.float64)):
         return None
     chunks, rounds, record, scheme = chunked
+    if chunks != "auto" and (T % chunks or T // chunks < 2):
+        return None
+    if chunks == "auto" and auto_chunks(T, first[0].numel(), first, training, True) is None:
+        return None  # not even the cheaper scheme would pay: nothing compiled
     affine = None
     if scheme != "settle":
         affine = _affine.affine_chunks(compiled, dtype, first.device, p_dtypes, p_scalar)
@@ -183,7 +186,44 @@ def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor
                                   compiled, dtype, first.device, p_dtypes, p_scalar))
     if affine is None and first.is_cuda and torch.cuda.is_current_stream_capturing():
         return None
+    if chunks == "auto":
+        chunks = auto_chunks(T, first[0].numel(), first, training, affine is not None)
+        if chunks is None:
+            return None
     return chunks, rounds, record, affine
+
+
+# What a chunked call costs on an H100 or H200 beyond its passes over memory
+# (ms; measured by bench/chunked_time.py, LIF and LI, f32): eager (the
+# host's launches and small ops) and replayed from a CUDA graph, per
+# (training, affine); and a step of the sequential scan where few neurons
+# make it latency-bound (ns: LI's, the fastest core measured).
+_OVERHEAD_MS = {"eager": {(False, True): 0.35, (False, False): 0.6,
+                          (True, True): 1.8, (True, False): 2.4},
+                "graph": {(False, True): 0.18, (True, True): 0.45}}
+_STEP_NS = {False: 25.0, True: 50.0}
+
+
+def auto_chunks(T: int, NCL: int, first: torch.Tensor, training: bool,
+                affine: bool) -> Optional[int]:
+    """chunked_time("auto")'s choice for one call: a chunk count, or None
+    for the sequential scan. On a GPU, chunks pay where the sequential
+    scan's T step latencies exceed what a chunked call adds (its extra
+    launches: more eager than replayed from a CUDA graph) and few neurons
+    leave the sequential scan latency-bound rather than bandwidth-bound
+    (NCL times the element size at most 16 KiB). The count fills about
+    64K threads (chunks x NCL), keeps 16 steps or more a chunk and divides
+    T. On the CPU the sequential scan runs (chunks not measured to pay)."""
+    if not first.is_cuda or NCL * first.element_size() > 16384:
+        return None
+    mode = "graph" if torch.cuda.is_current_stream_capturing() else "eager"
+    overhead = _OVERHEAD_MS[mode].get((training, affine))
+    if overhead is None or T * _STEP_NS[training] * 1e-6 <= overhead:
+        return None
+    chunks = 2
+    while chunks * 2 * NCL <= 65536 and T // (chunks * 2) >= 16 and T % (chunks * 2) == 0:
+        chunks *= 2
+    return chunks if T % chunks == 0 and T // chunks >= 16 else None
 
 
 def _settle(launch, first: list, lay: "_Chunks", rounds: int, record):

@@ -185,8 +185,9 @@ def test_a_plan_made_outside_is_not_taken_inside():
 
 
 @pytest.mark.parametrize("chunks, rounds, what", [
-    (1, 4, "chunks must be an int >= 2"), (2.0, 4, "chunks must be an int >= 2"),
-    (True, 4, "chunks must be an int >= 2"), (4, 0, "rounds must be an int >= 1")])
+    (1, 4, "chunks must be 'auto' or an int >= 2"), (2.0, 4, "chunks must be 'auto' or an int"),
+    (True, 4, "chunks must be 'auto' or an int"), ("all", 4, "chunks must be 'auto' or an int"),
+    (4, 0, "rounds must be an int >= 1")])
 def test_bad_arguments_name_the_problem(chunks, rounds, what):
     with pytest.raises(ValueError, match=what):
         with flexsn.chunked_time(chunks, rounds):
@@ -519,3 +520,37 @@ def test_random_affine_cores_give_the_sequential_numbers_to_rounding(device, tra
         assert calls.affine == 1, (case, calls)
         for a, b in zip(got, want):
             assert _close(a, b, torch.float64), case
+
+
+def test_auto_runs_the_sequential_scan_on_the_cpu_and_where_chunks_do_not_pay(device):
+    """chunks="auto": on the CPU, and on a GPU for a call whose T steps take
+    less than chunks add or whose NCL makes it bandwidth-bound, the
+    sequential scan; on a GPU for many steps of few neurons, chunks."""
+    from flexsn._runner import auto_chunks
+    m = _neuron(_li, device)
+    x = torch.rand(256, 4, 6, device=device)
+    with torch.no_grad(), flexsn.chunked_time() as calls:
+        m(x)
+    assert calls.calls == 0
+    cpu = torch.zeros(1)
+    assert auto_chunks(65536, 256, cpu, False, True) is None
+    if device != "cuda":
+        return
+    g = torch.zeros(1, device="cuda")
+    assert auto_chunks(65536, 256, g, False, True) == 256  # 64K threads
+    assert auto_chunks(16384, 1024, g, False, True) == 64
+    assert auto_chunks(65536, 256, g, True, True) == 256
+    assert auto_chunks(16384, 1024, g, True, True) is None  # eager training: host-bound
+    assert auto_chunks(4096, 4096, g, False, True) is None  # bandwidth-bound
+    assert auto_chunks(65536, 8192, g, False, True) is None
+    assert auto_chunks(1024, 16, g, False, True) is None    # too few steps to pay
+    assert auto_chunks(65537, 256, g, False, True) is None  # no count divides T
+    m = _neuron(_li, device)
+    x = torch.rand(32768, 4, 6, device=device)
+    with torch.no_grad():
+        want = m(x)
+        m.reset()
+        with flexsn.chunked_time() as calls:
+            got = m(x)
+    assert (calls.calls, calls.affine) == (1, 1)
+    assert _close(got, want, torch.float32)
