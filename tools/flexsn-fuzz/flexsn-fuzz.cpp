@@ -15,7 +15,10 @@
 // gradients), and wherever a state is (in a backward scan above all), the
 // reference interpreter finds its step affine (a mix of two states steps
 // to the same mix of their steps) and blind to the states it does not
-// read.
+// read. Every scan proven affine then gets its flexsn-affine-transfer
+// function: each of its Jacobian columns is checked against the
+// interpreter's step at random points (the step from s + M e_j minus the
+// step from s), and its kernel runs against the interpreter as the others.
 //
 // Deterministic by seed: core #i of seed S is the same on every run. Prints
 // one summary line. On a mismatch, an error or a crash it writes the core,
@@ -25,16 +28,20 @@
 //===----------------------------------------------------------------------===//
 
 #include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
+#include "flexsn/Dialect/FlexSN/Transforms/Passes.h"
 #include "flexsn/Dialect/FlexSN/Utils/AffineStates.h"
 #include "flexsn/Pipelines/Pipelines.h"
 #include "flexsn/Execution/Harness.h"
 #include "flexsn/InitAllDialects.h"
 #include "flexsn/Interpreter/Interpreter.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/CrashRecoveryContext.h"
@@ -595,6 +602,17 @@ std::string backwardNotAffine(ModuleOp module) {
   return what;
 }
 
+/// The tolerance of a check by the interpreter of `scan`'s step: its
+/// compute type's, or a half type's where the body rounds to one.
+double stepTolerance(flexsn::ScanOp scan) {
+  double tol = scan.getComputeType().isF64() ? 1e-9 : 1e-4;
+  scan.getBodyBlock().walk([&](arith::TruncFOp op) {
+    if (op.getType().getIntOrFloatBitWidth() <= 16)
+      tol = 3e-2;
+  });
+  return tol;
+}
+
 /// Where analyzeAffineStates calls a state of `scan` affine but the step,
 /// evaluated by the reference interpreter at random points, is not: what
 /// differs; empty otherwise. A mix a s1 + (1 - a) s2 of two states must
@@ -605,11 +623,7 @@ std::string affineButNotSo(flexsn::ScanOp scan, uint64_t seed) {
   auto updates = flexsn::analyzeAffineStates(scan);
   if (llvm::none_of(updates, [](const flexsn::StateUpdate &u) { return u.affine; }))
     return "";
-  double tol = scan.getComputeType().isF64() ? 1e-9 : 1e-4;
-  scan.getBodyBlock().walk([&](arith::TruncFOp op) {
-    if (op.getType().getIntOrFloatBitWidth() <= 16)
-      tol = 3e-2;
-  });
+  double tol = stepTolerance(scan);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> value(-2.0, 2.0), mix(0.1, 0.9);
   Block &body = scan.getBodyBlock();
@@ -669,6 +683,89 @@ std::string affineButNotSo(flexsn::ScanOp scan, uint64_t seed) {
   return "";
 }
 
+/// Where the transfer scan `tr` of `scan` (flexsn-affine-transfer) is
+/// wrong at random points of the interpreter: its new states must be the
+/// step's, and column j of its new Jacobian the step from s + M e_j minus
+/// the step from s (the step is affine). Empty where it is right.
+std::string transferButNotSo(flexsn::ScanOp scan, flexsn::ScanOp tr,
+                             uint64_t seed) {
+  double tol = stepTolerance(scan);
+  std::mt19937_64 rng(seed ^ 0x7472616e73666572ULL);
+  std::uniform_real_distribution<double> value(-2.0, 2.0);
+  unsigned k = scan.getNumStates(), front = scan.getNumInputs() + scan.getNumLagged();
+  auto step = [&](flexsn::ScanOp sc, ArrayRef<double> args) {
+    llvm::DenseMap<Value, double> env;
+    for (auto [arg, v] : llvm::zip(sc.getBodyBlock().getArguments(), args))
+      env[arg] = v;
+    flexsn::evaluateBody(sc, env);
+    SmallVector<double> out;
+    for (Value v : sc.getYield()->getOperands().drop_front(sc.getNumOutputs()))
+      out.push_back(env.lookup(v));
+    return out;
+  };
+  for (int trial = 0; trial < 8; ++trial) {
+    SmallVector<double> args, s, m;
+    unsigned firstParam = scan.getBodyBlock().getNumArguments() - scan.getNumParams();
+    for (BlockArgument arg : scan.getBodyBlock().getArguments())
+      args.push_back(value(rng) + 2.5 * (arg.getArgNumber() >= firstParam));
+    for (unsigned e = 0; e < k * k; ++e)
+      m.push_back(value(rng));
+    // the transfer body: inputs, lagged, states, the Jacobian, params
+    SmallVector<double> trArgs(ArrayRef<double>(args).take_front(front + k));
+    llvm::append_range(trArgs, m);
+    llvm::append_range(trArgs, ArrayRef<double>(args).drop_front(front + k));
+    auto got = step(tr, trArgs), base = step(scan, args);
+    auto bad = [&](double g, double w, double scale) {
+      return std::isfinite(g) && std::isfinite(w) && std::fabs(g - w) > tol * scale;
+    };
+    for (unsigned i = 0; i < k; ++i)
+      if (bad(got[i], base[i], std::max(1.0, std::fabs(base[i]))))
+        return llvm::formatv("transfer state #{0} steps to {1}, the core's to {2}", i,
+                             got[i], base[i])
+            .str();
+    for (unsigned j = 0; j < k; ++j) {
+      SmallVector<double> moved(args);
+      for (unsigned i = 0; i < k; ++i)
+        moved[front + i] += m[i * k + j];
+      auto shifted = step(scan, moved);
+      for (unsigned i = 0; i < k; ++i) {
+        double want = shifted[i] - base[i];
+        double scale = std::max({1.0, std::fabs(shifted[i]), std::fabs(base[i])});
+        if (bad(got[k + i * k + j], want, scale))
+          return llvm::formatv("transfer Jacobian entry ({0}, {1}) steps to {2}; the "
+                               "core's step moves by {3}",
+                               i, j, got[k + i * k + j], want)
+              .str();
+      }
+    }
+  }
+  return "";
+}
+
+/// Adds the transfer function of every scan of `module` proven affine and
+/// checks each against the interpreter: their names, or what is wrong.
+FailureOr<SmallVector<std::string>> addTransfers(ModuleOp module, uint64_t seed,
+                                                 std::string &wrong) {
+  PassManager pm(module.getContext());
+  pm.addPass(flexsn::createFlexSNAffineTransfer());
+  if (failed(pm.run(module)))
+    return failure();
+  SmallVector<std::string> names;
+  module.walk([&](func::FuncOp fn) {
+    StringRef name = fn.getSymName();
+    if (!name.consume_back("_transfer") || !wrong.empty())
+      return;
+    auto original = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+        module, StringAttr::get(module.getContext(), name));
+    flexsn::ScanOp scan, tr;
+    original.walk([&](flexsn::ScanOp op) { scan = op; });
+    fn.walk([&](flexsn::ScanOp op) { tr = op; });
+    wrong = transferButNotSo(scan, tr, seed);
+    names.push_back(fn.getSymName().str());
+  });
+  return names;
+}
+
 Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
   std::string text = Renderer(core).render();
   Outcome out;
@@ -717,6 +814,14 @@ Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
     out.what = notAffine;
     return out;
   }
+  std::string wrongTransfer;
+  auto transfers = addTransfers(*module, shape.seed, wrongTransfer);
+  if (failed(transfers) || !wrongTransfer.empty()) {
+    out.status = Outcome::Error;
+    out.variant = "affine-transfer";
+    out.what = failed(transfers) ? diagnostics : wrongTransfer;
+    return out;
+  }
   HarnessOptions options;
   options.threads = 1;
   options.tieMargin = tieMargin(core);
@@ -742,8 +847,13 @@ Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
     // The automatic saving policy's final-state pair, where it built one.
     if (SymbolTable::lookupSymbolIn(*module, (*func + "_forward_final")))
       variants.push_back("backward_final");
-    for (StringRef variant : variants) {
-      auto result = runKernelCase(*module, *func, variant, shape.T, shape.NCL,
+    SmallVector<std::pair<std::string, StringRef>> cases;
+    for (StringRef variant : variants)
+      cases.push_back({*func, variant});
+    for (const std::string &name : *transfers)
+      cases.push_back({name, "final_state"});
+    for (auto &[name, variant] : cases) {
+      auto result = runKernelCase(*module, name, variant, shape.T, shape.NCL,
                                   shape.seed, **runner, options,
                                   /*check=*/true, /*bench=*/false, os);
       if (!result)
@@ -753,7 +863,7 @@ Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
       out.skipped += result->skipped;
       if (!result->ok) {
         out.status = Outcome::Mismatch;
-        out.variant = variant.str();
+        out.variant = name == *func ? variant.str() : name + " " + variant.str();
         out.what = result->firstFailure;
         break;
       }
@@ -934,17 +1044,28 @@ Totals runRange(unsigned first, unsigned last) {
                                   o.variant == "backward_final"
                               ? o.variant
                               : "backward";
+    // A transfer kernel's mismatch ("core_backward_transfer final_state")
+    // reruns as flexsn-run --transfer=backward --variant=final_state.
+    std::string transfer, flagsFor = variant;
+    auto [kernel, kernelVariant] = StringRef(o.variant).split(' ');
+    if (!kernelVariant.empty() && kernel.consume_front("core") &&
+        kernel.consume_back("_transfer")) {
+      transfer = kernel.empty() ? "primal" : kernel.drop_front().str();
+      variant = kernelVariant.str();
+      flagsFor = transfer == "primal" ? "inference" : "backward";
+    }
     if (!ec) {
       file << "// flexsn-fuzz --seed=" << uint64_t(clSeed) << " --first=" << i
            << " --count=1: " << kinds[o.status] << " in " << o.variant
            << " on " << o.backend << "\n// " << o.what << "\n"
            << "// RUN: flexsn-run %s --backend=" << o.backend
+           << (transfer.empty() ? "" : " --transfer=" + transfer)
            << " --variant=" << variant << " --T=" << shape.T
            << " --ncl=" << shape.NCL << " --seed=" << shape.seed
            << " --tie-margin=" << tieMargin(core)
            << " --tolerance=" << tolerance(core)
            << (isSmooth(core) ? "" : " --finite-differences=false")
-           << pipelineFlags(o.backend, variant)
+           << pipelineFlags(o.backend, flagsFor)
            << " --check\n"
            << small;
     }

@@ -5,6 +5,8 @@
 //                         forward_final|backward_final]
 //              [--dtype=f32|f16|bf16|f64] [--save-ops=OP,...]
 //              [--check] [--bench] [--func=NAME] [--seed=N] [--threads=N]
+//              [--transfer=primal|forward|backward|forward_final|
+//                          backward_final]
 //
 // Fills the kernel's inputs, initial states and params with seeded random
 // values, poisons the results with NaN, runs the kernel, and with --check
@@ -17,16 +19,27 @@
 // interpreter's independent adjoint and, for an f64 body without spikes,
 // with central finite differences of the interpreter's forward.
 //
+// --transfer runs the transfer function flexsn-affine-transfer builds of
+// the kernel function's scan (primal) or of its training forward or
+// backward scan, with --variant=inference or final_state: an error names
+// the state that is not affine where there is none.
+//
 // Everything but the command line lives in lib/Execution (Harness.h).
 //
 //===----------------------------------------------------------------------===//
 
+#include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
+#include "flexsn/Dialect/FlexSN/Transforms/Passes.h"
+#include "flexsn/Dialect/FlexSN/Utils/AffineStates.h"
 #include "flexsn/Pipelines/Pipelines.h"
 #include "flexsn/Execution/Harness.h"
 #include "flexsn/InitAllDialects.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -70,6 +83,12 @@ static cl::opt<bool> clBench(cl::cat(runCategory), "bench",
 static cl::opt<std::string>
     clFunc(cl::cat(runCategory), "func",
            cl::desc("kernel function (default: the only one)"), cl::init(""));
+static cl::opt<std::string> clTransfer(
+    cl::cat(runCategory), "transfer",
+    cl::desc("run the affine transfer function of the primal scan, or of the "
+             "training forward, backward, forward_final or backward_final "
+             "scan (with --variant=inference or final_state)"),
+    cl::init(""));
 static cl::opt<uint64_t> clSeed(cl::cat(runCategory), "seed",
                                 cl::desc("random seed"), cl::init(0));
 static cl::opt<unsigned> clThreads(cl::cat(runCategory), "threads",
@@ -127,18 +146,32 @@ int main(int argc, char **argv) {
   if (clBackend != "cpu" && clBackend != "cuda")
     return fail("unknown backend '" + clBackend + "' (expected cpu or cuda)");
   std::string kind = clVariant;
-  bool finalPair = kind == "forward_final" || kind == "backward_final";
-  bool training = kind == "forward" || kind == "backward" || finalPair;
+  std::string transfer = clTransfer;
+  if (!transfer.empty() &&
+      !llvm::is_contained({"primal", "forward", "backward", "forward_final",
+                           "backward_final"},
+                          transfer))
+    return fail("unknown --transfer '" + transfer +
+                "' (expected primal, forward, backward, forward_final or "
+                "backward_final)");
+  if (!transfer.empty() && kind != "inference" && kind != "final_state")
+    return fail("--transfer runs a transfer function's inference or "
+                "final_state kernel, not --variant=" + kind);
+  bool finalPair = kind == "forward_final" || kind == "backward_final" ||
+                   StringRef(transfer).ends_with("_final");
+  bool training = kind == "forward" || kind == "backward" || finalPair ||
+                  (!transfer.empty() && transfer != "primal");
   if (!training && !symbolizeKernelVariant(kind))
     return fail("unknown variant '" + kind +
                 "' (expected inference, final_state, forward, backward, "
                 "forward_final or backward_final)");
-  if (!training && !pipeline.saveOps.empty())
+  if (!training && !pipeline.saveOps.empty() && transfer.empty())
     return fail("--save-ops applies to --variant=forward|backward|"
                 "forward_final|backward_final");
   if (finalPair && !llvm::is_contained(pipeline.saveOps, "auto"))
-    return fail("--variant=" + kind + " runs the final-state pair, which "
-                "only --save-ops=auto builds");
+    return fail((transfer.empty() ? "--variant=" + kind : "--transfer=" + transfer) +
+                " runs the final-state pair, which only --save-ops=auto "
+                "builds");
   if (clT < 0 || clNCL < 0)
     return fail("--T and --ncl must be >= 0");
   // Every buffer is at most T * NCL elements of 8 bytes: its byte count
@@ -194,6 +227,30 @@ int main(int argc, char **argv) {
                                pipeline.saveOps.end()));
   if (!funcName)
     return report(funcName.takeError(), 2);
+  if (!transfer.empty()) {
+    std::string of =
+        *funcName + (transfer == "primal" ? std::string() : "_" + transfer);
+    auto scanned = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+        *module, StringAttr::get(&context, of));
+    PassManager pm(&context);
+    pm.addPass(createFlexSNAffineTransfer());
+    if (!scanned || failed(pm.run(*module)))
+      return fail("no function " + of + " to build a transfer function of");
+    funcName = of + "_transfer";
+    if (!SymbolTable::lookupNearestSymbolFrom(
+            *module, StringAttr::get(&context, *funcName))) {
+      std::string why = "it has no states";
+      scanned.walk([&](ScanOp scan) {
+        for (auto [i, u] : llvm::enumerate(analyzeAffineStates(scan)))
+          if (!u.affine) {
+            why = "state #" + std::to_string(i) + " is not affine (" + u.reason + ")";
+            break;
+          }
+      });
+      return fail("--transfer=" + transfer + ": " + of +
+                  " has no transfer function: " + why);
+    }
+  }
   if (llvm::Error e = checkHostMemory(*module, kind, clT, clNCL))
     return report(std::move(e), 2);
 
