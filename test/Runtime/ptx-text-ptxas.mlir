@@ -5,3 +5,5 @@
 // RUN: %ptxas -arch=sm_90 %t.first.ptx -o %t.cubin
 // RUN: flexsn-runtime-test merge %S/Inputs/a.ptx %S/Inputs/b.ptx > %t.merged.ptx
 // RUN: %ptxas -arch=sm_90 %t.merged.ptx -o %t.cubin
+// RUN: flexsn-runtime-test merge %S/Inputs/a.ptx %S/Inputs/helper-again.ptx > %t.h.ptx
+// RUN: %ptxas -arch=sm_90 %t.h.ptx -o %t.cubin

@@ -40,3 +40,20 @@
 // RUN: not flexsn-runtime-test merge %S/Inputs/a.ptx %S/Inputs/other-target.ptx 2>&1 | FileCheck %s --check-prefix=NONE
 // RUN: not flexsn-runtime-test merge %S/Inputs/a.ptx %S/Inputs/other-zeros.ptx 2>&1 | FileCheck %s --check-prefix=NONE
 // RUN: not flexsn-runtime-test merge %S/Inputs/a.ptx %S/Inputs/first-again.ptx 2>&1 | FileCheck %s --check-prefix=NONE
+//
+// A .func defined again with another body (LLVM optimizes a libdevice
+// helper per entry): the later module's definition, declaration and calls
+// take a new name; other identifiers that contain the name stay.
+// RUN: flexsn-runtime-test merge %S/Inputs/a.ptx %S/Inputs/helper-again.ptx > %t.h.ptx
+// RUN: FileCheck %s --input-file=%t.h.ptx --check-prefix=RENAME
+// RENAME: .func (.param .b32 ret) helper(
+// RENAME: ld.param.b32 %r1, [x];   // a { in a comment
+// RENAME: .func (.param .b32 ret) helper_m1_1(
+// RENAME-NEXT: .param .b32 x
+// RENAME-NEXT: )
+// RENAME-NEXT: ;
+// RENAME: .func (.param .b32 ret) helper_m1_1(
+// RENAME: add.s32
+// RENAME: .visible .entry fourth(
+// RENAME: .reg .b32 %helper_count;
+// RENAME: call.uni (retval0), helper_m1_1, (param0);

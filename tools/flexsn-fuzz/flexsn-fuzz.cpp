@@ -1057,7 +1057,9 @@ Totals runRange(unsigned first, unsigned last) {
     if (!ec) {
       file << "// flexsn-fuzz --seed=" << uint64_t(clSeed) << " --first=" << i
            << " --count=1: " << kinds[o.status] << " in " << o.variant
-           << " on " << o.backend << "\n// " << o.what << "\n"
+           << " on " << o.backend << "\n// "
+           << llvm::join(llvm::split(StringRef(o.what).rtrim(), '\n'), "\n// ")
+           << "\n"
            << "// RUN: flexsn-run %s --backend=" << o.backend
            << (transfer.empty() ? "" : " --transfer=" + transfer)
            << " --variant=" << variant << " --T=" << shape.T

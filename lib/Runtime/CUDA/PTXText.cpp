@@ -19,7 +19,34 @@ struct Statement {
   enum Kind { Header, Entry, Other, Trivia } kind = Other;
   /// The entry's name, or the variable a declaration names (else empty).
   std::string name;
+  /// The `.func` a statement declares or defines (else empty), and whether
+  /// it defines it (a body).
+  std::string func;
+  bool defines = false;
 };
+
+bool isIdentifierChar(char c) {
+  return llvm::isAlnum(c) || c == '_' || c == '$' || c == '%';
+}
+
+/// `text` with every whole identifier `from` written `to`.
+std::string renameIdentifier(StringRef text, StringRef from, StringRef to) {
+  std::string out;
+  size_t pos = 0;
+  while (true) {
+    size_t at = text.find(from, pos);
+    if (at == StringRef::npos)
+      break;
+    size_t end = at + from.size();
+    bool whole = (at == 0 || !isIdentifierChar(text[at - 1])) &&
+                 (end == text.size() || !isIdentifierChar(text[end]));
+    out += text.slice(pos, at).str();
+    out += whole ? to.str() : from.str();
+    pos = end;
+  }
+  out += text.drop_front(pos).str();
+  return out;
+}
 
 /// The identifier ending at `end` in `s` (skipping blanks before it).
 StringRef identifierBefore(StringRef s, size_t end) {
@@ -52,6 +79,17 @@ std::optional<llvm::SmallVector<Statement>> split(StringRef ptx) {
       w.consume_front(".visible") || w.consume_front(".weak") ||
           w.consume_front(".extern");
       w = w.ltrim();
+      if (w.starts_with(".func")) {
+        // `.func (.param ...) name(` or `.func name(`: the identifier
+        // before the parameter list that follows the return value's.
+        StringRef rest = w.drop_front(5).ltrim();
+        if (rest.starts_with("(")) {
+          size_t close = rest.find(')');
+          rest = close == StringRef::npos ? StringRef() : rest.drop_front(close + 1).ltrim();
+        }
+        st.func = rest.take_while(isIdentifierChar).str();
+        st.defines = StringRef(st.code).contains('{');
+      }
       if (w.consume_front(".entry")) {
         st.kind = Statement::Entry;
         st.name = w.ltrim()
@@ -153,11 +191,37 @@ std::optional<std::string>
 mlir::flexsn::cuda::mergePTXModules(ArrayRef<std::string> modules) {
   std::string header, out;
   llvm::StringSet<> seen, entries;
-  llvm::StringMap<std::string> variables;
+  llvm::StringMap<std::string> variables, functions;
   for (auto [i, module] : llvm::enumerate(modules)) {
     auto statements = split(module);
     if (!statements)
       return std::nullopt;
+    // A module-local function (libdevice's, as LLVM optimized it for this
+    // entry) defined by an earlier module with another body keeps its
+    // definition under a new name, and so do this module's calls of it.
+    std::string text = module;
+    bool renamed = false;
+    for (const Statement &st : *statements) {
+      if (!st.defines || st.func.empty())
+        continue;
+      auto it = functions.find(st.func);
+      if (it == functions.end() || it->second == st.code)
+        continue;
+      std::string fresh;
+      for (unsigned n = 1; fresh.empty() || functions.count(fresh); ++n)
+        fresh = st.func + "_m" + std::to_string(i) + "_" + std::to_string(n);
+      text = renameIdentifier(text, st.func, fresh);
+      functions.try_emplace(fresh, "");
+      renamed = true;
+    }
+    if (renamed) {
+      statements = split(text);
+      if (!statements)
+        return std::nullopt;
+    }
+    for (const Statement &st : *statements)
+      if (st.defines && !st.func.empty())
+        functions[st.func] = st.code;
     std::string moduleHeader;
     for (const Statement &st : *statements) {
       if (st.kind == Statement::Header) {

@@ -30,6 +30,8 @@ std::optional<std::string> extractPTXEntry(llvm::StringRef ptx,
 /// One PTX module holding every statement of `modules` (each a whole
 /// module, as compiled one entry at a time): the header (`.version`,
 /// `.target`, `.address_size`) once, each declaration once, every entry.
+/// A `.func` a later module defines with another body than an earlier one
+/// (LLVM optimizes a libdevice helper per entry) is renamed in that module.
 /// None when the headers differ, an entry is defined twice, a module-scope
 /// variable is declared twice differently, or braces do not balance.
 std::optional<std::string> mergePTXModules(llvm::ArrayRef<std::string> modules);
