@@ -120,15 +120,17 @@ class InferenceConfig:
     """The inference kernel of one configuration (dtype, device, parameter
     kinds, state sequences or final states), its arguments bound: ``xs + s0
     + ps`` (inputs, initial states, parameters). An initial state may be
-    None: the kernel reads a null pointer as zeros (nothing allocated)."""
+    None: the kernel reads a null pointer as zeros (nothing allocated).
+    `state_dtype`: the states' storage when not the inputs' (chunked_time's
+    float32 chunk borders of a half-precision call)."""
 
     def __init__(self, compiled: "CompiledCore", dtype, device: torch.device, want_seqs: bool,
-                 p_dtypes, p_scalar):
+                 p_dtypes, p_scalar, state_dtype=None):
         num_inputs, num_states = compiled.num_inputs, compiled.num_states
         num_params = len(p_dtypes)
         target, chip, index = _where(device)
-        ir = compiled.ir([dtype] * (num_inputs + num_states), p_dtypes, p_scalar,
-                         [False] * (num_inputs + num_states + num_params))
+        ir = compiled.ir([dtype] * num_inputs + [state_dtype or dtype] * num_states, p_dtypes,
+                         p_scalar, [False] * (num_inputs + num_states + num_params))
         program = _program.get_program(ir, target, chip)
         entry = program.entry("core_inference" if want_seqs else "core_final_state", index)
         self.kernel = _program.KernelBinding(entry, _leaf_positions(num_inputs, num_states,
@@ -428,13 +430,17 @@ class TrainingConfig:
 
 
 def inference_config(compiled: CompiledCore, dtype, device, want_seqs: bool, p_dtypes,
-                  p_scalar) -> InferenceConfig:
+                  p_scalar, state_dtype=None) -> InferenceConfig:
     key = ("infer", dtype, device, want_seqs, tuple(p_dtypes), tuple(p_scalar))
+    if state_dtype not in (None, dtype):
+        key += (state_dtype,)
+    else:
+        state_dtype = None
     prep = compiled.prepared.get(key)
     if prep is None:
         prep = compiled.prepared[key] = InferenceConfig(compiled, dtype, device, want_seqs,
-                                                        p_dtypes, p_scalar)
-        if not want_seqs:
+                                                        p_dtypes, p_scalar, state_dtype)
+        if not want_seqs and state_dtype is None:
             # the kernel that writes state sequences, for flexsn.backend
             owner = weakref.ref(compiled)
 

@@ -134,9 +134,13 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
         plan = None
     if mask is None:
         prep = inference_config(compiled, first.dtype, device, want_seqs, p_dtypes, p_scalar)
-        r = None if chunked is None else run_chunks(prep, xs, s0, ps, want_seqs, *chunked)
-        if r is not None:
-            return r
+        if chunked is not None:
+            border = _border(first.dtype)
+            r = run_chunks(inference_config(compiled, first.dtype, device, want_seqs, p_dtypes,
+                                            p_scalar, border),
+                           xs, s0, ps, want_seqs, *chunked, border)
+            if r is not None:
+                return r
     else:
         prep = training_config(compiled, first.dtype, device, p_dtypes, p_scalar, mask)
         if chunked is not None:
@@ -179,7 +183,8 @@ def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor
         return None  # not even the cheaper scheme would pay: nothing compiled
     affine = None
     if scheme != "settle":
-        affine = _affine.affine_chunks(compiled, dtype, first.device, p_dtypes, p_scalar)
+        affine = _affine.affine_chunks(compiled, dtype, first.device, p_dtypes, p_scalar,
+                                       _border(dtype))
         if affine is None and scheme == "affine":
             raise FlexSNError("chunked_time(scheme='affine') needs a core whose states all "
                               "update affinely: " + _affine.why_not_affine(
@@ -226,6 +231,14 @@ def auto_chunks(T: int, NCL: int, first: torch.Tensor, training: bool,
     return chunks if T % chunks == 0 and T // chunks >= 16 else None
 
 
+def _border(dtype):
+    """The storage of the states at chunk borders: a half-precision call's
+    kernels carry states in float32 from step to step, so its chunks start
+    and end in float32 too (stored in half precision, a chunk's first state
+    would be rounded where the sequential scan's is not)."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
 def _settle(launch, first: list, lay: "_Chunks", rounds: int, record):
     """Launches `launch(starts)` (its result and each state's chunk ends)
     from guessed first states, then from the ends of the launch before,
@@ -246,7 +259,7 @@ def _settle(launch, first: list, lay: "_Chunks", rounds: int, record):
 
 
 def run_chunks(prep: InferenceConfig, xs: list, s0: list, ps: list, want_seqs: bool,
-               chunks: int, rounds: int, record, affine):
+               chunks: int, rounds: int, record, affine, border):
     """An inference call's T steps as `chunks` chunks side by side
     (flexsn.chunked_time): (outputs, state sequences or None, final
     states). From `affine`'s carries: the sequential scan's to rounding;
@@ -255,7 +268,7 @@ def run_chunks(prep: InferenceConfig, xs: list, s0: list, ps: list, want_seqs: b
     lay = _Chunks(xs[0], chunks)
     inputs = [lay.side_by_side(x) for x in xs]
     params = [lay.param(p) for p in ps]
-    first = lay.initial(s0)
+    first = [s.to(border) for s in lay.initial(s0)]
     if affine is not None:
         record.calls += 1
         record.affine += 1
@@ -270,9 +283,10 @@ def run_chunks(prep: InferenceConfig, xs: list, s0: list, ps: list, want_seqs: b
         if settled is None:
             return None
         outs, seqs, finals = settled[0]
+    dtype = xs[0].dtype  # the states' storage outside the chunks
     return ([lay.in_order(o) for o in outs],
-            None if seqs is None else [lay.in_order(q) for q in seqs],
-            [f[-1] for f in finals])
+            None if seqs is None else [lay.in_order(q).to(dtype) for q in seqs],
+            [f[-1].to(dtype) for f in finals])
 
 
 class _Chunks:

@@ -309,12 +309,15 @@ def test_random_cores_give_the_sequential_numbers(device, training):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
 def test_half_precision_chunks_inference_and_runs_training_as_before(device, dtype):
-    """A half-precision backward carries its adjoints in float32 between
-    steps; a chunk's first-state adjoint is written in the call's dtype, so
-    its training calls stay sequential. Its inference chunks, bit for bit."""
+    """A half-precision scan carries its states in float32 between steps:
+    its inference chunks start and end in float32 too, bit for bit (64
+    chunks of 64 steps: chunk borders rounded to half precision flipped
+    spikes). Its backward reads the state sequence the forward stored in
+    half precision, and carries adjoints in float32: its training calls
+    stay sequential."""
     torch.manual_seed(0)
     lif = flexsn.neuron.LIFNode(tau=2.0, step_mode="m").to(device)
-    x = (torch.rand(512, 64, device=device) * 2).to(dtype)
+    x = (torch.rand(4096, 256, device=device) * 2).to(dtype)
     for training in (False, True):
         xg = x.clone().requires_grad_(training)
 
@@ -327,7 +330,7 @@ def test_half_precision_chunks_inference_and_runs_training_as_before(device, dty
                     got += list(torch.autograd.grad(out.float().sum(), xg))
             return got
         want = call()
-        with flexsn.chunked_time(8, scheme="settle") as calls:
+        with flexsn.chunked_time(64, scheme="settle") as calls:
             got = call()
         assert calls.calls == (0 if training else 1), calls
         for a, b in zip(got, want):
@@ -343,7 +346,8 @@ def _close(a, b, dtype):
 
 
 @pytest.mark.parametrize("core", [_li, _integrator], ids=["li", "integrator"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16],
+                         ids=["f32", "f64", "bf16"])
 @pytest.mark.parametrize("seqs", [False, True], ids=["outputs", "state-seqs"])
 def test_affine_chunks_give_the_sequential_scan_to_rounding(device, core, dtype, seqs):
     """An affine core runs from composed carries in three launches, for any
