@@ -386,6 +386,47 @@ def compiled_loops():
                    "Inductor / backend", "peak MiB backend / multistep"], rows)
 
 
+def chunked():
+    """flexsn.chunked_time at few neurons and many steps (bench/chunked_time.py),
+    one H200 run, f32: per shape, inference / training; chunked cells the
+    fastest chunk count's."""
+    runs = _load("chunked/chunked-h200.json")
+    seq = {(r["T"], r["N"], r["core"], r["dtype"], r["job"]): r
+           for r in runs if r["chunks"] == 1}
+    best, sj = {}, {}
+    for r in runs:
+        key = (r["T"], r["N"], r["core"], r["dtype"], r["job"])
+        if r.get("system"):
+            sj[key] = r["ms"]
+        elif r["chunks"] > 1 and r.get("launches"):
+            by = "graph_ms" if r["core"] == "li" else "ms"
+            if key not in best or r[by] < best[key][by]:
+                best[key] = r
+    shapes = list(dict.fromkeys((r["T"], r["N"]) for r in runs))
+
+    def cell(T, N, core, dt, field, src):
+        out = []
+        for job in ("inference", "training"):
+            r = src.get((T, N, core, dt, job))
+            out.append("–" if r is None or r.get(field) is None else f"{r[field]:.3f}")
+        return " / ".join(out)
+
+    rows = []
+    dt = "f32"
+    for T, N in shapes:
+        li = best[(T, N, "li", dt, "training")]
+        sjc = " / ".join(f"{sj[(T, N, 'lif', dt, j)]:.2f}" if (T, N, "lif", dt, j) in sj
+                         else "–" for j in ("inference", "training"))
+        rows.append([f"{T}x{N}", cell(T, N, "li", dt, "floor_ms", seq),
+                     cell(T, N, "lif", dt, "ms", seq), cell(T, N, "lif", dt, "ms", best),
+                     cell(T, N, "li", dt, "graph_ms", seq),
+                     cell(T, N, "li", dt, "graph_ms", best),
+                     f"{li['graph_ms'] / li['floor_ms']:.1f}x", sjc])
+    return _table(["T x NCL", "floor", "LIF", "LIF chunks", "LI replayed",
+                   "LI chunks replayed", "LI chunks / floor, training",
+                   "SJ LIFNode"], rows)
+
+
 PEER_NAMES = {"sj-flexsn": "SpikingJelly FlexSN", "sj-lifnode": "SpikingJelly LIFNode",
               "torch-compile": "torch.compile", "torch-compile-step": "torch.compile, one step",
               "torch-eager": "PyTorch eager"}
@@ -443,6 +484,7 @@ TABLES = {
     "interop": interop,
     "multistep": multistep,
     "compiled-loops": compiled_loops,
+    "chunked": chunked,
 }
 
 
