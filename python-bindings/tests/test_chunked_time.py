@@ -271,6 +271,28 @@ def _random_core(rng, num_states):
     return core
 
 
+def _random_call(core, num_states, x, training):
+    """A call of a one-input, one-output f64 module of `core` on `x` from
+    random initial states: [output, final states] (and, training, the
+    gradients of x and the initial states of a weighted sum of them)."""
+    m = flexsn.FlexSN(core, num_inputs=1, num_states=num_states, num_outputs=1,
+                      example_inputs=[torch.zeros(4, 8, dtype=torch.float64)] * (1 + num_states))
+    x = x.requires_grad_(training)
+    v0 = [torch.rand(4, 8, device=x.device, dtype=torch.float64).requires_grad_(training)
+          for _ in range(num_states)]
+
+    def call():
+        m.reset()
+        m.states = list(v0)
+        with torch.set_grad_enabled(training):
+            got = [m(x), *m.states]
+            if training:
+                loss = sum((t * (k + 1)).sum() for k, t in enumerate(got))
+                got = [t.detach() for t in got] + list(torch.autograd.grad(loss, [x, *v0]))
+        return got
+    return call
+
+
 @pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
 def test_random_cores_give_the_sequential_numbers(device, training):
     """Random one- and two-state cores in f64, each leaking (so chunks of
@@ -280,25 +302,9 @@ def test_random_cores_give_the_sequential_numbers(device, training):
     rng = np.random.default_rng(3)
     for case in range(8):
         num_states = 1 + case % 2
-        m = flexsn.FlexSN(_random_core(rng, num_states), num_inputs=1,
-                          num_states=num_states, num_outputs=1,
-                          example_inputs=[torch.zeros(4, 8, dtype=torch.float64)]
-                          * (1 + num_states))
         torch.manual_seed(case)
-        x = (torch.randn(512, 4, 8, device=device, dtype=torch.float64) * 2)
-        x.requires_grad_(training)
-        v0 = [torch.rand(4, 8, device=device, dtype=torch.float64).requires_grad_(training)
-              for _ in range(num_states)]
-
-        def call():
-            m.reset()
-            m.states = list(v0)
-            with torch.set_grad_enabled(training):
-                got = [m(x), *m.states]
-                if training:
-                    loss = sum((t * (k + 1)).sum() for k, t in enumerate(got))
-                    got = [t.detach() for t in got] + list(torch.autograd.grad(loss, [x, *v0]))
-            return got
+        x = torch.randn(512, 4, 8, device=device, dtype=torch.float64) * 2
+        call = _random_call(_random_core(rng, num_states), num_states, x, training)
         want = call()
         with flexsn.chunked_time(4, scheme="settle") as calls:
             got = call()
@@ -500,24 +506,9 @@ def test_random_affine_cores_give_the_sequential_numbers_to_rounding(device, tra
     rng = np.random.default_rng(5)
     for case in range(8):
         num_states = 1 + case % 2
-        m = flexsn.FlexSN(_random_affine_core(rng, num_states), num_inputs=1,
-                          num_states=num_states, num_outputs=1,
-                          example_inputs=[torch.zeros(4, 8, dtype=torch.float64)]
-                          * (1 + num_states))
         torch.manual_seed(case)
-        x = torch.rand(256, 4, 8, device=device, dtype=torch.float64).requires_grad_(training)
-        v0 = [torch.rand(4, 8, device=device, dtype=torch.float64).requires_grad_(training)
-              for _ in range(num_states)]
-
-        def call():
-            m.reset()
-            m.states = list(v0)
-            with torch.set_grad_enabled(training):
-                got = [m(x), *m.states]
-                if training:
-                    loss = sum((t * (k + 1)).sum() for k, t in enumerate(got))
-                    got = [t.detach() for t in got] + list(torch.autograd.grad(loss, [x, *v0]))
-            return got
+        x = torch.rand(256, 4, 8, device=device, dtype=torch.float64)
+        call = _random_call(_random_affine_core(rng, num_states), num_states, x, training)
         want = call()
         with flexsn.chunked_time(8) as calls:
             got = call()
