@@ -467,6 +467,41 @@ test_affine_inference_replays_from_a_cuda_graph = pytest.mark.cuda(
     test_affine_inference_replays_from_a_cuda_graph)
 
 
+@pytest.mark.cuda
+def test_affine_training_replays_from_a_cuda_graph():
+    """An affine core's training step, forward and backward, captured and
+    replayed: the input's gradient that of the eager sequential step, to
+    rounding."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    torch.manual_seed(0)
+    m = _neuron(_li, "cuda")
+    x = torch.rand(1024, 4, 6, device="cuda") * 2
+    w = torch.rand(1024, 4, 6, device="cuda")
+
+    def step(xg):
+        m.reset()
+        (m(xg) * w).sum().backward()
+    want = x.clone().requires_grad_()
+    step(want)
+    xg = x.clone().requires_grad_()
+    with flexsn.chunked_time(16) as calls:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            step(xg)  # compiles and warms up on the capturing stream
+            graph = torch.cuda.CUDAGraph()
+            xg.grad = None
+            with torch.cuda.graph(graph):
+                step(xg)
+        torch.cuda.current_stream().wait_stream(s)
+    xg.grad.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert calls.affine == 2 and calls.sequential == 0, calls
+    assert _close(xg.grad, want.grad, torch.float32)
+
+
 def _random_affine_core(rng, num_states):
     """A random step whose states update affinely: state-dependent values
     meet only sums, products with state-free values and choices on the
