@@ -388,8 +388,9 @@ def compiled_loops():
 
 def chunked():
     """flexsn.chunked_time at few neurons and many steps (bench/chunked_time.py),
-    one H200 run, f32: per shape, inference / training; chunked cells the
-    fastest chunk count's."""
+    one H200 run: per shape, f32 inference / training, and bf16 inference
+    (sequential / chunked; bf16 training runs sequentially); chunked cells
+    the fastest chunk count's."""
     runs = _load("chunked/chunked-h200.json")
     seq = {(r["T"], r["N"], r["core"], r["dtype"], r["job"]): r
            for r in runs if r["chunks"] == 1}
@@ -417,14 +418,17 @@ def chunked():
         li = best[(T, N, "li", dt, "training")]
         sjc = " / ".join(f"{sj[(T, N, 'lif', dt, j)]:.2f}" if (T, N, "lif", dt, j) in sj
                          else "–" for j in ("inference", "training"))
+        half = [f"{src[(T, N, core, 'bf16', 'inference')][field]:.3f}"
+                for core, field in (("lif", "ms"), ("li", "graph_ms")) for src in (seq, best)]
         rows.append([f"{T}x{N}", cell(T, N, "li", dt, "floor_ms", seq),
                      cell(T, N, "lif", dt, "ms", seq), cell(T, N, "lif", dt, "ms", best),
                      cell(T, N, "li", dt, "graph_ms", seq),
                      cell(T, N, "li", dt, "graph_ms", best),
-                     f"{li['graph_ms'] / li['floor_ms']:.1f}x", sjc])
+                     f"{li['graph_ms'] / li['floor_ms']:.1f}x", sjc,
+                     f"{half[0]} / {half[1]}", f"{half[2]} / {half[3]}"])
     return _table(["T x NCL", "floor", "LIF", "LIF chunks", "LI replayed",
                    "LI chunks replayed", "LI chunks / floor, training",
-                   "SJ LIFNode"], rows)
+                   "SJ LIFNode", "bf16 LIF", "bf16 LI replayed"], rows)
 
 
 PEER_NAMES = {"sj-flexsn": "SpikingJelly FlexSN", "sj-lifnode": "SpikingJelly LIFNode",
