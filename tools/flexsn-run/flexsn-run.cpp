@@ -117,6 +117,55 @@ static cl::opt<double> clTieMargin(
              "margin (flexsn-fuzz's reproducers set it)"),
     cl::init(0.0));
 
+/// Builds the transfer functions of `module` (flexsn-affine-transfer) and
+/// returns the name of the one of `func`'s `which` scan (primal, forward,
+/// backward, ...); else sets `error`, naming the state that is not affine.
+static std::string addTransfer(ModuleOp module, StringRef func,
+                               StringRef which, std::string &error) {
+  MLIRContext *context = module.getContext();
+  std::string of = (func + (which == "primal" ? "" : "_" + which)).str();
+  auto scanned = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+      module, StringAttr::get(context, of));
+  PassManager pm(context);
+  pm.addPass(createFlexSNAffineTransfer());
+  if (!scanned || failed(pm.run(module))) {
+    error = "no function " + of + " to build a transfer function of";
+    return "";
+  }
+  std::string name = of + "_transfer";
+  if (SymbolTable::lookupNearestSymbolFrom(module,
+                                           StringAttr::get(context, name)))
+    return name;
+  std::string why = "it has no states";
+  scanned.walk([&](ScanOp scan) {
+    for (auto [i, u] : llvm::enumerate(analyzeAffineStates(scan)))
+      if (!u.affine) {
+        why = "state #" + std::to_string(i) + " is not affine (" + u.reason + ")";
+        break;
+      }
+  });
+  error = ("--transfer=" + which + ": " + of + " has no transfer function: " + why).str();
+  return "";
+}
+
+/// What is wrong with --transfer=`transfer` beside --variant=`kind`.
+static std::string checkTransfer(StringRef transfer, StringRef kind) {
+  if (transfer.empty())
+    return "";
+  if (!llvm::is_contained({"primal", "forward", "backward", "forward_final",
+                           "backward_final"},
+                          transfer))
+    return ("unknown --transfer '" + transfer +
+            "' (expected primal, forward, backward, forward_final or "
+            "backward_final)")
+        .str();
+  if (kind != "inference" && kind != "final_state")
+    return ("--transfer runs a transfer function's inference or final_state "
+            "kernel, not --variant=" + kind)
+        .str();
+  return "";
+}
+
 static int fail(const Twine &message) {
   llvm::errs() << "flexsn-run: error: " << message << "\n";
   return 2;
@@ -147,16 +196,8 @@ int main(int argc, char **argv) {
     return fail("unknown backend '" + clBackend + "' (expected cpu or cuda)");
   std::string kind = clVariant;
   std::string transfer = clTransfer;
-  if (!transfer.empty() &&
-      !llvm::is_contained({"primal", "forward", "backward", "forward_final",
-                           "backward_final"},
-                          transfer))
-    return fail("unknown --transfer '" + transfer +
-                "' (expected primal, forward, backward, forward_final or "
-                "backward_final)");
-  if (!transfer.empty() && kind != "inference" && kind != "final_state")
-    return fail("--transfer runs a transfer function's inference or "
-                "final_state kernel, not --variant=" + kind);
+  if (std::string error = checkTransfer(transfer, kind); !error.empty())
+    return fail(error);
   bool finalPair = kind == "forward_final" || kind == "backward_final" ||
                    StringRef(transfer).ends_with("_final");
   bool training = kind == "forward" || kind == "backward" || finalPair ||
@@ -228,28 +269,10 @@ int main(int argc, char **argv) {
   if (!funcName)
     return report(funcName.takeError(), 2);
   if (!transfer.empty()) {
-    std::string of =
-        *funcName + (transfer == "primal" ? std::string() : "_" + transfer);
-    auto scanned = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-        *module, StringAttr::get(&context, of));
-    PassManager pm(&context);
-    pm.addPass(createFlexSNAffineTransfer());
-    if (!scanned || failed(pm.run(*module)))
-      return fail("no function " + of + " to build a transfer function of");
-    funcName = of + "_transfer";
-    if (!SymbolTable::lookupNearestSymbolFrom(
-            *module, StringAttr::get(&context, *funcName))) {
-      std::string why = "it has no states";
-      scanned.walk([&](ScanOp scan) {
-        for (auto [i, u] : llvm::enumerate(analyzeAffineStates(scan)))
-          if (!u.affine) {
-            why = "state #" + std::to_string(i) + " is not affine (" + u.reason + ")";
-            break;
-          }
-      });
-      return fail("--transfer=" + transfer + ": " + of +
-                  " has no transfer function: " + why);
-    }
+    std::string error;
+    funcName = addTransfer(*module, *funcName, transfer, error);
+    if (!error.empty())
+      return fail(error);
   }
   if (llvm::Error e = checkHostMemory(*module, kind, clT, clNCL))
     return report(std::move(e), 2);
