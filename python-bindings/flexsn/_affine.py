@@ -55,11 +55,11 @@ def _carry_ir(k: int, ct: str) -> str:
 class AffineChunks:
     """The transfer and carry kernels of one inference configuration."""
 
-    def __init__(self, compiled, dtype, device, p_dtypes, p_scalar, state_dtype):
+    def __init__(self, compiled, dtype, device, p_dtypes, p_scalar, state_dtype, chunk_width):
         n_in, k, n_p = compiled.num_inputs, compiled.num_states, len(p_dtypes)
         target, chip, index = _compiled._where(device)
         ir = compiled.ir([dtype] * n_in + [state_dtype] * k, p_dtypes, p_scalar,
-                         [False] * (n_in + k + n_p))
+                         [False] * (n_in + k + n_p), chunk_width)
         program = _program.get_program(ir, target, chip, transfer=True)
         self.k, self.n_in = k, n_in
         self.compute = torch.float64 if dtype == torch.float64 else torch.float32
@@ -109,18 +109,20 @@ class AffineChunks:
 _unavailable = object()
 
 
-def affine_chunks(compiled, dtype, device, p_dtypes, p_scalar,
-                  state_dtype) -> Optional[AffineChunks]:
-    """The configuration's AffineChunks (states stored as `state_dtype`),
-    None where the core's states do not all update affinely (or it
-    computes in a type the carry lacks)."""
-    key = ("affine", dtype, device, tuple(p_dtypes), tuple(p_scalar), state_dtype)
+def affine_chunks(compiled, dtype, device, p_dtypes, p_scalar, state_dtype,
+                  chunk_width: int = 0) -> Optional[AffineChunks]:
+    """The configuration's AffineChunks (states stored as `state_dtype`;
+    `chunk_width`: as InferenceConfig's), None where the core's states do
+    not all update affinely (or it computes in a type the carry lacks)."""
+    key = ("affine", dtype, device, tuple(p_dtypes), tuple(p_scalar), state_dtype,
+           chunk_width)
     got = compiled.prepared.get(key)
     if got is None:
         got = _unavailable
         if dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
             try:
-                got = AffineChunks(compiled, dtype, device, p_dtypes, p_scalar, state_dtype)
+                got = AffineChunks(compiled, dtype, device, p_dtypes, p_scalar, state_dtype,
+                                   chunk_width)
             except FlexSNError as e:
                 if "no scan updates its states affinely" not in str(e):
                     raise

@@ -47,11 +47,13 @@ class CompiledCore:
                 [torch.float32] * len(self.traced.params),
                 [False] * len(self.traced.params), [False] * n)
 
-    def ir(self, in_dtypes, param_dtypes, param_scalar, mask) -> str:
-        key = (tuple(in_dtypes), tuple(param_dtypes), tuple(param_scalar), tuple(mask))
+    def ir(self, in_dtypes, param_dtypes, param_scalar, mask, chunk_width: int = 0) -> str:
+        key = (tuple(in_dtypes), tuple(param_dtypes), tuple(param_scalar), tuple(mask),
+               chunk_width)
         text = self._ir.get(key)
         if text is None:
-            text = _emit.emit(self.traced, in_dtypes, param_dtypes, param_scalar, mask)
+            text = _emit.emit(self.traced, in_dtypes, param_dtypes, param_scalar, mask,
+                              chunk_width=chunk_width)
             self._ir[key] = text
         return text
 
@@ -122,15 +124,17 @@ class InferenceConfig:
     + ps`` (inputs, initial states, parameters). An initial state may be
     None: the kernel reads a null pointer as zeros (nothing allocated).
     `state_dtype`: the states' storage when not the inputs' (chunked_time's
-    float32 chunk borders of a half-precision call)."""
+    float32 chunk borders of a half-precision call); `chunk_width`: the
+    GPU kernel reads chunks side by side in rows of that many neurons."""
 
     def __init__(self, compiled: "CompiledCore", dtype, device: torch.device, want_seqs: bool,
-                 p_dtypes, p_scalar, state_dtype=None):
+                 p_dtypes, p_scalar, state_dtype=None, chunk_width: int = 0):
         num_inputs, num_states = compiled.num_inputs, compiled.num_states
         num_params = len(p_dtypes)
         target, chip, index = _where(device)
         ir = compiled.ir([dtype] * num_inputs + [state_dtype or dtype] * num_states, p_dtypes,
-                         p_scalar, [False] * (num_inputs + num_states + num_params))
+                         p_scalar, [False] * (num_inputs + num_states + num_params),
+                         chunk_width)
         program = _program.get_program(ir, target, chip)
         entry = program.entry("core_inference" if want_seqs else "core_final_state", index)
         self.kernel = _program.KernelBinding(entry, _leaf_positions(num_inputs, num_states,
@@ -364,11 +368,12 @@ class TrainingConfig:
     that only ever runs one pair compiles two kernels, not four."""
 
     def __init__(self, compiled: "CompiledCore", dtype, device: torch.device, p_dtypes, p_scalar,
-                 mask):
+                 mask, chunk_width: int = 0):
         num_inputs, num_states = compiled.num_inputs, compiled.num_states
         num_outputs, num_params = compiled.num_outputs, len(p_dtypes)
         target, chip, index = _where(device)
-        ir = compiled.ir([dtype] * (num_inputs + num_states), p_dtypes, p_scalar, mask)
+        ir = compiled.ir([dtype] * (num_inputs + num_states), p_dtypes, p_scalar, mask,
+                         chunk_width)
         self._program = _program.get_program(ir, target, chip, differentiate=True,
                                              save_ops="auto")
         self._index = index
@@ -430,17 +435,19 @@ class TrainingConfig:
 
 
 def inference_config(compiled: CompiledCore, dtype, device, want_seqs: bool, p_dtypes,
-                  p_scalar, state_dtype=None) -> InferenceConfig:
+                  p_scalar, state_dtype=None, chunk_width: int = 0) -> InferenceConfig:
     key = ("infer", dtype, device, want_seqs, tuple(p_dtypes), tuple(p_scalar))
-    if state_dtype not in (None, dtype):
-        key += (state_dtype,)
-    else:
+    if state_dtype == dtype:
         state_dtype = None
+    chunked = state_dtype is not None or chunk_width > 0  # chunked_time's own kernels
+    if chunked:
+        key += (state_dtype, chunk_width)
     prep = compiled.prepared.get(key)
     if prep is None:
         prep = compiled.prepared[key] = InferenceConfig(compiled, dtype, device, want_seqs,
-                                                        p_dtypes, p_scalar, state_dtype)
-        if not want_seqs and state_dtype is None:
+                                                        p_dtypes, p_scalar, state_dtype,
+                                                        chunk_width)
+        if not want_seqs and not chunked:
             # the kernel that writes state sequences, for flexsn.backend
             owner = weakref.ref(compiled)
 
@@ -455,10 +462,12 @@ def inference_config(compiled: CompiledCore, dtype, device, want_seqs: bool, p_d
 
 
 def training_config(compiled: CompiledCore, dtype, device, p_dtypes, p_scalar,
-                    mask) -> TrainingConfig:
+                    mask, chunk_width: int = 0) -> TrainingConfig:
     key = ("train", dtype, device, tuple(p_dtypes), tuple(p_scalar), tuple(mask))
+    if chunk_width:
+        key += (chunk_width,)
     prep = compiled.prepared.get(key)
     if prep is None:
         prep = compiled.prepared[key] = TrainingConfig(compiled, dtype, device, p_dtypes,
-                                                       p_scalar, mask)
+                                                       p_scalar, mask, chunk_width)
     return prep

@@ -20,20 +20,23 @@ aten = torch.ops.aten
 
 def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
          param_dtypes: Sequence[torch.dtype], param_scalar: Sequence[bool],
-         requires_grad: Sequence[bool], name: str = "core") -> str:
+         requires_grad: Sequence[bool], name: str = "core",
+         chunk_width: int = 0) -> str:
     """The IR of `traced`: one kernel function `name` whose inputs and
     states are stored as `in_dtypes` (inputs then states; outputs take the
     first input's), whose parameters are scalars or per-neuron, and where
     `requires_grad` (inputs, states, params) marks what takes a gradient.
     (Initial states that are zeros need no variant: every kernel reads a
-    null initial-state pointer as zeros.)"""
+    null initial-state pointer as zeros.) `chunk_width` > 0: the
+    sequences hold chunks of steps side by side, rows of that many neurons
+    (flexsn.chunk_width; GPU kernels)."""
     compute = "f64" if all(d == torch.float64 for d in in_dtypes) else "f32"
     B = Body(compute)
     values, block_args = _bind_arguments(traced, compute)
     result = _emit_nodes(traced, B, values)
     yielded = _yielded(traced, B, values, result)
     return _function_text(traced, B, block_args, yielded, in_dtypes, param_dtypes,
-                          param_scalar, requires_grad, name)
+                          param_scalar, requires_grad, name, chunk_width)
 
 
 def _bind_arguments(traced: TracedCore, compute: str):
@@ -125,7 +128,8 @@ def _yielded(traced: TracedCore, B: Body, values: dict, result) -> list:
 
 
 def _function_text(traced: TracedCore, B: Body, block_args: list, yielded: list,
-                   in_dtypes, param_dtypes, param_scalar, requires_grad, name: str) -> str:
+                   in_dtypes, param_dtypes, param_scalar, requires_grad, name: str,
+                   chunk_width: int = 0) -> str:
     """The kernel function around the scan body `B`."""
     ni, ns, no = traced.num_inputs, traced.num_states, traced.num_outputs
     compute = B.ft
@@ -163,7 +167,9 @@ def _function_text(traced: TracedCore, B: Body, block_args: list, yielded: list,
     lines = [f"func.func @{name}(" + ", ".join(func_args) + ") -> ("
              + ", ".join(result_types) + ") {"] + [
              f"  {res} = flexsn.scan" + group("ins", ins) + group("states", sts)
-             + group("params", prs) + " -> (" + ", ".join(result_types) + ") {",
+             + group("params", prs)
+             + (f" attributes {{flexsn.chunk_width = {chunk_width} : i64}}" if chunk_width else "")
+             + " -> (" + ", ".join(result_types) + ") {",
              "  ^bb0(" + ", ".join(block_args) + "):"]
     lines += B.lines
     lines.append(f"    flexsn.yield {', '.join(yielded)} : {', '.join([compute] * len(yielded))}")

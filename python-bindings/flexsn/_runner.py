@@ -137,7 +137,7 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
         if chunked is not None:
             border = _border(first.dtype)
             r = run_chunks(inference_config(compiled, first.dtype, device, want_seqs, p_dtypes,
-                                            p_scalar, border),
+                                            p_scalar, border, chunked[-1]),
                            xs, s0, ps, want_seqs, *chunked, border)
             if r is not None:
                 return r
@@ -149,7 +149,8 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
             states_too = list(mask[:n]) + [True] * compiled.num_states + \
                 list(mask[n + compiled.num_states:])
             r = run_chunks_training(
-                training_config(compiled, first.dtype, device, p_dtypes, p_scalar, states_too),
+                training_config(compiled, first.dtype, device, p_dtypes, p_scalar, states_too,
+                                chunked[-1]),
                 xs, s0, ps, want_seqs, *chunked)
             if r is not None:
                 return r
@@ -162,15 +163,17 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
 
 def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor,
              p_dtypes, p_scalar) -> Optional[tuple]:
-    """chunked_time's (chunks, rounds, record, affine) where this call runs
-    as chunks: T a multiple of at least two steps each, a core with states,
+    """chunked_time's (chunks, rounds, record, affine, width) where this
+    call runs as chunks: T a multiple of at least two steps each, a core with states,
     not traced by torch.compile; a training call not recomputing, and in
     float32 or float64: a half-precision backward carries its adjoints in
     float32 from step to step, which a chunk's first-state adjoint, written
     in the call's dtype, would round. `affine`: the core's AffineChunks
-    where the scheme takes them, else None (the chunks settle). A call
-    being captured into a CUDA graph runs as chunks only where nothing
-    needs the host: a call of an affine core."""
+    where the scheme takes them, else None (the chunks settle). `width`:
+    the row width of the kernels that read the chunks in place (GPU, NCL
+    a multiple of 8 lanes), else 0 (the steps are transposed into chunk
+    rows and back). A call being captured into a CUDA graph runs as chunks
+    only where nothing needs the host: a call of an affine core."""
     chunked = chunking()
     dtype = first.dtype
     if chunked is None or not compiled.num_states or torch.compiler.is_compiling() or \
@@ -179,12 +182,14 @@ def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor
     chunks, rounds, record, scheme = chunked
     if chunks != "auto" and (T % chunks or T // chunks < 2):
         return None
-    if chunks == "auto" and auto_chunks(T, first[0].numel(), first, training, True) is None:
+    NCL = first[0].numel()
+    width = NCL if first.is_cuda and NCL and NCL % 8 == 0 else 0
+    if chunks == "auto" and auto_chunks(T, NCL, first, training, True, width > 0) is None:
         return None  # not even the cheaper scheme would pay: nothing compiled
     affine = None
     if scheme != "settle":
         affine = _affine.affine_chunks(compiled, dtype, first.device, p_dtypes, p_scalar,
-                                       _border(dtype))
+                                       _border(dtype), width)
         if affine is None and scheme == "affine":
             raise FlexSNError("chunked_time(scheme='affine') needs a core whose states all "
                               "update affinely: " + _affine.why_not_affine(
@@ -192,25 +197,27 @@ def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor
     if affine is None and first.is_cuda and torch.cuda.is_current_stream_capturing():
         return None
     if chunks == "auto":
-        chunks = auto_chunks(T, first[0].numel(), first, training, affine is not None)
+        chunks = auto_chunks(T, NCL, first, training, affine is not None, width > 0)
         if chunks is None:
             return None
-    return chunks, rounds, record, affine
+    return chunks, rounds, record, affine, width
 
 
-# What a chunked call costs on an H100 or H200 beyond its passes over memory
-# (ms; measured by bench/chunked_time.py, LIF and LI, f32): eager (the
-# host's launches and small ops) and replayed from a CUDA graph, per
-# (training, affine); and a step of the sequential scan where few neurons
-# make it latency-bound (ns: LI's, the fastest core measured).
+# What a chunked call costs on an H200 (ms; bench/chunked_time.py, LIF and
+# LI, f32, T x NCL = 16M): eager (host-bound: launches and small ops) and
+# replayed from a CUDA graph, with the kernels reading the chunks in place
+# and with the steps transposed, per (training, affine); and a step of the
+# sequential scan where few neurons make it latency-bound (ns: LI's, the
+# fastest core measured).
 _OVERHEAD_MS = {"eager": {(False, True): 0.35, (False, False): 0.6,
                           (True, True): 1.8, (True, False): 2.4},
-                "graph": {(False, True): 0.18, (True, True): 0.45}}
+                "graph": {(False, True): 0.08, (True, True): 0.3},
+                "graph, transposed": {(False, True): 0.18, (True, True): 0.45}}
 _STEP_NS = {False: 25.0, True: 50.0}
 
 
 def auto_chunks(T: int, NCL: int, first: torch.Tensor, training: bool,
-                affine: bool) -> Optional[int]:
+                affine: bool, in_place: bool = True) -> Optional[int]:
     """chunked_time("auto")'s choice for one call: a chunk count, or None
     for the sequential scan. On a GPU, chunks pay where the sequential
     scan's T step latencies exceed what a chunked call adds (its extra
@@ -218,10 +225,14 @@ def auto_chunks(T: int, NCL: int, first: torch.Tensor, training: bool,
     leave the sequential scan latency-bound rather than bandwidth-bound
     (NCL times the element size at most 16 KiB). The count fills about
     64K threads (chunks x NCL), keeps 16 steps or more a chunk and divides
-    T. On the CPU the sequential scan runs (chunks not measured to pay)."""
+    T. On the CPU the sequential scan runs (chunks not measured to pay).
+    `in_place`: the kernels read the chunks where they are (else the steps
+    are transposed, which a replay pays for)."""
     if not first.is_cuda or NCL * first.element_size() > 16384:
         return None
-    mode = "graph" if torch.cuda.is_current_stream_capturing() else "eager"
+    mode = "eager"
+    if torch.cuda.is_current_stream_capturing():
+        mode = "graph" if in_place else "graph, transposed"
     overhead = _OVERHEAD_MS[mode].get((training, affine))
     if overhead is None or T * _STEP_NS[training] * 1e-6 <= overhead:
         return None
@@ -259,26 +270,28 @@ def _settle(launch, first: list, lay: "_Chunks", rounds: int, record):
 
 
 def run_chunks(prep: InferenceConfig, xs: list, s0: list, ps: list, want_seqs: bool,
-               chunks: int, rounds: int, record, affine, border):
+               chunks: int, rounds: int, record, affine, width, border):
     """An inference call's T steps as `chunks` chunks side by side
     (flexsn.chunked_time): (outputs, state sequences or None, final
     states). From `affine`'s carries: the sequential scan's to rounding;
     else settled: the sequential scan's bit for bit, or None where `rounds`
     launches did not settle every chunk's first state."""
-    lay = _Chunks(xs[0], chunks)
+    lay = _Chunks(xs[0], chunks, width > 0)
     inputs = [lay.side_by_side(x) for x in xs]
     params = [lay.param(p) for p in ps]
     first = [s.to(border) for s in lay.initial(s0)]
+
+    def launch(starts):
+        outs, seqs, finals = prep.run(inputs + starts + params, want_seqs)
+        if seqs is not None:  # each chunk's last step (not the rows' last)
+            finals = [lay.last_steps(q) for q in seqs]
+        return (outs, seqs, finals), finals
     if affine is not None:
         record.calls += 1
         record.affine += 1
         record.launches += 3
-        outs, seqs, finals = prep.run(inputs + affine.starts(inputs, first, params, chunks)[0]
-                                      + params, want_seqs)
+        outs, seqs, finals = launch(affine.starts(inputs, first, params, chunks)[0])[0]
     else:
-        def launch(starts):
-            r = prep.run(inputs + starts + params, want_seqs)
-            return r, r[2]
         settled = _settle(launch, first, lay, rounds, record)
         if settled is None:
             return None
@@ -291,12 +304,15 @@ def run_chunks(prep: InferenceConfig, xs: list, s0: list, ps: list, want_seqs: b
 
 class _Chunks:
     """[T, *S] sequences as `chunks` chunks side by side, [T/chunks, chunks,
-    *S] (chunk c: neurons [c] of each step), and back."""
+    *S] (chunk c: neurons [c] of each step), and back. `in_place`: the
+    kernels read and write the chunks where they are (flexsn.chunk_width),
+    so a sequence in chunk rows is a view of its memory in step order;
+    else the steps are copied into chunk rows and back."""
 
-    def __init__(self, x: torch.Tensor, chunks: int):
+    def __init__(self, x: torch.Tensor, chunks: int, in_place: bool = False):
         """`x`: an input of the call, [T, *S]."""
         self.T, self.step, self.chunks = x.shape[0], tuple(x.shape[1:]), chunks
-        self.L, self.like = self.T // chunks, x
+        self.L, self.like, self.in_place = self.T // chunks, x, in_place
 
     def initial(self, s0: list) -> list:
         """The call's initial states, zeros where it passes None."""
@@ -305,10 +321,21 @@ class _Chunks:
                 for s in s0]
 
     def side_by_side(self, x):
+        if self.in_place:
+            return x.view(self.L, self.chunks, *self.step)
         return x.reshape(self.chunks, self.L, *self.step).transpose(0, 1).contiguous()
 
     def in_order(self, x):
+        if self.in_place:
+            return x.reshape(self.T, *self.step)
         return x.transpose(0, 1).reshape(self.T, *self.step)
+
+    def last_steps(self, q):
+        """A sequence in chunk rows: each chunk's last step, [chunks, *S]
+        (a view)."""
+        if self.in_place:
+            return q.view(self.chunks, self.L, *self.step)[:, -1]
+        return q[-1]
 
     def param(self, p):
         """A per-neuron parameter once per chunk (a scalar as it is)."""
@@ -325,7 +352,7 @@ class _Chunks:
 
 
 def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
-                        chunks: int, rounds: int, record, affine):
+                        chunks: int, rounds: int, record, affine, width):
     """A training call's T steps as `chunks` chunks side by side
     (flexsn.chunked_time): (outputs, state sequences or None, final
     states), tied to the leaves by one autograd node; None where `rounds`
@@ -337,7 +364,7 @@ def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
     the forward is the sequential scan's to rounding, and the backward
     that of this forward."""
     pair = prep.pair(want_seqs)
-    lay = _Chunks(xs[0], chunks)
+    lay = _Chunks(xs[0], chunks, width > 0)
     leaves = [lay.side_by_side(x) for x in xs] + lay.initial(s0) + [lay.param(p) for p in ps]
     n_in, n_st = len(xs), len(s0)
     with torch.no_grad():
@@ -346,7 +373,7 @@ def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
         def launch(starts):
             res = pair.forward(plain[:n_in] + starts + plain[n_in + n_st:])
             states = [res[i] for i in pair.state_ix]
-            return res, (states if pair.final else [q[-1] for q in states])
+            return res, (states if pair.final else [lay.last_steps(q) for q in states])
         if affine is not None:
             record.calls += 1
             record.affine += 1
@@ -409,7 +436,7 @@ class _ChunkedRun:
                 else:
                     g = torch.zeros((lay.L, *d.shape), dtype=d.dtype, device=d.device) \
                         if g is None else g.clone()
-                    g[-1, :-1] += d[:-1]
+                    lay.last_steps(g)[:-1] += d[:-1]
                     given.append(g)
             return pair.backward(args + kept + g_out + given)
         shift = [torch.zeros_like(s) for s in self.starts]  # no adjoint past a chunk

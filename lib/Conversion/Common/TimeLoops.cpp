@@ -88,10 +88,23 @@ public:
   /// tensor (no row). Lane l of a scalar group is l elements further.
   Value addressOf(Value base, Type elt, Value rowOffset) {
     Value offset =
-        rowOffset ? arith::AddIOp::create(b, loc, rowOffset, neuron).getResult()
-                  : neuron;
+        rowOffset
+            ? arith::AddIOp::create(b, loc, rowOffset, seqNeuron()).getResult()
+            : neuron;
     return gep(base, elt, offset);
   }
+
+  /// Where the group's neuron sits in a row of a sequence: the neuron
+  /// itself, or with chunks side by side (flexsn.chunk_width W, T steps a
+  /// chunk) its chunk's first element (neuron / W) * T * W plus neuron % W.
+  void setChunkedRows(Value width, Value steps) {
+    Value chunk = arith::DivUIOp::create(b, loc, neuron, width);
+    Value chunkStart = arith::MulIOp::create(
+        b, loc, chunk, arith::MulIOp::create(b, loc, steps, width));
+    chunkedNeuron = arith::AddIOp::create(
+        b, loc, chunkStart, arith::RemUIOp::create(b, loc, neuron, width));
+  }
+  Value seqNeuron() const { return chunkedNeuron ? chunkedNeuron : neuron; }
 
   /// `addr`, or the block of zeros when `given` (an i1) is false: an
   /// optional pointer that is null reads zeros, through a select on a flag
@@ -257,6 +270,8 @@ private:
   unsigned width;
   bool vectorized, rawBits, invariantReads;
   Value neuron, kernelArg;
+  /// The neuron's place in a sequence's row when chunks sit side by side.
+  Value chunkedNeuron;
   Type computeType, ptrType;
 };
 } // namespace
@@ -387,7 +402,7 @@ private:
   }
   /// The first element of step s's row.
   Value rowOf(Value s) {
-    return arith::MulIOp::create(b, loc, timeOf(s), ops.ncl);
+    return arith::MulIOp::create(b, loc, timeOf(s), rowStride);
   }
   /// A cursor (or address) from a generic address.
   Value toCursor(Value addr) {
@@ -435,6 +450,8 @@ private:
   // Set by emit(), in this order.
   SmallVector<Value> paramVals;
   Value zero, one, tLast;
+  /// Elements from one step's row to the next: NCL, or the chunk width.
+  Value rowStride;
   /// Reads a step: inputs, then lagged operands; how many raw values each
   /// gives (loadRawAt), and in all; the prefetch depth.
   unsigned numOperandReads = 0, rawPerOperand = 0, numRaw = 0, depth = 1;
@@ -455,6 +472,11 @@ SmallVector<Value> TimeLoopEmitter::emit() {
   zero = e.cst(0);
   one = e.cst(1);
   tLast = arith::SubIOp::create(b, loc, ops.tSize, one);
+  rowStride = ops.ncl;
+  if (auto width = scan->getAttrOfType<IntegerAttr>(kChunkWidthAttr)) {
+    rowStride = e.cst(width.getInt());
+    e.setChunkedRows(rowStride, ops.tSize);
+  }
 
   // How many steps of reads are in flight: see choosePrefetchDepth.
   numOperandReads = numIn + numLa;
@@ -528,7 +550,7 @@ TimeLoopEmitter::rowAddresses(Value row) {
     reads.push_back(toCursor(e.orZeros(
         e.addressOf(input.first, input.second, row), inputGiven[k])));
   if (numLa) {
-    Value before = arith::SubIOp::create(b, loc, row, ops.ncl);
+    Value before = arith::SubIOp::create(b, loc, row, rowStride);
     for (auto &[ptr, elt] : ops.lagged)
       reads.push_back(toCursor(e.addressOf(ptr, elt, before)));
   }
@@ -566,8 +588,8 @@ TimeLoopEmitter::Seq TimeLoopEmitter::strideOf(Type elt, Value given,
 
 void TimeLoopEmitter::setUpCursors() {
   Value stride = reverse
-                     ? arith::SubIOp::create(b, loc, zero, ops.ncl).getResult()
-                     : ops.ncl;
+                     ? arith::SubIOp::create(b, loc, zero, rowStride).getResult()
+                     : rowStride;
   for (auto [k, input] : llvm::enumerate(ops.inputs))
     readSeqs.push_back(strideOf(input.second, inputGiven[k], stride));
   for (auto &[ptr, elt] : ops.lagged)

@@ -2,6 +2,7 @@
 
 #include "flexsn/Conversion/Passes.h"
 #include "../Common/TimeLoops.h"
+#include "flexsn/Dialect/FlexSN/IR/FlexSNDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -209,6 +210,14 @@ struct ConvertFlexSNToCPUKernelsPass
     SmallVector<ScanOp> scans;
     if (failed(collectKernelScans(module, "CPU", scans)))
       return signalPassFailure();
+    for (ScanOp scan : scans)
+      if (scan->hasAttr(kChunkWidthAttr)) {
+        scan.emitOpError() << "has '" << kChunkWidthAttr
+                           << "': chunks side by side in a sequence's rows "
+                              "are read by GPU kernels only (CPU kernels "
+                              "read rows of NCL neurons)";
+        return signalPassFailure();
+      }
     for (ScanOp scan : scans)
       lowerScan(scan, prefetch);
     callLibmForExpm1AndLog1p(module);

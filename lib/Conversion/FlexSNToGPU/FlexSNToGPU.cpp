@@ -2,6 +2,7 @@
 
 #include "flexsn/Conversion/Passes.h"
 #include "../Common/TimeLoops.h"
+#include "flexsn/Dialect/FlexSN/IR/FlexSNDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -56,6 +57,17 @@ struct ConvertFlexSNToGPUPass
       return signalPassFailure();
     if (scans.empty())
       return;
+    // A vector entry's lanes are contiguous and aligned in every row only
+    // where the chunk width is a multiple of them.
+    for (ScanOp scan : scans)
+      if (auto chunk = scan->getAttrOfType<IntegerAttr>(kChunkWidthAttr);
+          chunk && chunk.getInt() % width) {
+        scan.emitOpError() << "'" << kChunkWidthAttr << "' = "
+                           << chunk.getInt()
+                           << " is not a multiple of neurons-per-thread ("
+                           << width << ")";
+        return signalPassFailure();
+      }
 
     MLIRContext *ctx = &getContext();
     OpBuilder b(ctx);

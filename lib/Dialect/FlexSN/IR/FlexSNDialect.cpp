@@ -38,7 +38,7 @@ static std::string knownNames() {
   std::string names;
   for (StringRef n : {kKernelKindAttr, kPrimalAttr, kRoleAttr, kIndexAttr,
                       kNoGradAttr, kSaveAttr, kVariantAttr, kAffineStatesAttr,
-                      kStateReadsAttr})
+                      kStateReadsAttr, kChunkWidthAttr})
     names += (names.empty() ? "" : ", ") + n.str();
   return names;
 }
@@ -132,6 +132,17 @@ LogicalResult FlexSNDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == kAffineStatesAttr || name == kStateReadsAttr)
     return verifyAffineStatesAttribute(op, name, attr.getValue());
+  if (name == kChunkWidthAttr) {
+    auto width = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<ScanOp>(op))
+      return op->emitError() << "'" << name << "' belongs on a flexsn.scan";
+    if (!width || !width.getType().isInteger(64) || width.getInt() < 1)
+      return op->emitError() << "'" << name
+                             << "' must be an i64 of at least 1 (the "
+                                "neurons of a chunk's row), got "
+                             << attr.getValue();
+    return success();
+  }
   if (name == kRoleAttr || name == kIndexAttr || name == kNoGradAttr)
     return op->emitError() << "'" << name
                            << "' belongs on a function argument or result";
@@ -177,7 +188,7 @@ static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
   }
   if (name == kKernelKindAttr || name == kPrimalAttr || name == kSaveAttr ||
       name == kVariantAttr || name == kAffineStatesAttr ||
-      name == kStateReadsAttr)
+      name == kStateReadsAttr || name == kChunkWidthAttr)
     return fail() << "'" << name << "' belongs on an op, not on a "
                   << (what == "argument" ? "function argument"
                                          : "function result");

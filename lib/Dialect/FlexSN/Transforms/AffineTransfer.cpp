@@ -233,6 +233,8 @@ struct FlexSNAffineTransferPass
         a.slice(nIn + nLag, nLag), a.slice(nIn + 2 * nLag, nSt),
         a.drop_front(nIn + 2 * nLag + nSt), scan.getReverseAttr(),
         /*final_states=*/UnitAttr(), DenseI64ArrayAttr());
+    if (Attribute chunk = scan->getAttr(kChunkWidthAttr))
+      newScan->setAttr(kChunkWidthAttr, chunk);
     func::ReturnOp::create(b, scan.getLoc(), newScan.getResults());
     if (failed(buildBody(scan, newScan, ct)))
       return failure();

@@ -488,6 +488,8 @@ void Differentiator::buildForward() {
       /*reverse=*/UnitAttr(),
       /*final_states=*/finalPair ? b.getUnitAttr() : UnitAttr(),
       DenseI64ArrayAttr());
+  if (Attribute chunk = scan->getAttr(kChunkWidthAttr))
+    newScan->setAttr(kChunkWidthAttr, chunk);
   IRMapping map;
   scan.getBody().cloneInto(&newScan.getBody(), map);
   YieldOp yield = newScan.getYield();
@@ -691,6 +693,8 @@ FailureOr<func::FuncOp> Differentiator::buildBackward() {
       /*final_states=*/b.getUnitAttr(),
       sig.sums.empty() ? DenseI64ArrayAttr()
                        : b.getDenseI64ArrayAttr(sig.sums));
+  if (Attribute chunk = scan->getAttr(kChunkWidthAttr))
+    bscan->setAttr(kChunkWidthAttr, chunk);
   Block *body = b.createBlock(&bscan.getBody());
   unsigned numBodyArgs = scanIns.size() + numSt + states.size() + numPa;
   for (unsigned i = 0; i < numBodyArgs; ++i)

@@ -32,6 +32,9 @@ inline constexpr llvm::StringLiteral kSaveAttr = "flexsn.save";
 /// affine in the states, and which states it reads.
 inline constexpr llvm::StringLiteral kAffineStatesAttr = "flexsn.affine_states";
 inline constexpr llvm::StringLiteral kStateReadsAttr = "flexsn.state_reads";
+/// On a flexsn.scan: its sequences hold chunks of steps side by side, each
+/// neuron row `flexsn.chunk_width` wide (GPU kernels; see the op's doc).
+inline constexpr llvm::StringLiteral kChunkWidthAttr = "flexsn.chunk_width";
 
 } // namespace flexsn
 } // namespace mlir
