@@ -96,13 +96,15 @@ public:
 
   /// Where the group's neuron sits in a row of a sequence: the neuron
   /// itself, or with chunks side by side (flexsn.chunk_width W, T steps a
-  /// chunk) its chunk's first element (neuron / W) * T * W plus neuron % W.
-  void setChunkedRows(Value width, Value steps) {
+  /// chunk) its chunk's first element (neuron / W) * T * W plus neuron % W,
+  /// where `whole` (NCL a multiple of W; else rows of NCL, in bounds).
+  void setChunkedRows(Value width, Value steps, Value whole) {
     Value chunk = arith::DivUIOp::create(b, loc, neuron, width);
     Value chunkStart = arith::MulIOp::create(
         b, loc, chunk, arith::MulIOp::create(b, loc, steps, width));
-    chunkedNeuron = arith::AddIOp::create(
+    Value chunked = arith::AddIOp::create(
         b, loc, chunkStart, arith::RemUIOp::create(b, loc, neuron, width));
+    chunkedNeuron = arith::SelectOp::create(b, loc, whole, chunked, neuron);
   }
   Value seqNeuron() const { return chunkedNeuron ? chunkedNeuron : neuron; }
 
@@ -474,8 +476,14 @@ SmallVector<Value> TimeLoopEmitter::emit() {
   tLast = arith::SubIOp::create(b, loc, ops.tSize, one);
   rowStride = ops.ncl;
   if (auto width = scan->getAttrOfType<IntegerAttr>(kChunkWidthAttr)) {
-    rowStride = e.cst(width.getInt());
-    e.setChunkedRows(rowStride, ops.tSize);
+    // Whole chunks only: a launch whose NCL is not a multiple of W reads
+    // rows of NCL, as without the attribute, never past its tensors.
+    Value w = e.cst(width.getInt());
+    Value whole = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::eq,
+        arith::RemUIOp::create(b, loc, ops.ncl, w), zero);
+    rowStride = arith::SelectOp::create(b, loc, whole, w, ops.ncl);
+    e.setChunkedRows(w, ops.tSize, whole);
   }
 
   // How many steps of reads are in flight: see choosePrefetchDepth.

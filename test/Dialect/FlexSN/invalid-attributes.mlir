@@ -58,7 +58,7 @@ func.func @f() attributes {flexsn.role = "input"} { return }
 
 // -----
 
-// expected-error @+1 {{unknown attribute 'flexsn.colour' of the flexsn dialect (known: flexsn.kernel, flexsn.primal, flexsn.role, flexsn.index, flexsn.no_grad, flexsn.save, flexsn.variant, flexsn.affine_states, flexsn.state_reads)}}
+// expected-error @+1 {{unknown attribute 'flexsn.colour' of the flexsn dialect (known: flexsn.kernel, flexsn.primal, flexsn.role, flexsn.index, flexsn.no_grad, flexsn.save, flexsn.variant, flexsn.affine_states, flexsn.state_reads, flexsn.chunk_width)}}
 func.func @f() attributes {flexsn.colour = "red"} { return }
 
 // -----
@@ -161,3 +161,30 @@ func.func @f(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<?x?xf32> {
 
 // expected-error @+1 {{argument #0: 'flexsn.state_reads' belongs on an op, not on a function argument}}
 func.func @f(%x: f32 {flexsn.state_reads = []}) { return }
+
+// -----
+
+// expected-error @+1 {{'flexsn.chunk_width' belongs on a flexsn.scan}}
+func.func @f() attributes {flexsn.chunk_width = 8 : i64} { return }
+
+// -----
+
+func.func @f(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{'flexsn.chunk_width' must be an i64 of at least 1 (the neurons of a chunk's row), got 0 : i64}}
+  %o, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) attributes {flexsn.chunk_width = 0 : i64} -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %vt: f32):
+    flexsn.yield %xt, %vt : f32, f32
+  }
+  return %o : tensor<?x?xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{'flexsn.chunk_width' must be an i64 of at least 1 (the neurons of a chunk's row), got 8 : i32}}
+  %o, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) attributes {flexsn.chunk_width = 8 : i32} -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %vt: f32):
+    flexsn.yield %xt, %vt : f32, f32
+  }
+  return %o : tensor<?x?xf32>
+}
