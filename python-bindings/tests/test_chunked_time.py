@@ -36,6 +36,17 @@ def _neuron(core, device, seqs=False, dtype=torch.float32):
     return flexsn.FlexSN(core, num_states=1, static_inputs=(tau, v_th), store_state_seqs=seqs)
 
 
+def _call_from(m, x, v0, seqs):
+    """A call of `m` on `x` from the state `v0`: [output, final state] (and
+    the state sequence where the module stores it)."""
+    def run():
+        m.reset()
+        m.states = [v0.clone()]
+        out = m(x)
+        return [out, m.states[0]] + (list(m.state_seqs) if seqs else [])
+    return run
+
+
 def _bits(t):
     return t.view(torch.int32)
 
@@ -47,11 +58,7 @@ def test_chunks_give_the_sequential_scan_bit_for_bit(device, core, seqs):
     m = _neuron(core, device, seqs)
     x = torch.rand(256, 4, 6, device=device) * 2
     v0 = torch.rand(4, 6, device=device)
-    def run():
-        m.reset()
-        m.states = [v0.clone()]
-        out = m(x)
-        return [out, m.states[0]] + (list(m.state_seqs) if seqs else [])
+    run = _call_from(m, x, v0, seqs)
     with torch.no_grad():
         want = run()
         assert not torch.equal(want[1], v0)
@@ -271,15 +278,25 @@ def test_two_inputs_two_states_two_outputs(device, training):
         assert torch.equal(_bits(a), _bits(b))
 
 
-def _random_core(rng, num_states):
+def _random_core(rng, num_states, affine=False):
     """A random elementwise step over (x, states...): each new state a
-    leak of the old plus a bounded mix of values, one output."""
-    ops = []
-    n = 1 + num_states
-    for _ in range(int(rng.integers(2, 7))):
-        ops.append((str(rng.choice(["add", "mul", "tanh", "sigmoid", "where", "spike"])),
-                    int(rng.integers(0, n)), int(rng.integers(0, n)),
-                    float(rng.uniform(-1.5, 1.5))))
+    leak of the old plus a bounded mix of values, one output. `affine`:
+    state-dependent values meet only sums, products with state-free values
+    and choices on the input (functions of the input alone are free), and
+    the mix is linear: the compiler proves every state affine."""
+    kinds = ["add", "mul", "tanh", "where", "spike"] if affine else \
+        ["add", "mul", "tanh", "sigmoid", "where", "spike"]
+    ops, dep, n = [], [False] + [True] * num_states, 1 + num_states
+    bound = 1.0 if affine else 1.5
+    for _ in range(int(rng.integers(3, 8) if affine else rng.integers(2, 7))):
+        kind = str(rng.choice(kinds))
+        i, j = int(rng.integers(0, n)), int(rng.integers(0, n))
+        c = float(rng.uniform(-bound, bound))
+        if affine and (kind == "mul" and dep[i] and dep[j] or
+                       kind in ("tanh", "spike") and dep[i]):
+            kind = "add"
+        ops.append((kind, i, j, c))
+        dep.append(dep[i] or (dep[j] and kind in ("add", "mul", "where")))
         n += 1
     leaks = [float(rng.uniform(0.3, 0.8)) for _ in range(num_states)]
     mixes = [int(rng.integers(1, n)) for _ in range(num_states)]
@@ -291,9 +308,10 @@ def _random_core(rng, num_states):
             a, b = v[i], v[j]
             v.append({"add": lambda: a + b * c, "mul": lambda: a * b,
                       "tanh": lambda: torch.tanh(a), "sigmoid": lambda: torch.sigmoid(a),
-                      "where": lambda: torch.where(a > c, b, a),
+                      "where": lambda: torch.where((x if affine else a) > c, b, a),
                       "spike": lambda: surrogate.ATan()(a - c)}[kind]())
-        new = [leak * s + torch.tanh(v[m]) for leak, s, m in zip(leaks, states, mixes)]
+        new = [leak * s + (0.1 * v[m] if affine else torch.tanh(v[m]))
+               for leak, s, m in zip(leaks, states, mixes)]
         return (v[out] + 0 * x, *new)
     return core
 
@@ -389,12 +407,7 @@ def test_affine_chunks_give_the_sequential_scan_to_rounding(device, core, dtype,
     m = _neuron(core, device, seqs, dtype)
     x = (torch.rand(256, 4, 6, device=device) * 2).to(dtype)
     v0 = torch.rand(4, 6, device=device).to(dtype)
-
-    def run():
-        m.reset()
-        m.states = [v0.clone()]
-        out = m(x)
-        return [out, m.states[0]] + (list(m.state_seqs) if seqs else [])
+    run = _call_from(m, x, v0, seqs)
     with torch.no_grad():
         want = run()
         for chunks in (2, 8, 128):
@@ -529,36 +542,6 @@ def test_affine_training_replays_from_a_cuda_graph():
     assert _close(xg.grad, want.grad, torch.float32)
 
 
-def _random_affine_core(rng, num_states):
-    """A random step whose states update affinely: state-dependent values
-    meet only sums, products with state-free values and choices on the
-    input; functions of the input alone are free to be anything."""
-    ops, dep, n = [], [False] + [True] * num_states, 1 + num_states
-    for _ in range(int(rng.integers(3, 8))):
-        kind = str(rng.choice(["add", "mul", "tanh", "where", "spike"]))
-        i, j, c = int(rng.integers(0, n)), int(rng.integers(0, n)), float(rng.uniform(-1, 1))
-        if kind == "mul" and dep[i] and dep[j] or kind in ("tanh", "spike") and dep[i]:
-            kind = "add"
-        ops.append((kind, i, j, c))
-        dep.append(dep[i] or (dep[j] and kind in ("add", "mul", "where")))
-        n += 1
-    leaks = [float(rng.uniform(0.3, 0.8)) for _ in range(num_states)]
-    mixes = [int(rng.integers(1, n)) for _ in range(num_states)]
-    out = int(rng.integers(1, n))
-
-    def core(x, *states):
-        v = [x, *states]
-        for kind, i, j, c in ops:
-            a, b = v[i], v[j]
-            v.append({"add": lambda: a + b * c, "mul": lambda: a * b,
-                      "tanh": lambda: torch.tanh(a),
-                      "where": lambda: torch.where(x > c, b, a),
-                      "spike": lambda: surrogate.ATan()(a - c)}[kind]())
-        new = [leak * s + 0.1 * v[m] for leak, s, m in zip(leaks, states, mixes)]
-        return (v[out] + 0 * x, *new)
-    return core
-
-
 @pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
 def test_random_affine_cores_give_the_sequential_numbers_to_rounding(device, training):
     """Random one- and two-state affine cores in f64 (the compiler proves
@@ -570,7 +553,7 @@ def test_random_affine_cores_give_the_sequential_numbers_to_rounding(device, tra
         num_states = 1 + case % 2
         torch.manual_seed(case)
         x = torch.rand(256, 4, 8, device=device, dtype=torch.float64)
-        call = _random_call(_random_affine_core(rng, num_states), num_states, x, training)
+        call = _random_call(_random_core(rng, num_states, affine=True), num_states, x, training)
         want = call()
         with flexsn.chunked_time(8) as calls:
             got = call()
