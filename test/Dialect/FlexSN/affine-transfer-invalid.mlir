@@ -52,3 +52,26 @@ module {
     return
   }
 }
+
+// -----
+
+// Two scans in one function (not a kernel function): the affine one gets
+// its transfer function, and the function is erased once (no diagnostic).
+module {
+  func.func @two(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> (tensor<?xf32>, tensor<?x?xf32>, tensor<?x?xf32>) {
+    %v = flexsn.scan final_states ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) -> (tensor<?xf32>) {
+    ^bb0(%xt: f32, %vt: f32):
+      %n = arith.addf %vt, %xt : f32
+      flexsn.yield %n : f32
+    }
+    %s, %w = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+    ^bb0(%xt: f32, %vt: f32):
+      %c1 = arith.constant 1.0 : f32
+      %h = arith.addf %vt, %xt : f32
+      %st = flexsn.spike %h surrogate <sigmoid, alpha = 4.0> : f32
+      %vn = arith.mulf %h, %st : f32
+      flexsn.yield %st, %vn : f32, f32
+    }
+    return %v, %s, %w : tensor<?xf32>, tensor<?x?xf32>, tensor<?x?xf32>
+  }
+}

@@ -22,6 +22,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir {
 namespace flexsn {
@@ -167,8 +168,11 @@ struct FlexSNAffineTransferPass
                          << (why.empty() ? "\n  the module holds no scan" : why);
       return signalPassFailure();
     }
+    llvm::SetVector<Operation *> originals;
     for (auto [func, scan] : kernels)
-      func.erase();
+      originals.insert(func);
+    for (Operation *func : originals)
+      func->erase();
   }
 
   /// Why `scan` gets no transfer function ("" when it gets one).
