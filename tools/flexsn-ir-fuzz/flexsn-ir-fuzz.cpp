@@ -3,13 +3,15 @@
 // Feeds arbitrary bytes through what a user's IR meets: parse, verify,
 // canonicalize, flexsn-differentiate, the manifest (and its JSON round
 // trip), the CPU pipeline (to the LLVM
-// dialect) and the GPU pipeline (to PTX, when libdevice is installed).
+// dialect) and the GPU pipeline (to PTX, when libdevice is installed);
+// and flexsn-affine-transfer (replace) with the CPU pipeline after it.
 // Every stage may reject its input with a diagnostic; none may crash, hang
 // or trip a sanitizer. Built with clang only (cmake
 // -DFLEXSN_BUILD_IR_FUZZER=ON); see docs/testing.md for the command.
 //
 //===----------------------------------------------------------------------===//
 
+#include "flexsn/Dialect/FlexSN/Transforms/Passes.h"
 #include "flexsn/InitAllDialects.h"
 #include "flexsn/Pipelines/Pipelines.h"
 #include "flexsn/Target/Manifest.h"
@@ -76,6 +78,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     PassManager pm(&context);
     buildCPUPipeline(pm);
     (void)pm.run(*cpu);
+    // The transfer functions of its affine scans (chunked_time's), lowered.
+    OwningOpRef<ModuleOp> transfer = m.clone();
+    PassManager tpm(&context);
+    FlexSNAffineTransferOptions only;
+    only.replace = true;
+    tpm.addPass(createFlexSNAffineTransfer(only));
+    buildCPUPipeline(tpm);
+    (void)tpm.run(*transfer);
     static const bool hasLibdevice = [] {
       const char *home = std::getenv("CUDA_HOME");
       std::string path = std::string(home ? home : "/usr/local/cuda") +
