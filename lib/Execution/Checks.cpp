@@ -275,16 +275,45 @@ Error harness::finiteDifferenceCheck(ScanOp primal, int64_t T, int64_t NCL,
   return FiniteDifferences(primal, T, NCL, c, cmp).check(got);
 }
 
+int64_t harness::chunkWidth(ScanOp scan, int64_t NCL) {
+  auto width = scan->getAttrOfType<IntegerAttr>(kChunkWidthAttr);
+  if (!width || NCL <= 0 || NCL % width.getInt())
+    return 0;
+  return width.getInt();
+}
+
+/// `v`, a sequence of T steps of NCL neurons, between the kernel's layout
+/// of chunks side by side, W neurons a row (flexsn.chunk_width), and rows
+/// of NCL (the interpreter's): to rows with `toRows`, else back.
+static void reorderChunks(std::vector<double> &v, int64_t T, int64_t NCL,
+                          int64_t W, bool toRows) {
+  std::vector<double> out(v.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t n = 0; n < NCL; ++n) {
+      int64_t chunked = (n / W) * T * W + t * W + n % W, row = t * NCL + n;
+      if (toRows)
+        out[row] = v[chunked];
+      else
+        out[chunked] = v[row];
+    }
+  v.swap(out);
+}
+
 /// The scan operands in operand order (for the interpreter), from the
-/// buffers and the constants of constant initial states.
+/// buffers and the constants of constant initial states; sequences in
+/// rows of NCL whatever the kernel's layout.
 std::vector<std::vector<double>>
 harness::scanOperands(ScanOp scan, const std::vector<HostBuffer> &buffers,
              int64_t NCL) {
   std::vector<std::vector<double>> ops(scan->getNumOperands());
+  int64_t W = chunkWidth(scan, NCL);
   for (const HostBuffer &b : buffers) {
     ArgSource source = getArgSource(scan, b.arg);
-    if (!source.isResult)
-      ops[source.number] = b.decoded();
+    if (source.isResult)
+      continue;
+    ops[source.number] = b.decoded();
+    if (W && getArgShape(b.arg.role) == ArgShape::Sequence)
+      reorderChunks(ops[source.number], b.count / NCL, NCL, W, /*toRows=*/true);
   }
   unsigned firstState = scan.getNumInputs() + 2 * scan.getNumLagged();
   for (unsigned k = 0; k < scan.getNumStates(); ++k)
@@ -303,10 +332,13 @@ Error harness::checkWithInterpreter(ScanOp scan, KernelVariant variant,
   if (failed(interpretScan(scan, variant, T, NCL,
                            scanOperands(scan, buffers, NCL), expected)))
     return makeDiagnosedError();
+  int64_t W = chunkWidth(scan, NCL);
   for (const HostBuffer &b : buffers) {
     if (!isResultRole(b.arg.role))
       continue;
     unsigned idx = getArgSource(scan, b.arg).number;
+    if (W && getArgShape(b.arg.role) == ArgShape::Sequence)
+      reorderChunks(expected[idx], T, NCL, W, /*toRows=*/false);
     ArgDescription m = describeKernelArg(scan, b.arg);
     cmp.compare(m.str() + suffix.str(), b,
                 expected[idx], scan.getComputeType());

@@ -226,6 +226,10 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
   ScanOp primal = scanOf(module, funcName);
   if (!primal)
     return makeError("no kernel function named '" + funcName + "'");
+  if (training && chunkWidth(primal, NCL))
+    return makeError("'" + funcName + "' reads chunks side by side "
+                     "(flexsn.chunk_width): the harness checks that layout "
+                     "for inference and final_state kernels only");
 
   // The kernel that runs first: the primal's, or the training forward.
   ScanOp first =

@@ -101,8 +101,12 @@ struct Comparer {
 using MeaningMap = std::map<std::pair<ArgMeaning, unsigned>,
                             const HostBuffer *>;
 
+/// The chunk width W a launch of `scan` at NCL neurons reads its
+/// sequences in (flexsn.chunk_width, W dividing NCL), else 0 (rows of NCL).
+int64_t chunkWidth(ScanOp scan, int64_t NCL);
 /// The scan operands in operand order (for the interpreter), from the
-/// buffers and the constants of constant initial states.
+/// buffers and the constants of constant initial states; sequences in
+/// rows of NCL whatever the kernel's layout.
 std::vector<std::vector<double>>
 scanOperands(ScanOp scan, const std::vector<HostBuffer> &buffers, int64_t NCL);
 /// Compares every result buffer of a run of `scan`'s kernel of `variant`

@@ -39,14 +39,16 @@ void emitKernelBody(OpBuilder &b, Location loc, ScanOp scan,
   SmallVector<Type> sumTypes;
   collectSumStates(abi, args, sumPtrs, sumTypes);
   SmallVector<Value> sums;
-  if (prefetch == 1) {
+  // Chunks side by side (flexsn.chunk_width) are not runs of consecutive
+  // elements a block could vectorize: one neuron at a time.
+  if (prefetch == 1 && !scan->hasAttr(kChunkWidthAttr)) {
     // Blocks of neurons, time outside, neurons inside: consecutive
     // accesses that LLVM vectorizes (emitBlockScan).
     sums = emitBlockScan(b, loc, scan, variant, args, begin, end,
                          kCPUBlockNeurons);
   } else {
-    // The GPU's pipelined time loop, one neuron at a time (to test
-    // that transformation against the interpreter).
+    // The GPU's time loop (pipelined at prefetch > 1, to test that
+    // transformation against the interpreter), one neuron at a time.
     Value one = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1));
     auto widen = [&](OpBuilder &nb, Value v) -> Value {
       return v.getType() == f64
@@ -210,14 +212,6 @@ struct ConvertFlexSNToCPUKernelsPass
     SmallVector<ScanOp> scans;
     if (failed(collectKernelScans(module, "CPU", scans)))
       return signalPassFailure();
-    for (ScanOp scan : scans)
-      if (scan->hasAttr(kChunkWidthAttr)) {
-        scan.emitOpError() << "has '" << kChunkWidthAttr
-                           << "': chunks side by side in a sequence's rows "
-                              "are read by GPU kernels only (CPU kernels "
-                              "read rows of NCL neurons)";
-        return signalPassFailure();
-      }
     for (ScanOp scan : scans)
       lowerScan(scan, prefetch);
     callLibmForExpm1AndLog1p(module);

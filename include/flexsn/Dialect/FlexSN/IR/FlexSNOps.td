@@ -53,8 +53,8 @@ def FlexSN_ScanOp : FlexSN_Op<"scan", [
     type: the gradient of a parameter shared by all neurons. Kernels reduce
     it in place (per thread, per block, then one atomic add per block).
 
-    `flexsn.chunk_width = W : i64` (GPU kernels; CPU kernels refuse it):
-    the sequences hold chunks of steps side by side. A kernel launched at
+    `flexsn.chunk_width = W : i64`: the sequences hold chunks of steps
+    side by side (CPU kernels scan them one neuron at a time). A kernel launched at
     T steps and NCL neurons reads and writes neuron n's step t at element
     (n / W) * T * W + t * W + n % W, so that a `[C * T, W]` sequence in
     step order holds its NCL / W chunks of T steps where they are
