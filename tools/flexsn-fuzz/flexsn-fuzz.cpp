@@ -27,6 +27,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "flexsn/Dialect/FlexSN/IR/FlexSNDialect.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
 #include "flexsn/Dialect/FlexSN/Transforms/Passes.h"
 #include "flexsn/Dialect/FlexSN/Utils/AffineStates.h"
@@ -766,6 +767,58 @@ FailureOr<SmallVector<std::string>> addTransfers(ModuleOp module, uint64_t seed,
   return names;
 }
 
+/// The NCL at which the chunked run reads kChunkWidth-wide chunks: the
+/// shape's, rounded up to a multiple of the width, two chunks or more.
+constexpr int64_t kChunkWidth = 8;
+int64_t chunkedNCL(const Shape &shape) {
+  return kChunkWidth * std::max<int64_t>(2, (shape.NCL + kChunkWidth - 1) / kChunkWidth);
+}
+
+/// The core again with its sequences holding chunks side by side
+/// (flexsn.chunk_width): its inference and final-state kernels against the
+/// interpreter, which the harness gives the chunks in rows.
+void runChunked(MLIRContext &context, const std::string &text, const Shape &shape,
+                ArrayRef<std::string> backends, const HarnessOptions &options,
+                Outcome &out, llvm::raw_ostream &os) {
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  module->walk([&](flexsn::ScanOp scan) {
+    scan->setAttr(kChunkWidthAttr,
+                  IntegerAttr::get(IntegerType::get(&context, 64), kChunkWidth));
+  });
+  auto func = prepareKernelModule(*module, "core", Type(), /*training=*/false, {});
+  auto fail = [&](StringRef where, llvm::Error e) {
+    out.status = Outcome::Error;
+    out.variant = ("chunked " + where).str();
+    llvm::handleAllErrors(std::move(e), [&](const llvm::ErrorInfoBase &info) {
+      out.what = info.message();
+    });
+  };
+  if (!func)
+    return fail("prepare", func.takeError());
+  for (const std::string &backend : backends) {
+    out.backend = backend;
+    auto runner = backend == "cpu" ? createCPURunner(*module, options, pipeline)
+                                   : createCUDARunner(*module, options, pipeline);
+    if (!runner)
+      return fail("compile", runner.takeError());
+    for (StringRef variant : {"inference", "final_state"}) {
+      auto result = runKernelCase(*module, *func, variant, shape.T, chunkedNCL(shape),
+                                  shape.seed, **runner, options,
+                                  /*check=*/true, /*bench=*/false, os);
+      if (!result)
+        return fail(variant, result.takeError());
+      ++out.kernels;
+      out.masked = std::max(out.masked, result->masked);
+      if (!result->ok) {
+        out.status = Outcome::Mismatch;
+        out.variant = ("chunked " + variant).str();
+        out.what = result->firstFailure;
+        return;
+      }
+    }
+  }
+}
+
 Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
   std::string text = Renderer(core).render();
   Outcome out;
@@ -871,6 +924,10 @@ Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
     if (out.status != Outcome::Ok)
       break;
   }
+  if (out.status == Outcome::Ok)
+    runChunked(context, text, shape, backends, options, out, os);
+  if (out.status == Outcome::Error && out.what.empty())
+    out.what = diagnostics;
   if (clVerbose)
     llvm::errs() << log;
   return out;
@@ -1047,8 +1104,16 @@ Totals runRange(unsigned first, unsigned last) {
     // A transfer kernel's mismatch ("core_backward_transfer final_state")
     // reruns as flexsn-run --transfer=backward --variant=final_state.
     std::string transfer, flagsFor = variant;
+    int64_t ncl = shape.NCL;
+    // A chunked run's ("chunked inference"): flexsn-run --chunk-width.
+    std::string chunked;
+    if (StringRef(o.variant).starts_with("chunked ")) {
+      variant = StringRef(o.variant).drop_front(8).str();
+      chunked = " --chunk-width=" + std::to_string(kChunkWidth);
+      ncl = chunkedNCL(shape);
+    }
     auto [kernel, kernelVariant] = StringRef(o.variant).split(' ');
-    if (!kernelVariant.empty() && kernel.consume_front("core") &&
+    if (chunked.empty() && !kernelVariant.empty() && kernel.consume_front("core") &&
         kernel.consume_back("_transfer")) {
       transfer = kernel.empty() ? "primal" : kernel.drop_front().str();
       variant = kernelVariant.str();
@@ -1062,8 +1127,8 @@ Totals runRange(unsigned first, unsigned last) {
            << "\n"
            << "// RUN: flexsn-run %s --backend=" << o.backend
            << (transfer.empty() ? "" : " --transfer=" + transfer)
-           << " --variant=" << variant << " --T=" << shape.T
-           << " --ncl=" << shape.NCL << " --seed=" << shape.seed
+           << " --variant=" << variant << chunked << " --T=" << shape.T
+           << " --ncl=" << ncl << " --seed=" << shape.seed
            << " --tie-margin=" << tieMargin(core)
            << " --tolerance=" << tolerance(core)
            << (isSmooth(core) ? "" : " --finite-differences=false")

@@ -6,7 +6,7 @@
 //              [--dtype=f32|f16|bf16|f64] [--save-ops=OP,...]
 //              [--check] [--bench] [--func=NAME] [--seed=N] [--threads=N]
 //              [--transfer=primal|forward|backward|forward_final|
-//                          backward_final]
+//                          backward_final] [--chunk-width=W]
 //
 // Fills the kernel's inputs, initial states and params with seeded random
 // values, poisons the results with NaN, runs the kernel, and with --check
@@ -28,6 +28,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "flexsn/Dialect/FlexSN/IR/FlexSNDialect.h"
 #include "flexsn/Dialect/FlexSN/IR/FlexSNOps.h"
 #include "flexsn/Dialect/FlexSN/Transforms/Passes.h"
 #include "flexsn/Dialect/FlexSN/Utils/AffineStates.h"
@@ -89,6 +90,12 @@ static cl::opt<std::string> clTransfer(
              "training forward, backward, forward_final or backward_final "
              "scan (with --variant=inference or final_state)"),
     cl::init(""));
+static cl::opt<int64_t> clChunkWidth(
+    cl::cat(runCategory), "chunk-width",
+    cl::desc("give the scans flexsn.chunk_width W: sequences hold chunks of "
+             "steps side by side, W neurons a row (inference and "
+             "final_state; 0: rows of NCL)"),
+    cl::init(0));
 static cl::opt<uint64_t> clSeed(cl::cat(runCategory), "seed",
                                 cl::desc("random seed"), cl::init(0));
 static cl::opt<unsigned> clThreads(cl::cat(runCategory), "threads",
@@ -268,6 +275,13 @@ int main(int argc, char **argv) {
                                pipeline.saveOps.end()));
   if (!funcName)
     return report(funcName.takeError(), 2);
+  if (clChunkWidth < 0)
+    return fail("--chunk-width must be >= 0 (0: rows of NCL)");
+  if (clChunkWidth > 0)
+    module->walk([&](ScanOp scan) {
+      scan->setAttr(kChunkWidthAttr,
+                    IntegerAttr::get(IntegerType::get(&context, 64), clChunkWidth));
+    });
   if (!transfer.empty()) {
     std::string error;
     funcName = addTransfer(*module, *funcName, transfer, error);

@@ -13,6 +13,10 @@
 // RUN: flexsn-run %s --backend=cpu --T=5 --ncl=128 --prefetch=3 --check | FileCheck %s --check-prefix=RAN
 // RUN: flexsn-run %s --backend=cpu --T=5 --ncl=96 --check | FileCheck %s --check-prefix=RAN
 // RUN: not flexsn-run %s --backend=cpu --variant=backward --T=5 --ncl=128 2>&1 | FileCheck %s --check-prefix=TRAIN
+// flexsn-run --chunk-width sets the attribute (the fuzzer's reproducer):
+// RUN: flexsn-run %s --backend=cpu --chunk-width=32 --T=5 --ncl=128 --check | FileCheck %s --check-prefix=RAN
+// RUN: not flexsn-run %s --backend=cpu --chunk-width=-1 2>&1 | FileCheck %s --check-prefix=NEG
+// NEG: error: --chunk-width must be >= 0 (0: rows of NCL)
 // RUN: flexsn-opt %s --convert-flexsn-to-cpu-kernels | FileCheck %s --check-prefix=CPU
 
 // CHECK-LABEL: gpu.func @li_inference(
