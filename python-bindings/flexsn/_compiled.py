@@ -206,7 +206,9 @@ class ChunkedCalls:
 @contextlib.contextmanager
 def chunked_time(chunks="auto", rounds: int = 4, scheme: str = "auto"):
     """Calls made inside run their T steps as `chunks` chunks of T / chunks
-    steps side by side, the chunks as extra neurons of one launch.
+    steps side by side, the chunks as extra neurons of one launch (on a
+    GPU with NCL a multiple of 8 the kernels read each chunk where it
+    lies; else the steps are copied into chunk rows and back).
 
     ``chunks="auto"`` chooses per call, from T, NCL, the device and whether
     a CUDA graph is being captured: on a GPU, chunks where the sequential
@@ -226,7 +228,8 @@ def chunked_time(chunks="auto", rounds: int = 4, scheme: str = "auto"):
     pure integrator included. The carries compose in another order than the
     steps do, so results agree with the sequential scan to rounding (a
     spike can differ only where the membrane lies within rounding of the
-    threshold). A training call's backward then settles as below. Forcing
+    threshold). A training call's backward composes the transposed chunk
+    maps the same way (two backward launches and a carry). Forcing
     "affine" on a core that is not raises the compiler's reason.
 
     ``scheme="settle"`` (``"auto"`` for other cores: a reset through a
@@ -247,10 +250,10 @@ def chunked_time(chunks="auto", rounds: int = 4, scheme: str = "auto"):
     not divide, a half-precision training call (its backward carries
     adjoints in float32, which chunk borders would round), a call inside
     recompute_states() and a call under torch.compile run as before. Each
-    round compares states on the host: a device sync, so a call being
-    captured into a CUDA graph runs as before unless it is an inference
-    call of the affine scheme. Yields a :class:`ChunkedCalls` that counts what the calls
-    did. On the CPU, "bit for bit" needs every neuron computed alike: a
+    settling round compares states on the host: a device sync, so a call
+    being captured into a CUDA graph runs as before unless its core is
+    affine. Yields a :class:`ChunkedCalls` that counts what the calls did.
+    On the CPU, "bit for bit" needs every neuron computed alike: a
     core with a function of glibc's vector math library (exp, log, ...)
     rounds it there in the vectorized loop and as libm does in its scalar
     remainder (a few ulps apart), so the chunks, placed otherwise, may
