@@ -12,8 +12,6 @@ sequential scan's steps, so they, and what follows from them, agree with
 it to rounding, not bit for bit."""
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from . import _compiled, _program
@@ -106,39 +104,34 @@ class AffineChunks:
                 for f, i in zip(firsts, self.seqs)]
 
 
-_unavailable = object()
+class _NotAffine:
+    """A configuration without a transfer function, and why (the
+    compiler's reason, or the dtype the carry lacks)."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
 
 
 def affine_chunks(compiled, dtype, device, p_dtypes, p_scalar, state_dtype,
-                  chunk_width: int = 0) -> Optional[AffineChunks]:
-    """The configuration's AffineChunks (states stored as `state_dtype`;
-    `chunk_width`: as InferenceConfig's), None where the core's states do
-    not all update affinely (or it computes in a type the carry lacks)."""
+                  chunk_width: int = 0) -> tuple:
+    """(the configuration's AffineChunks, states stored as `state_dtype`,
+    `chunk_width` as InferenceConfig's; or None and why not: the core's
+    states do not all update affinely, as the compiler says, or it computes
+    in a type the carry lacks)."""
     key = ("affine", dtype, device, tuple(p_dtypes), tuple(p_scalar), state_dtype,
            chunk_width)
     got = compiled.prepared.get(key)
     if got is None:
-        got = _unavailable
+        got = _NotAffine(f"the carry computes in float32 or float64, not {dtype}")
         if dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
             try:
                 got = AffineChunks(compiled, dtype, device, p_dtypes, p_scalar, state_dtype,
                                    chunk_width)
             except FlexSNError as e:
-                if "no scan updates its states affinely" not in str(e):
+                text = str(e)
+                _, found, why = text.partition("no chunked parallel scan can be built:")
+                if not found:
                     raise
+                got = _NotAffine(why.strip().replace("@core: ", "the core's "))
         compiled.prepared[key] = got
-    return None if got is _unavailable else got
-
-
-def why_not_affine(compiled, dtype, device, p_dtypes, p_scalar) -> str:
-    """The compiler's reason the core has no transfer function."""
-    n_in, k, n_p = compiled.num_inputs, compiled.num_states, len(p_dtypes)
-    target, chip, _ = _compiled._where(device)
-    ir = compiled.ir([dtype] * (n_in + k), p_dtypes, p_scalar, [False] * (n_in + k + n_p))
-    try:
-        _program.get_program(ir, target, chip, transfer=True)
-    except FlexSNError as e:
-        text = str(e)
-        _, found, why = text.partition("can be built:")
-        return why.strip().replace("@core: ", "the core's ") if found else text
-    return ""
+    return (None, got.reason) if isinstance(got, _NotAffine) else (got, "")

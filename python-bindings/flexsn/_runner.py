@@ -188,12 +188,11 @@ def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor
         return None  # not even the cheaper scheme would pay: nothing compiled
     affine = None
     if scheme != "settle":
-        affine = _affine.affine_chunks(compiled, dtype, first.device, p_dtypes, p_scalar,
-                                       _border(dtype), width)
+        affine, why = _affine.affine_chunks(compiled, dtype, first.device, p_dtypes,
+                                            p_scalar, _border(dtype), width)
         if affine is None and scheme == "affine":
             raise FlexSNError("chunked_time(scheme='affine') needs a core whose states all "
-                              "update affinely: " + _affine.why_not_affine(
-                                  compiled, dtype, first.device, p_dtypes, p_scalar))
+                              "update affinely: " + why)
     if affine is None and first.is_cuda and torch.cuda.is_current_stream_capturing():
         return None
     if chunks == "auto":
