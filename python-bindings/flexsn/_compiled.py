@@ -198,6 +198,13 @@ class ChunkedCalls:
     def __init__(self):
         self.calls = self.affine = self.launches = self.sequential = 0
 
+    def from_carries(self) -> None:
+        """Counts a call from composed carries: the transfer, carry and
+        core launches."""
+        self.calls += 1
+        self.affine += 1
+        self.launches += 3
+
     def __repr__(self):
         return (f"ChunkedCalls(calls={self.calls}, affine={self.affine}, "
                 f"launches={self.launches}, sequential={self.sequential})")

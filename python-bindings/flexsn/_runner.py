@@ -286,9 +286,7 @@ def run_chunks(prep: InferenceConfig, xs: list, s0: list, ps: list, want_seqs: b
             finals = [lay.last_steps(q) for q in seqs]
         return (outs, seqs, finals), finals
     if affine is not None:
-        record.calls += 1
-        record.affine += 1
-        record.launches += 3
+        record.from_carries()
         outs, seqs, finals = launch(affine.starts(inputs, first, params, chunks)[0])[0]
     else:
         settled = _settle(launch, first, lay, rounds, record)
@@ -374,9 +372,7 @@ def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
             states = [res[i] for i in pair.state_ix]
             return res, (states if pair.final else [lay.last_steps(q) for q in states])
         if affine is not None:
-            record.calls += 1
-            record.affine += 1
-            record.launches += 3
+            record.from_carries()
             starts, a = affine.starts(plain[:n_in], plain[n_in:n_in + n_st],
                                       plain[n_in + n_st:], chunks)
             settled = launch(starts)[0], starts
