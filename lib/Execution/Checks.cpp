@@ -276,10 +276,8 @@ Error harness::finiteDifferenceCheck(ScanOp primal, int64_t T, int64_t NCL,
 }
 
 int64_t harness::chunkWidth(ScanOp scan, int64_t NCL) {
-  auto width = scan->getAttrOfType<IntegerAttr>(kChunkWidthAttr);
-  if (!width || NCL <= 0 || NCL % width.getInt())
-    return 0;
-  return width.getInt();
+  int64_t width = scan.getChunkWidth();
+  return width && NCL > 0 && NCL % width == 0 ? width : 0;
 }
 
 /// `v`, a sequence of T steps of NCL neurons, between the kernel's layout

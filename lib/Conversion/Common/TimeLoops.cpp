@@ -475,10 +475,10 @@ SmallVector<Value> TimeLoopEmitter::emit() {
   one = e.cst(1);
   tLast = arith::SubIOp::create(b, loc, ops.tSize, one);
   rowStride = ops.ncl;
-  if (auto width = scan->getAttrOfType<IntegerAttr>(kChunkWidthAttr)) {
+  if (int64_t width = scan.getChunkWidth()) {
     // Whole chunks only: a launch whose NCL is not a multiple of W reads
     // rows of NCL, as without the attribute, never past its tensors.
-    Value w = e.cst(width.getInt());
+    Value w = e.cst(width);
     Value whole = arith::CmpIOp::create(
         b, loc, arith::CmpIPredicate::eq,
         arith::RemUIOp::create(b, loc, ops.ncl, w), zero);

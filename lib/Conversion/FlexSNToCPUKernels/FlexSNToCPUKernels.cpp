@@ -2,7 +2,6 @@
 
 #include "flexsn/Conversion/Passes.h"
 #include "../Common/TimeLoops.h"
-#include "flexsn/Dialect/FlexSN/IR/FlexSNDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -41,7 +40,7 @@ void emitKernelBody(OpBuilder &b, Location loc, ScanOp scan,
   SmallVector<Value> sums;
   // Chunks side by side (flexsn.chunk_width) are not runs of consecutive
   // elements a block could vectorize: one neuron at a time.
-  if (prefetch == 1 && !scan->hasAttr(kChunkWidthAttr)) {
+  if (prefetch == 1 && !scan.getChunkWidth()) {
     // Blocks of neurons, time outside, neurons inside: consecutive
     // accesses that LLVM vectorizes (emitBlockScan).
     sums = emitBlockScan(b, loc, scan, variant, args, begin, end,

@@ -60,10 +60,8 @@ struct ConvertFlexSNToGPUPass
     // A vector entry's lanes are contiguous and aligned in every row only
     // where the chunk width is a multiple of them.
     for (ScanOp scan : scans)
-      if (auto chunk = scan->getAttrOfType<IntegerAttr>(kChunkWidthAttr);
-          chunk && chunk.getInt() % width) {
-        scan.emitOpError() << "'" << kChunkWidthAttr << "' = "
-                           << chunk.getInt()
+      if (int64_t chunk = scan.getChunkWidth(); chunk % width) {
+        scan.emitOpError() << "'" << kChunkWidthAttr << "' = " << chunk
                            << " is not a multiple of neurons-per-thread ("
                            << width << ")";
         return signalPassFailure();

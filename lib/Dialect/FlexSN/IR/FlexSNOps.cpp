@@ -93,6 +93,11 @@ YieldOp ScanOp::getYield() {
   return cast<YieldOp>(getBodyBlock().getTerminator());
 }
 
+int64_t ScanOp::getChunkWidth() {
+  auto width = (*this)->getAttrOfType<IntegerAttr>(kChunkWidthAttr);
+  return width ? width.getInt() : 0;
+}
+
 Type ScanOp::getComputeType() {
   Block &block = getBodyBlock();
   if (block.getNumArguments() > 0)

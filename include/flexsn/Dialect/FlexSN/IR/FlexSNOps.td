@@ -154,6 +154,9 @@ def FlexSN_ScanOp : FlexSN_Op<"scan", [
       auto sums = getSumStates();
       return sums && ::llvm::is_contained(*sums, static_cast<int64_t>(i));
     }
+
+    /// The neurons of a chunk's row (flexsn.chunk_width), 0 without one.
+    int64_t getChunkWidth();
   }];
 }
 
