@@ -774,49 +774,77 @@ int64_t chunkedNCL(const Shape &shape) {
   return kChunkWidth * std::max<int64_t>(2, (shape.NCL + kChunkWidth - 1) / kChunkWidth);
 }
 
+/// Sets `out` to an error at `where`: the error's message, or for a
+/// diagnosed one the first error diagnostic.
+void recordError(Outcome &out, std::string where, llvm::Error e,
+                 const std::string &diagnostics) {
+  out.status = Outcome::Error;
+  out.variant = std::move(where);
+  llvm::handleAllErrors(
+      std::move(e), [&](const DiagnosedError &) { out.what = diagnostics; },
+      [&](const llvm::ErrorInfoBase &info) { out.what = info.message(); });
+}
+
+/// A kernel function of a prepared module and the variant of it to run.
+using KernelCase = std::pair<std::string, std::string>;
+
+/// Runs `cases` on every backend against the references at T steps of NCL
+/// neurons, counting kernels into `out`. At an error or a mismatch it
+/// stops with `out` saying what, the variant named `prefix`, the function
+/// where it is not `primal`, and the variant; returns whether all ran ok.
+bool runCases(ModuleOp module, StringRef primal, ArrayRef<KernelCase> cases,
+              int64_t T, int64_t NCL, uint64_t seed,
+              ArrayRef<std::string> backends, const HarnessOptions &options,
+              StringRef prefix, const std::string &diagnostics, Outcome &out,
+              llvm::raw_ostream &os) {
+  for (const std::string &backend : backends) {
+    out.backend = backend;
+    auto runner = backend == "cpu" ? createCPURunner(module, options, pipeline)
+                                   : createCUDARunner(module, options, pipeline);
+    if (!runner) {
+      recordError(out, (prefix + "compile").str(), runner.takeError(), diagnostics);
+      return false;
+    }
+    for (const auto &[name, variant] : cases) {
+      std::string label = (prefix + (name == primal ? "" : name + " ") + variant).str();
+      auto result = runKernelCase(module, name, variant, T, NCL, seed, **runner,
+                                  options, /*check=*/true, /*bench=*/false, os);
+      if (!result) {
+        recordError(out, label, result.takeError(), diagnostics);
+        return false;
+      }
+      out.kernels += StringRef(variant).starts_with("backward") ? 2 : 1;
+      out.masked = std::max(out.masked, result->masked);
+      out.skipped += result->skipped;
+      if (!result->ok) {
+        out.status = Outcome::Mismatch;
+        out.variant = label;
+        out.what = result->firstFailure;
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 /// The core again with its sequences holding chunks side by side
 /// (flexsn.chunk_width): its inference and final-state kernels against the
 /// interpreter, which the harness gives the chunks in rows.
 void runChunked(MLIRContext &context, const std::string &text, const Shape &shape,
                 ArrayRef<std::string> backends, const HarnessOptions &options,
-                Outcome &out, llvm::raw_ostream &os) {
+                const std::string &diagnostics, Outcome &out,
+                llvm::raw_ostream &os) {
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
   module->walk([&](flexsn::ScanOp scan) {
     scan->setAttr(kChunkWidthAttr,
                   IntegerAttr::get(IntegerType::get(&context, 64), kChunkWidth));
   });
   auto func = prepareKernelModule(*module, "core", Type(), /*training=*/false, {});
-  auto fail = [&](StringRef where, llvm::Error e) {
-    out.status = Outcome::Error;
-    out.variant = ("chunked " + where).str();
-    llvm::handleAllErrors(std::move(e), [&](const llvm::ErrorInfoBase &info) {
-      out.what = info.message();
-    });
-  };
   if (!func)
-    return fail("prepare", func.takeError());
-  for (const std::string &backend : backends) {
-    out.backend = backend;
-    auto runner = backend == "cpu" ? createCPURunner(*module, options, pipeline)
-                                   : createCUDARunner(*module, options, pipeline);
-    if (!runner)
-      return fail("compile", runner.takeError());
-    for (StringRef variant : {"inference", "final_state"}) {
-      auto result = runKernelCase(*module, *func, variant, shape.T, chunkedNCL(shape),
-                                  shape.seed, **runner, options,
-                                  /*check=*/true, /*bench=*/false, os);
-      if (!result)
-        return fail(variant, result.takeError());
-      ++out.kernels;
-      out.masked = std::max(out.masked, result->masked);
-      if (!result->ok) {
-        out.status = Outcome::Mismatch;
-        out.variant = ("chunked " + variant).str();
-        out.what = result->firstFailure;
-        return;
-      }
-    }
-  }
+    return recordError(out, "chunked prepare", func.takeError(), diagnostics);
+  runCases(*module, *func, {{*func, "inference"}, {*func, "final_state"}}, shape.T,
+           chunkedNCL(shape), shape.seed, backends, options, "chunked ", diagnostics,
+           out, os);
 }
 
 Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
@@ -834,11 +862,7 @@ Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
     return success();
   });
   auto errorOut = [&](const std::string &where, llvm::Error e) {
-    out.status = Outcome::Error;
-    out.variant = where;
-    llvm::handleAllErrors(
-        std::move(e), [&](const DiagnosedError &) { out.what = diagnostics; },
-        [&](const llvm::ErrorInfoBase &info) { out.what = info.message(); });
+    recordError(out, where, std::move(e), diagnostics);
     return out;
   };
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
@@ -889,45 +913,17 @@ Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
   std::vector<std::string> backends = {"cpu"};
   if (cuda)
     backends.push_back("cuda");
-  for (const std::string &backend : backends) {
-    out.backend = backend;
-    auto runner = backend == "cpu"
-                      ? createCPURunner(*module, options, pipeline)
-                      : createCUDARunner(*module, options, pipeline);
-    if (!runner)
-      return errorOut("compile", runner.takeError());
-    SmallVector<StringRef> variants{"inference", "final_state", "backward"};
-    // The automatic saving policy's final-state pair, where it built one.
-    if (SymbolTable::lookupSymbolIn(*module, (*func + "_forward_final")))
-      variants.push_back("backward_final");
-    SmallVector<std::pair<std::string, StringRef>> cases;
-    for (StringRef variant : variants)
-      cases.push_back({*func, variant});
-    for (const std::string &name : *transfers)
-      cases.push_back({name, "final_state"});
-    for (auto &[name, variant] : cases) {
-      auto result = runKernelCase(*module, name, variant, shape.T, shape.NCL,
-                                  shape.seed, **runner, options,
-                                  /*check=*/true, /*bench=*/false, os);
-      if (!result)
-        return errorOut(variant.str(), result.takeError());
-      out.kernels += variant.starts_with("backward") ? 2 : 1;
-      out.masked = std::max(out.masked, result->masked);
-      out.skipped += result->skipped;
-      if (!result->ok) {
-        out.status = Outcome::Mismatch;
-        out.variant = name == *func ? variant.str() : name + " " + variant.str();
-        out.what = result->firstFailure;
-        break;
-      }
-    }
-    if (out.status != Outcome::Ok)
-      break;
-  }
-  if (out.status == Outcome::Ok)
-    runChunked(context, text, shape, backends, options, out, os);
-  if (out.status == Outcome::Error && out.what.empty())
-    out.what = diagnostics;
+  SmallVector<KernelCase> cases;
+  for (StringRef variant : {"inference", "final_state", "backward"})
+    cases.push_back({*func, variant.str()});
+  // The automatic saving policy's final-state pair, where it built one.
+  if (SymbolTable::lookupSymbolIn(*module, (*func + "_forward_final")))
+    cases.push_back({*func, "backward_final"});
+  for (const std::string &name : *transfers)
+    cases.push_back({name, "final_state"});
+  if (runCases(*module, *func, cases, shape.T, shape.NCL, shape.seed, backends,
+               options, "", diagnostics, out, os))
+    runChunked(context, text, shape, backends, options, diagnostics, out, os);
   if (clVerbose)
     llvm::errs() << log;
   return out;
@@ -1108,7 +1104,8 @@ Totals runRange(unsigned first, unsigned last) {
     // A chunked run's ("chunked inference"): flexsn-run --chunk-width.
     std::string chunked;
     if (StringRef(o.variant).starts_with("chunked ")) {
-      variant = StringRef(o.variant).drop_front(8).str();
+      variant = StringRef(o.variant).ends_with("final_state") ? "final_state"
+                                                               : "inference";
       chunked = " --chunk-width=" + std::to_string(kChunkWidth);
       ncl = chunkedNCL(shape);
     }
