@@ -404,13 +404,13 @@ class _ChunkedRun:
         # chunk maps are their transposes
         self.affine = self.a = None
 
-    def backward(self, leaves: list, grads: tuple) -> list:
-        """Each leaf's gradient (None where none is wanted): the backward
+    def backward(self, leaves: list, kept: list, grads: tuple) -> list:
+        """Each leaf's gradient (None where none is wanted), `kept` the
+        forward results the backward reads: the backward
         kernel over the chunks, each chunk's end adjoint the first-state
         adjoint of the chunk after, again until those repeat bit for bit;
         else the sequential forward and backward."""
         pair, lay, n_in, n_st = self.pair, self.lay, self.n_in, self.n_st
-        kept = [self.res[i] for i in pair.kept_ix]
         n_out = len(pair.out_ix)
         grads = [None if g is None else g.contiguous() for g in grads]
         g_out, g_state = grads[:n_out], grads[n_out:]
@@ -500,18 +500,25 @@ class _ChunkedRun:
 class _ChunkedTraining(torch.autograd.Function):
     """One autograd node for run_chunks_training: forward returns the
     settled launch's outputs and state results (chunks side by side);
-    backward runs _ChunkedRun.backward."""
+    backward runs _ChunkedRun.backward. What the backward reads is saved
+    through the node, not held by the run: an output the run held would
+    hold the node that holds the run, a cycle that kept every call's
+    results alive until Python's garbage collector ran."""
 
     @staticmethod
     def forward(ctx, run, *leaves):
-        ctx.run = run
-        ctx.save_for_backward(*leaves)
-        return tuple(run.res[i] for i in run.pair.out_ix + run.pair.state_ix)
+        pair = run.pair
+        ctx.run, ctx.num_leaves = run, len(leaves)
+        ctx.save_for_backward(*leaves, *(run.res[i] for i in pair.kept_ix))
+        outs = tuple(run.res[i] for i in pair.out_ix + pair.state_ix)
+        run.res = None
+        return outs
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, *grads):
-        return (None, *ctx.run.backward(list(ctx.saved_tensors), grads))
+        saved, n = list(ctx.saved_tensors), ctx.num_leaves
+        return (None, *ctx.run.backward(saved[:n], saved[n:], grads))
 
 
 _BITS = {2: torch.int16, 4: torch.int32, 8: torch.int64}

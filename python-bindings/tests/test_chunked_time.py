@@ -179,6 +179,38 @@ def test_training_from_zero_states_with_only_the_input_learning(device):
         assert torch.equal(_bits(a), _bits(b))
 
 
+@pytest.mark.parametrize("scheme", ["settle", "affine"])
+def test_a_training_call_holds_nothing_after_its_backward(device, scheme):
+    """Nothing of a chunked training call outlives its graph without the
+    garbage collector: its autograd node keeps what the backward reads as
+    saved tensors, not in a cycle with its outputs (which held every
+    call's results until a collection, and made each call allocate anew)."""
+    import gc
+    import weakref
+    m, x, v0 = _trainable(_li, device, torch.float32, True)
+    gc.collect()
+    gc.disable()
+    try:
+        with flexsn.chunked_time(8, scheme=scheme):
+            m.reset()
+            m.states = [v0]
+            out = m(x)
+        node, seen = out.grad_fn, set()
+        while type(node).__name__ != "_ChunkedTrainingBackward":
+            seen.add(node)
+            node = next(n for n, _ in node.next_functions if n is not None and n not in seen)
+        run = weakref.ref(node.run)
+        seq = weakref.ref(m.state_seqs[0])
+        del node, seen
+        (out.sum() + m.state_seqs[0].sum()).backward()
+        assert x.grad is not None and run() is not None
+        del out
+        m.reset()
+        assert run() is None and seq() is None
+    finally:
+        gc.enable()
+
+
 def test_a_backward_that_does_not_settle_runs_the_sequential_one(device):
     """rounds=2: the forward settles as chunks, the backward (whose
     adjoint forgets more slowly here) does not and runs the sequential
