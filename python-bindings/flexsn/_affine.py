@@ -9,7 +9,16 @@ identity. A carry kernel then walks the chunks in order, s_c = A_c s_(c-1)
 its first state (the fix-up pass). Three launches, no host sync: a CUDA
 graph can hold them. The carries compose in another order than the
 sequential scan's steps, so they, and what follows from them, agree with
-it to rounding, not bit for bit."""
+it to rounding, not bit for bit.
+
+The backward of any core is affine in the adjoints, given what its
+forward saved: a chunk of the reverse-time backward scan maps the adjoint
+past its last step c to the adjoint of its first state as M c + b, reset
+or not. The compiler's backward transfer kernel gives every chunk's (M, b)
+in one launch; the carry kernel walks the chunks from the last, each
+chunk's end adjoint the first-state adjoint of the chunk after; the
+backward kernel then runs every chunk from its end adjoint
+(AdjointChunks)."""
 from __future__ import annotations
 
 import torch
@@ -50,6 +59,23 @@ def _carry_ir(k: int, ct: str) -> str:
         "}", ""])
 
 
+class _Carry:
+    """The carry kernel of k states in `compute` (float32 or float64): a
+    scan over chunks, s <- A s + b, A row-major."""
+
+    def __init__(self, k: int, compute, device):
+        target, chip, index = _compiled._where(device)
+        carry = _program.get_program(_carry_ir(k, _NAMES[compute]), target, chip)
+        self.binding = _program.KernelBinding(carry.entry("carry_inference", index),
+                                              _compiled._leaf_positions(k * k + k, k, 0))
+        self.seqs = [self.binding.index(("state_seq", s)) for s in range(k)]
+
+    def __call__(self, a: list, b: list, s0: list) -> list:
+        """The carries after each chunk, [chunks, *S] per state."""
+        res = self.binding(a + b + s0)
+        return [res[i] for i in self.seqs]
+
+
 class AffineChunks:
     """The transfer and carry kernels of one inference configuration."""
 
@@ -65,43 +91,102 @@ class AffineChunks:
             program.entry("core_transfer_final_state", index),
             _compiled._leaf_positions(n_in, k + k * k, n_p))
         self.ends = [self.transfer.index(("final_state", s)) for s in range(k + k * k)]
-        carry = _program.get_program(_carry_ir(k, _NAMES[self.compute]), target, chip)
-        self.carry = _program.KernelBinding(
-            carry.entry("carry_inference", index),
-            _compiled._leaf_positions(k * k + k, k, 0))
-        self.seqs = [self.carry.index(("state_seq", s)) for s in range(k)]
+        self.carry = _Carry(k, self.compute, device)
 
-    def starts(self, inputs: list, first: list, params: list, chunks: int) -> tuple:
-        """(each chunk's first states, [chunks, *S] per state; each chunk's
-        A, row-major, [chunks, *S] per entry): `inputs` and `params` laid
-        out as chunks side by side, `first` the call's initial states."""
+    def starts(self, inputs: list, first: list, params: list, chunks: int) -> list:
+        """Each chunk's first states, [chunks, *S] per state: `inputs` and
+        `params` laid out as chunks side by side, `first` the call's
+        initial states."""
         k, like = self.k, first[0]
         shape = (chunks, *like.shape)
-        zeros = [torch.zeros(shape, dtype=s.dtype, device=s.device) for s in first]
-        eye = [torch.full(shape, float(i == j), dtype=self.compute, device=like.device)
+        # from zeros and the identity (an initial state not given reads as zeros)
+        eye = [torch.ones(shape, dtype=self.compute, device=like.device) if i == j else None
                for i in range(k) for j in range(k)]
-        res = self.transfer(inputs + zeros + eye + params)
+        res = self.transfer(inputs + [None] * k + eye + params)
         ends = [res[i] for i in self.ends]
         b = [e.to(self.compute) for e in ends[:k]]
         a = ends[k:]
-        seqs = self.carry(a + b + [s.to(self.compute) for s in first])
-        return [torch.cat([s.unsqueeze(0), seqs[i][:-1].to(s.dtype)])
-                for s, i in zip(first, self.seqs)], a
+        seqs = self.carry(a, b, [s.to(self.compute) for s in first])
+        return [torch.cat([s.unsqueeze(0), q[:-1].to(s.dtype)])
+                for s, q in zip(first, seqs)]
 
-    def adjoint_ends(self, a: list, firsts: list) -> list:
-        """Each chunk's end adjoint of the states, [chunks, *S] per state
-        (zeros past the last chunk), from `firsts`, each chunk's first-state
-        adjoint with zeros at its end (the caller's gradient at the last
-        chunk's): a chunk's first-state adjoint is A^T times its end
-        adjoint plus that, and its end adjoint the first-state adjoint of
-        the chunk after. The carry kernel walks the chunks backwards."""
-        k = self.k
-        flip = [f[:-1].flip(0).to(self.compute) for f in firsts]
-        at = [a[j * k + i][:-1].flip(0) for i in range(k) for j in range(k)]  # A^T
-        seqs = self.carry(at + flip + [f[-1].to(self.compute) for f in firsts])
-        # seqs[t]: the first-state adjoint of chunk C-2-t; chunk c's end is chunk c+1's first
-        return [torch.cat([seqs[i].flip(0).to(f.dtype), f[-1:], torch.zeros_like(f[:1])])[1:]
-                for f, i in zip(firsts, self.seqs)]
+
+class NoAdjointChunks(Exception):
+    """A training pair whose backward transfer kernel cannot serve the
+    chunks, and why."""
+
+
+class AdjointChunks:
+    """The backward transfer and carry kernels of one training pair (see
+    the module's docstring). The transfer function's reads are the
+    backward's, by their place in the scan's operand groups (inputs, lagged
+    sequences and their first rows, parameters); its states are the
+    backward scan's (the adjoint carried for each forward state, then any
+    parameter-gradient sums), then their Jacobian, row-major."""
+
+    def __init__(self, program, pair, k: int, index: int):
+        backward = pair._backward_entry.info
+        name = backward["name"] + "_transfer_final_state"
+        if name not in program.kernels:
+            raise NoAdjointChunks(f"the compiler built no transfer function for {name[:-20]}")
+        entry = program.entry(name, index)
+        info = entry.info
+        ptrs = [a for a in backward["args"] if a["kind"] == "ptr"]
+        meaning = {(a["role"], a["index"]): (a["meaning"], a["meaning_index"]) for a in ptrs}
+        # the backward scan state that carries each forward state's adjoint
+        carried = {a["meaning_index"]: a["index"] for a in ptrs
+                   if a["role"] == "final_state" and a["meaning"] == "grad_init_state"}
+        if sorted(carried) != list(range(k)):
+            raise NoAdjointChunks("the backward does not give every state's adjoint")
+        n_states = info["num_states"]
+        kb = next((j for j in range(1, n_states + 1) if j + j * j == n_states), 0)
+        n = len(pair.positions)
+        positions, self.fill = {}, []
+        for a in info["args"]:
+            if a["kind"] != "ptr" or a["role"] in ("output", "state_seq", "final_state"):
+                continue
+            key = (a["meaning"], a["meaning_index"])
+            if a["role"] == "init_state":
+                positions[key] = n + a["index"]
+                continue
+            mine = meaning.get((a["role"], a["index"]))
+            if mine is None or mine not in pair.positions:
+                raise NoAdjointChunks(f"the backward transfer reads {a['role']} #{a['index']}, "
+                                      "which the backward does not")
+            positions[key] = pair.positions[mine]
+            if not a.get("optional", False):
+                self.fill.append((pair.positions[mine], _program.DTYPES[a["dtype"]]))
+        self.transfer = _program.KernelBinding(entry, positions)
+        self.k, self.kb, self.n = k, kb, n
+        self.carries = [carried[s] for s in range(k)]
+        self.compute = _program.DTYPES[info["compute_type"]]
+        self.b = [self.transfer.index(("final_state", carried[s])) for s in range(k)]
+        self.m = [self.transfer.index(("final_state", kb + carried[i] * kb + carried[j]))
+                  for i in range(k) for j in range(k)]
+        self.carry = _Carry(k, self.compute,
+                            _program._device_of(pair.forward.cuda, pair.forward.device))
+
+    def ends(self, args: list, chunks: int, last: list) -> list:
+        """Each chunk's end adjoint of the states, [chunks, *S] per state:
+        `args` a backward call's tensors (the chunks side by side; a
+        gradient the caller has not given None), `last` the last chunk's
+        (the caller's gradient of the final states, or zeros)."""
+        args = list(args)
+        seq = args[0]
+        for pos, dtype in self.fill:  # a gradient not given: zeros, read as such
+            if args[pos] is None:
+                args[pos] = torch.zeros(seq.shape, dtype=dtype, device=seq.device)
+        shape, kb = (chunks, *seq.shape[2:]), self.kb
+        extra = [None] * (kb + kb * kb)
+        for s in self.carries:
+            extra[kb + s * kb + s] = torch.ones(shape, dtype=self.compute, device=seq.device)
+        res = self.transfer(args + extra)
+        # the chunks from the last: chunk c's first-state adjoint M_c e_c + b_c
+        # is chunk c-1's end adjoint e_(c-1)
+        m = [res[i][1:].flip(0) for i in self.m]
+        b = [res[i][1:].flip(0) for i in self.b]
+        seqs = self.carry(m, b, [e.to(self.compute) for e in last])
+        return [torch.cat([q.flip(0).to(e.dtype), e.unsqueeze(0)]) for q, e in zip(seqs, last)]
 
 
 class _NotAffine:

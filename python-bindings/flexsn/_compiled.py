@@ -235,22 +235,31 @@ def chunked_time(chunks="auto", rounds: int = 4, scheme: str = "auto"):
     pure integrator included. The carries compose in another order than the
     steps do, so results agree with the sequential scan to rounding (a
     spike can differ only where the membrane lies within rounding of the
-    threshold). A training call's backward composes the transposed chunk
-    maps the same way (two backward launches and a carry). Forcing
-    "affine" on a core that is not raises the compiler's reason.
+    threshold). Forcing "affine" on a core that is not raises the
+    compiler's reason.
+
+    A training call's backward (either scheme but "settle") composes too,
+    for any core: given what its forward saved, the reverse-time backward
+    scan is affine in the adjoints, reset or not. The compiler's backward
+    transfer kernel gives each chunk's map from the adjoint past its last
+    step to its first state's, the carry kernel composes those from the
+    last chunk, and the backward kernel runs every chunk from its end
+    adjoint: three launches, no host sync, the gradients of this forward
+    to rounding.
 
     ``scheme="settle"`` (``"auto"`` for other cores: a reset through a
     spike): each chunk runs from a guess of its first state (the call's
     initial state), then again from the states the chunk before ended with,
     until no chunk's first state changes. Each chunk then starts from the
     sequential scan's state and computes what it computes: outputs, state
-    sequences and final states are the sequential scan's bit for bit. A training call's
-    backward runs the same way from the last chunk (each chunk's end
-    adjoint the first-state adjoint of the chunk after): the gradients of
-    the inputs and initial states are the sequential scan's too, a
-    parameter's sums its steps in another order. At most `rounds` launches
-    each way; a forward not settled by then runs as the sequential scan, a
-    backward as the sequential forward and backward. A launch costs a pass
+    sequences and final states are the sequential scan's bit for bit. With
+    ``scheme="settle"`` a training call's backward runs the same way from
+    the last chunk (each chunk's end adjoint the first-state adjoint of the
+    chunk after): the gradients of the inputs and initial states are the
+    sequential scan's too, a parameter's sums its steps in another order.
+    At most `rounds` launches each way; a forward not settled by then runs
+    as the sequential scan, a backward as the sequential forward and
+    backward. A launch costs a pass
     over all T steps, so this pays where a step's latency, not bandwidth,
     bounds the scan (few neurons, many steps) and a neuron forgets where it
     started (a leak, a reset) within a chunk. A call whose T the chunks do
@@ -318,6 +327,7 @@ class TrainingBinding:
         back.update({(grad_key, s): m + num_outputs + s for s in range(num_states)})
         self._backward_entry = program.entry(bwd_name, index)
         self.backward = _program.KernelBinding(self._backward_entry, back)
+        self.positions = back  # of a backward call's tensors, by meaning
         # Leaves the backward reads; the others are not kept alive for it.
         read = {pos for _, pos in self.backward.reads}
         self.leaf_read = [j in read for j in range(n)]
@@ -386,6 +396,8 @@ class TrainingConfig:
                          chunk_width)
         self._program = _program.get_program(ir, target, chip, differentiate=True,
                                              save_ops="auto")
+        self._source = (ir, target, chip)
+        self._adjoints = {}
         self._index = index
         self._counts = (num_inputs, num_states, num_outputs, num_params,
                         compiled.non_differentiable)
@@ -416,6 +428,23 @@ class TrainingConfig:
                     return None if seqs is None else (seqs.native, seqs.recipe)
                 _backend.note_sequences(pair.native, sequences)
         return pair
+
+    def adjoint_chunks(self, final: bool):
+        """(the backward transfer kernel of the pair `final`, an
+        _affine.AdjointChunks; or None and why not), built on first use."""
+        from . import _affine  # which imports this module
+        got = self._adjoints.get(final)
+        if got is None:
+            ir, target, chip = self._source
+            pair = self._bound(final)
+            try:
+                program = _program.get_program(ir, target, chip, differentiate=True,
+                                               save_ops="auto", transfer=True)
+                got = (_affine.AdjointChunks(program, pair, self._counts[1], self._index), "")
+            except (FlexSNError, _affine.NoAdjointChunks) as e:
+                got = (None, str(e))
+            self._adjoints[final] = got
+        return got
 
     @property
     def seqs(self) -> TrainingBinding:

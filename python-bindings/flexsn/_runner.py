@@ -138,7 +138,7 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
             border = _border(first.dtype)
             r = run_chunks(inference_config(compiled, first.dtype, device, want_seqs, p_dtypes,
                                             p_scalar, border, chunked[-1]),
-                           xs, s0, ps, want_seqs, *chunked, border)
+                           xs, s0, ps, want_seqs, *chunked[:4], chunked[-1], border)
             if r is not None:
                 return r
     else:
@@ -163,13 +163,15 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
 
 def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor,
              p_dtypes, p_scalar) -> Optional[tuple]:
-    """chunked_time's (chunks, rounds, record, affine, width) where this
+    """chunked_time's (chunks, rounds, record, affine, exact, width) where this
     call runs as chunks: T a multiple of at least two steps each, a core with states,
     not traced by torch.compile; a training call not recomputing, and in
     float32 or float64: a half-precision backward carries its adjoints in
     float32 from step to step, which a chunk's first-state adjoint, written
     in the call's dtype, would round. `affine`: the core's AffineChunks
-    where the scheme takes them, else None (the chunks settle). `width`:
+    where the scheme takes them, else None (the chunks settle). `exact`:
+    scheme="settle", whose backward settles too (bit for bit, with host
+    syncs) where the others compose adjoint carries. `width`:
     the row width of the kernels that read the chunks in place (GPU, NCL
     a multiple of 8 lanes), else 0 (the steps are transposed into chunk
     rows and back). A call being captured into a CUDA graph runs as chunks
@@ -199,7 +201,7 @@ def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor
         chunks = auto_chunks(T, NCL, first, training, affine is not None, width > 0)
         if chunks is None:
             return None
-    return chunks, rounds, record, affine, width
+    return chunks, rounds, record, affine, scheme == "settle", width
 
 
 # What a chunked call costs on an H200 (ms; bench/chunked_time.py, LIF and
@@ -287,7 +289,7 @@ def run_chunks(prep: InferenceConfig, xs: list, s0: list, ps: list, want_seqs: b
         return (outs, seqs, finals), finals
     if affine is not None:
         record.from_carries()
-        outs, seqs, finals = launch(affine.starts(inputs, first, params, chunks)[0])[0]
+        outs, seqs, finals = launch(affine.starts(inputs, first, params, chunks))[0]
     else:
         settled = _settle(launch, first, lay, rounds, record)
         if settled is None:
@@ -349,18 +351,25 @@ class _Chunks:
 
 
 def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
-                        chunks: int, rounds: int, record, affine, width):
+                        chunks: int, rounds: int, record, affine, exact, width):
     """A training call's T steps as `chunks` chunks side by side
     (flexsn.chunked_time): (outputs, state sequences or None, final
     states), tied to the leaves by one autograd node; None where `rounds`
-    launches did not settle every chunk's first state. The outputs and
-    states are the sequential scan's bit for bit; so are the gradients of
-    the inputs and initial states (the backward settles as the forward
-    does, or runs as the sequential one), while a gradient summed over
-    steps (a parameter's) sums in another order. From `affine`'s carries,
-    the forward is the sequential scan's to rounding, and the backward
-    that of this forward."""
+    launches did not settle every chunk's first state. Settled, the
+    outputs and states are the sequential scan's bit for bit; from
+    `affine`'s carries, to rounding. The backward composes adjoint
+    carries (the compiler's backward transfer kernel): the gradients are
+    those of this forward to rounding. `exact` (or a backward without a
+    transfer kernel): the backward settles as the forward does, or runs as
+    the sequential one, and the gradients of the inputs and initial states
+    are the sequential scan's bit for bit; a gradient summed over steps (a
+    parameter's) sums in another order either way."""
     pair = prep.pair(want_seqs)
+    adjoint = None
+    if not exact:
+        adjoint = prep.adjoint_chunks(pair.final)[0]
+    if adjoint is None and xs[0].is_cuda and torch.cuda.is_current_stream_capturing():
+        return None  # a settling backward needs the host
     lay = _Chunks(xs[0], chunks, width > 0)
     leaves = [lay.side_by_side(x) for x in xs] + lay.initial(s0) + [lay.param(p) for p in ps]
     n_in, n_st = len(xs), len(s0)
@@ -373,8 +382,8 @@ def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
             return res, (states if pair.final else [lay.last_steps(q) for q in states])
         if affine is not None:
             record.from_carries()
-            starts, a = affine.starts(plain[:n_in], plain[n_in:n_in + n_st],
-                                      plain[n_in + n_st:], chunks)
+            starts = affine.starts(plain[:n_in], plain[n_in:n_in + n_st],
+                                   plain[n_in + n_st:], chunks)
             settled = launch(starts)[0], starts
         else:
             settled = _settle(launch, plain[n_in:n_in + n_st], lay, rounds, record)
@@ -382,8 +391,7 @@ def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
         return None
     res, starts = settled
     run = _ChunkedRun(pair, lay, res, starts, n_in, n_st, rounds, record)
-    if affine is not None:
-        run.affine, run.a = affine, a
+    run.adjoint = adjoint
     results = _ChunkedTraining.apply(run, *leaves)
     outs = [lay.in_order(o) for o in results[:len(pair.out_ix)]]
     states = results[len(pair.out_ix):]
@@ -400,16 +408,15 @@ class _ChunkedRun:
     def __init__(self, pair, lay, res, starts, n_in, n_st, rounds, record):
         self.pair, self.lay, self.res, self.starts = pair, lay, res, starts
         self.n_in, self.n_st, self.rounds, self.record = n_in, n_st, rounds, record
-        # an affine core's AffineChunks and each chunk's A: the backward's
-        # chunk maps are their transposes
-        self.affine = self.a = None
+        self.adjoint = None  # the pair's AdjointChunks, where the backward composes carries
 
     def backward(self, leaves: list, kept: list, grads: tuple) -> list:
         """Each leaf's gradient (None where none is wanted), `kept` the
-        forward results the backward reads: the backward
-        kernel over the chunks, each chunk's end adjoint the first-state
-        adjoint of the chunk after, again until those repeat bit for bit;
-        else the sequential forward and backward."""
+        forward results the backward reads: the backward kernel over the
+        chunks, each chunk's end adjoint the first-state adjoint of the
+        chunk after. Those come from composed carries (`adjoint`), or
+        settle: the backward again until they repeat bit for bit, else the
+        sequential forward and backward."""
         pair, lay, n_in, n_st = self.pair, self.lay, self.n_in, self.n_st
         n_out = len(pair.out_ix)
         grads = [None if g is None else g.contiguous() for g in grads]
@@ -435,13 +442,13 @@ class _ChunkedRun:
                     given.append(g)
             return pair.backward(args + kept + g_out + given)
         shift = [torch.zeros_like(s) for s in self.starts]  # no adjoint past a chunk
-        if self.affine is not None:
-            # first-state adjoints from zero ends, composed into the ends
-            out = launch(shift)
-            firsts = [out[i] for i in ix]
+        if self.adjoint is not None:
+            last = [torch.zeros_like(s[0]) if g is None or not pair.final else g[-1]
+                    for s, g in zip(self.starts, g_state)]
+            seq_grads = g_state if not pair.final else [None] * n_st
+            ends = self.adjoint.ends(args + kept + g_out + seq_grads, lay.chunks, last)
             self.record.launches += 3
-            return self._gradients(launch(self.affine.adjoint_ends(self.a, firsts)), leaves,
-                                   chunked=True)
+            return self._gradients(launch(ends), leaves, chunked=True)
         for turn in range(self.rounds + 1):
             if turn == self.rounds:
                 self.record.sequential += 1

@@ -179,6 +179,58 @@ def test_training_from_zero_states_with_only_the_input_learning(device):
         assert torch.equal(_bits(a), _bits(b))
 
 
+@pytest.mark.parametrize("seqs", [False, True], ids=["outputs", "state-seqs"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_a_reset_core_settles_forward_and_composes_adjoint_carries_backward(device, seqs,
+                                                                           dtype):
+    """scheme="auto" on LIF: the forward settles (the sequential scan's
+    bits), the backward is three launches (the compiler's backward
+    transfer kernel, the carry kernel, the backward from each chunk's end
+    adjoint) with no host sync: every gradient the sequential scan's to
+    rounding, also where the settling backward would not settle in
+    `rounds` and would rerun the sequential scan."""
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else \
+        dict(rtol=1e-12, atol=1e-12)
+    torch.manual_seed(0)
+    cases = [(_trainable(_lif, device, dtype, seqs), 4), (_trainable(_lif, device, dtype, seqs), 8)]
+    if dtype == torch.float64 and not seqs:
+        cases.append((_slow_adjoint(device), 8))
+    for (m, x, v0), chunks in cases:
+        want = _training(m, x, v0, seqs)
+        forward = _forward_of(m, x, v0, chunks, 4)
+        with flexsn.chunked_time(chunks) as calls:
+            got = _training(m, x, v0, seqs)
+        assert forward.sequential == 0 and calls.affine == 0 and calls.sequential == 0, calls
+        assert calls.launches == forward.launches + 3, (calls, forward)
+        for a, b in zip(got[:2], want[:2]):
+            assert torch.equal(a, b)
+        for a, b in zip(got[2:], want[2:]):
+            torch.testing.assert_close(a, b, **tol)
+
+
+def test_adjoint_carries_read_a_gradient_not_given_as_zeros(device):
+    """A loss of the first output only, from a module that stores its
+    state sequences: the backward transfer kernel reads the missing
+    gradients (of the second output, of the state sequences) as zeros."""
+    from cores import tutorial
+    torch.manual_seed(0)
+    m = flexsn.FlexSN(tutorial(), num_inputs=2, num_states=2, num_outputs=2,
+                      store_state_seqs=True).to(device)
+    xs = [(torch.rand(512, 3, 8, device=device) * 2).requires_grad_() for _ in range(2)]
+
+    def step():
+        m.reset()
+        out, _ = m(*xs)
+        return [out.detach(), *torch.autograd.grad((out * out).sum(), xs)]
+    want = step()
+    with flexsn.chunked_time(4) as calls:
+        got = step()
+    assert calls.launches >= 4 and calls.sequential == 0, calls
+    assert torch.equal(got[0], want[0])
+    for a, b in zip(got[1:], want[1:]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("scheme", ["settle", "affine"])
 def test_a_training_call_holds_nothing_after_its_backward(device, scheme):
     """Nothing of a chunked training call outlives its graph without the
@@ -211,16 +263,41 @@ def test_a_training_call_holds_nothing_after_its_backward(device, scheme):
         gc.enable()
 
 
-def test_a_backward_that_does_not_settle_runs_the_sequential_one(device):
-    """rounds=2: the forward settles as chunks, the backward (whose
-    adjoint forgets more slowly here) does not and runs the sequential
-    forward and backward: every gradient the sequential scan's."""
-    torch.manual_seed(0)
+def _slow_adjoint(device):
+    """LIF with tau = 100 and inputs that make it spike every few steps:
+    each spike resets the membrane, so the forward forgets where a chunk
+    started within a chunk of 32 steps, while the adjoint, carried through
+    the surrogate gradient at every reset and decaying by 0.99 a step,
+    does not (float64)."""
     m, x, v0 = _trainable(_lif, device, torch.float64, False)
+    with torch.no_grad():
+        m.static_inputs[0].fill_(100.0)
+        x.mul_(50.0)
+    return m, x, v0
+
+
+def _forward_of(m, x, v0, chunks, rounds):
+    """How a no-grad call of `m` from `v0` ran as chunks."""
+    with flexsn.chunked_time(chunks, rounds=rounds, scheme="settle") as calls:
+        m.reset()
+        m.states = [v0]
+        with torch.no_grad():
+            m(x)
+    return calls
+
+
+def test_a_backward_that_does_not_settle_runs_the_sequential_one(device):
+    """scheme="settle": the forward settles as chunks, the backward does
+    not in `rounds` launches and runs the sequential forward and
+    backward: every gradient the sequential scan's bit for bit."""
+    torch.manual_seed(0)
+    m, x, v0 = _slow_adjoint(device)
     want = _training(m, x, v0, False)
-    with flexsn.chunked_time(8, rounds=2, scheme="settle") as calls:
+    forward = _forward_of(m, x, v0, 8, 4)
+    assert forward.sequential == 0, forward
+    with flexsn.chunked_time(8, rounds=4, scheme="settle") as calls:
         got = _training(m, x, v0, False)
-    assert calls.launches == 2 and calls.sequential == 1, calls
+    assert calls.launches == forward.launches and calls.sequential == 1, calls
     for a, b in zip(got, want):
         assert torch.equal(a, b)
 
