@@ -211,7 +211,7 @@ def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor
 # sequential scan where few neurons make it latency-bound (ns: LI's, the
 # fastest core measured).
 _OVERHEAD_MS = {"eager": {(False, True): 0.35, (False, False): 0.35,
-                          (True, True): 1.8, (True, False): 2.4},
+                          (True, True): 1.1, (True, False): 1.1},
                 "graph": {(False, True): 0.08, (True, True): 0.2},
                 "graph, transposed": {(False, True): 0.18, (True, True): 0.45}}
 _STEP_NS = {False: 25.0, True: 50.0}
@@ -441,7 +441,6 @@ class _ChunkedRun:
                     lay.last_steps(g)[:-1] += d[:-1]
                     given.append(g)
             return pair.backward(args + kept + g_out + given)
-        shift = [torch.zeros_like(s) for s in self.starts]  # no adjoint past a chunk
         if self.adjoint is not None:
             last = [torch.zeros_like(s[0]) if g is None or not pair.final else g[-1]
                     for s, g in zip(self.starts, g_state)]
@@ -449,6 +448,7 @@ class _ChunkedRun:
             ends = self.adjoint.ends(args + kept + g_out + seq_grads, lay.chunks, last)
             self.record.launches += 3
             return self._gradients(launch(ends), leaves, chunked=True)
+        shift = [torch.zeros_like(s) for s in self.starts]  # no adjoint past a chunk
         for turn in range(self.rounds + 1):
             if turn == self.rounds:
                 self.record.sequential += 1
