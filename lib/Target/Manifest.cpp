@@ -120,6 +120,17 @@ FailureOr<Manifest> mlir::flexsn::buildManifest(ModuleOp module,
         a.accumulate = arg.role == KernelArgRole::SumState;
         a.optional = isOptionalKernelArg(scan, arg);
       }
+      if (target == ManifestTarget::CUDA && hasChunkRepair(scan, spec.variant)) {
+        // Its chunk repair kernel: the same arguments, one neuron a thread.
+        ManifestKernel repair = k;
+        repair.name = getRepairKernelName(k.name);
+        repair.repairs = k.name;
+        repair.geometry->neuronsPerThread = 1;
+        repair.scalarEntry.clear();
+        repair.deepEntry.clear();
+        repair.deepPrefetch = 0;
+        manifest.kernels.push_back(std::move(repair));
+      }
     }
   }
   return manifest;
@@ -143,6 +154,8 @@ void mlir::flexsn::printManifest(const Manifest &manifest,
           if (!k.primal.empty())
             j.attribute("primal", k.primal);
           j.attribute("variant", k.variant);
+          if (!k.repairs.empty())
+            j.attribute("repairs", k.repairs);
           j.attribute("reverse", k.reverse);
           j.attribute("compute_type", k.computeType);
           j.attribute("num_inputs", k.numInputs);
@@ -260,6 +273,7 @@ llvm::Expected<Manifest> mlir::flexsn::parseManifest(StringRef json) {
     k.source = ko->getString("source").value_or("").str();
     k.primal = ko->getString("primal").value_or("").str();
     k.variant = ko->getString("variant").value_or("").str();
+    k.repairs = ko->getString("repairs").value_or("").str();
     k.computeType = ko->getString("compute_type").value_or("").str();
     k.reverse = ko->getBoolean("reverse").value_or(false);
     k.numInputs = ko->getInteger("num_inputs").value_or(0);

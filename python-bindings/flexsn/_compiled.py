@@ -118,6 +118,26 @@ def call_result(outs, rest, final: bool, want_seqs: bool):
     return outs, (rest if want_seqs else None), [q[-1] for q in rest]
 
 
+def repair_of(program, kernel: "_program.KernelBinding", index: int):
+    """The chunk repair kernel of `kernel` (a GPU kernel of a scan with
+    flexsn.chunk_width), bound to a call's tensors followed by the
+    kernel's results, which it rewrites in place; else None."""
+    name = kernel.name + "_repair"
+    if name not in program.kernels:
+        return None
+    positions = dict(kernel.positions)
+    n = kernel.num_args
+    positions.update({key: n + j for j, key in enumerate(kernel.result_keys)})
+    return _program.KernelBinding(program.entry(name, index), positions, in_place=True)
+
+
+def _repair(binding, args: list, results: list) -> bool:
+    if binding is None:
+        return False
+    binding(list(args) + list(results))
+    return True
+
+
 class InferenceConfig:
     """The inference kernel of one configuration (dtype, device, parameter
     kinds, state sequences or final states), its arguments bound: ``xs + s0
@@ -139,11 +159,21 @@ class InferenceConfig:
         entry = program.entry("core_inference" if want_seqs else "core_final_state", index)
         self.kernel = _program.KernelBinding(entry, _leaf_positions(num_inputs, num_states,
                                                                     num_params))
+        self._repair = repair_of(program, self.kernel, index)
         self.out_ix = [self.kernel.index(("output", k)) for k in range(compiled.num_outputs)]
         rest = "state_seq" if want_seqs else "final_state"
         self.rest_ix = [self.kernel.index((rest, s)) for s in range(num_states)]
         _backend.note_layout(self.kernel.native, num_inputs, num_states, self.out_ix,
                              self.rest_ix, not want_seqs)
+
+    @property
+    def has_repair(self) -> bool:
+        return self._repair is not None
+
+    def repair(self, args: list, results: list) -> bool:
+        """Runs the kernel's chunk repair kernel on a call's `args` and
+        `results` (chunked_time; False where it has none)."""
+        return _repair(self._repair, args, results)
 
     def __call__(self, args):
         """(outputs [T, *S], state sequences [T, *S] or final states [*S])."""
@@ -309,6 +339,7 @@ class TrainingBinding:
         leaves = _leaf_positions(num_inputs, num_states, num_params)
         self.final = final
         self.forward = _program.KernelBinding(program.entry(fwd_name, index), leaves)
+        self._repair = repair_of(program, self.forward, index)
         self.out_ix = [self.forward.index(("output", k)) for k in range(num_outputs)]
         state_key = "final_state" if final else "state_seq"
         self.state_ix = [self.forward.index((state_key, s)) for s in range(num_states)]
@@ -362,6 +393,15 @@ class TrainingBinding:
             return
         if _native.release(native):
             _spikes.forget_spike_results(native)
+
+    @property
+    def has_repair(self) -> bool:
+        return self._repair is not None
+
+    def repair(self, args: list, results: list) -> bool:
+        """Runs the forward's chunk repair kernel on a forward call's `args`
+        and `results` (chunked_time; False where it has none)."""
+        return _repair(self._repair, args, results)
 
     def preload(self, NCL: int) -> None:
         """The backward's entry for NCL starts compiling in the background on

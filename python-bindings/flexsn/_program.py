@@ -204,19 +204,28 @@ class KernelBinding:
     which allocates the results and launches on a call."""
 
     __slots__ = ("name", "variant", "reads", "read_keys", "allocs", "cuda", "device",
-                 "result_keys", "checks", "num_args", "native", "section", "recipe")
+                 "result_keys", "checks", "num_args", "native", "section", "recipe",
+                 "positions")
 
     SEQ, STEP, SCALAR = 0, 1, 2
 
-    def __init__(self, entry: KernelEntry, positions: dict):
+    def __init__(self, entry: KernelEntry, positions: dict, in_place: bool = False):
+        """`in_place`: the kernel writes into tensors a call passes, at the
+        positions of their result keys, and returns nothing (a chunk repair
+        kernel's: those of the kernel it repairs)."""
         self.name, self.cuda, self.device = entry.name, entry.cuda, entry.device
         self.variant = entry.info["variant"]
+        self.positions = positions
         kinds = {"[T, NCL]": self.SEQ, "[NCL]": self.STEP}
         # (slot, position), and what the operator checks a tensor against
         # there: (slot, position, dtype, shape kind, may be None); (meaning,
         # index)
         self.reads, self.read_keys, checked = [], [], []
-        for slot, key, optional, dtype, shape in entry.reads:
+        reads, allocs = entry.reads, entry.allocs
+        if in_place:
+            reads = reads + [(slot, key, False, dtype, shape) for slot, key, dtype, shape in allocs]
+            allocs = []
+        for slot, key, optional, dtype, shape in reads:
             if key not in positions:
                 if optional:
                     continue
@@ -227,9 +236,9 @@ class KernelBinding:
             checked.append((slot, positions[key], dtype, kinds.get(shape, self.SCALAR),
                             int(optional)))
         self.allocs = [(slot, dtype, kinds.get(shape, self.SCALAR))
-                       for slot, _, dtype, shape in entry.allocs]
+                       for slot, _, dtype, shape in allocs]
         # the key (meaning, index) of each result, in the order a call returns them
-        self.result_keys = [key for _, key, _, _ in entry.allocs]
+        self.result_keys = [key for _, key, _, _ in allocs]
         # a call passes every position some kernel of its kind reads
         num_args = max(positions.values(), default=-1) + 1
         self.checks, self.num_args = checked, num_args

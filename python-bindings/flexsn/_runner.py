@@ -138,7 +138,8 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
             border = _border(first.dtype)
             r = run_chunks(inference_config(compiled, first.dtype, device, want_seqs, p_dtypes,
                                             p_scalar, border, chunked[-1]),
-                           xs, s0, ps, want_seqs, *chunked[:4], chunked[-1], border)
+                           xs, s0, ps, want_seqs, *chunked, border,
+                           _guess(compiled, chunked, first, p_dtypes, p_scalar))
             if r is not None:
                 return r
     else:
@@ -151,7 +152,8 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
             r = run_chunks_training(
                 training_config(compiled, first.dtype, device, p_dtypes, p_scalar, states_too,
                                 chunked[-1]),
-                xs, s0, ps, want_seqs, *chunked)
+                xs, s0, ps, want_seqs, *chunked,
+                _guess(compiled, chunked, first, p_dtypes, p_scalar))
             if r is not None:
                 return r
         prep.preload(NCL, want_seqs)
@@ -159,6 +161,17 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
         plan.append(_plan_for(prep, step, want_seqs, (inputs, init_states, params),
                               (xs, s0, ps)))
     return prep.run(xs + s0 + ps, want_seqs)
+
+
+def _guess(compiled: CompiledCore, chunked: tuple, first: torch.Tensor, p_dtypes, p_scalar):
+    """The final-state kernel whose chunk ends are the guessed first
+    states of a call that settles on the device (chunks read in place,
+    neither composed nor settled on the host), else None."""
+    _, _, _, affine, exact, width = chunked
+    if affine is not None or exact or not width:
+        return None
+    return inference_config(compiled, first.dtype, first.device, False, p_dtypes, p_scalar,
+                            _border(first.dtype), width)
 
 
 def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor,
@@ -195,8 +208,9 @@ def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor
         if affine is None and scheme == "affine":
             raise FlexSNError("chunked_time(scheme='affine') needs a core whose states all "
                               "update affinely: " + why)
-    if affine is None and first.is_cuda and torch.cuda.is_current_stream_capturing():
-        return None
+    if affine is None and first.is_cuda and torch.cuda.is_current_stream_capturing() and \
+            (scheme == "settle" or not width):
+        return None  # settling on the host, or without a repair kernel
     if chunks == "auto":
         chunks = auto_chunks(T, NCL, first, training, affine is not None, width > 0)
         if chunks is None:
@@ -212,7 +226,8 @@ def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor
 # fastest core measured).
 _OVERHEAD_MS = {"eager": {(False, True): 0.35, (False, False): 0.35,
                           (True, True): 1.1, (True, False): 1.1},
-                "graph": {(False, True): 0.08, (True, True): 0.2},
+                "graph": {(False, True): 0.08, (True, True): 0.2,
+                          (False, False): 0.08, (True, False): 0.2},
                 "graph, transposed": {(False, True): 0.18, (True, True): 0.45}}
 _STEP_NS = {False: 25.0, True: 50.0}
 
@@ -270,26 +285,61 @@ def _settle(launch, first: list, lay: "_Chunks", rounds: int, record):
     return None
 
 
+def _settle_on_device(run, guess, first: list, lay: "_Chunks", rounds: int, record):
+    """The chunks settled without the host: from guessed first states (the
+    call's initial state; with rounds > 1, the chunk ends of `guess`, a
+    final-state launch, from that), `run(starts)` launches the kernel and
+    its chunk repair kernel, which reruns in place each chunk whose start
+    was not what the chunk before ends with, and stores the true start:
+    the launch's results, the sequential scan's bit for bit."""
+    starts = [lay.guess(f) for f in first]
+    record.calls += 1
+    record.launches += 2
+    if rounds > 1:
+        ends = guess(starts)
+        starts = [lay.after(f, e) for f, e in zip(first, ends)]
+        record.launches += 1
+    return run(starts), starts
+
+
 def run_chunks(prep: InferenceConfig, xs: list, s0: list, ps: list, want_seqs: bool,
-               chunks: int, rounds: int, record, affine, width, border):
+               chunks: int, rounds: int, record, affine, exact, width, border, guess=None):
     """An inference call's T steps as `chunks` chunks side by side
     (flexsn.chunked_time): (outputs, state sequences or None, final
     states). From `affine`'s carries: the sequential scan's to rounding;
-    else settled: the sequential scan's bit for bit, or None where `rounds`
-    launches did not settle every chunk's first state."""
+    else settled: the sequential scan's bit for bit (on the device with
+    `guess`, the chunked final-state configuration, where the kernel has a
+    repair kernel; else on the host), or None where `rounds` launches did
+    not settle every chunk's first state."""
     lay = _Chunks(xs[0], chunks, width > 0)
     inputs = [lay.side_by_side(x) for x in xs]
     params = [lay.param(p) for p in ps]
     first = [s.to(border) for s in lay.initial(s0)]
 
+    def split(res):
+        outs, rest = [res[i] for i in prep.out_ix], [res[i] for i in prep.rest_ix]
+        # each chunk's last step (not the rows' last)
+        return (outs, rest, [lay.last_steps(q) for q in rest]) if want_seqs else \
+            (outs, None, rest)
+
     def launch(starts):
-        outs, seqs, finals = prep.run(inputs + starts + params, want_seqs)
-        if seqs is not None:  # each chunk's last step (not the rows' last)
-            finals = [lay.last_steps(q) for q in seqs]
-        return (outs, seqs, finals), finals
+        res = split(prep.kernel(inputs + starts + params))
+        return res, res[2]
+
+    def repaired(starts):
+        args = inputs + starts + params
+        res = prep.kernel(args)
+        prep.repair(args, res)
+        return split(res)
     if affine is not None:
         record.from_carries()
         outs, seqs, finals = launch(affine.starts(inputs, first, params, chunks))[0]
+    elif guess is not None and prep.has_repair:
+        outs, seqs, finals = _settle_on_device(
+            repaired, lambda starts: guess(inputs + starts + params)[1], first, lay, rounds,
+            record)[0]
+    elif first[0].is_cuda and torch.cuda.is_current_stream_capturing():
+        return None  # settling needs the host
     else:
         settled = _settle(launch, first, lay, rounds, record)
         if settled is None:
@@ -351,7 +401,7 @@ class _Chunks:
 
 
 def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
-                        chunks: int, rounds: int, record, affine, exact, width):
+                        chunks: int, rounds: int, record, affine, exact, width, guess=None):
     """A training call's T steps as `chunks` chunks side by side
     (flexsn.chunked_time): (outputs, state sequences or None, final
     states), tied to the leaves by one autograd node; None where `rounds`
@@ -368,8 +418,10 @@ def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
     adjoint = None
     if not exact:
         adjoint = prep.adjoint_chunks(pair.final)[0]
-    if adjoint is None and xs[0].is_cuda and torch.cuda.is_current_stream_capturing():
-        return None  # a settling backward needs the host
+    capturing = xs[0].is_cuda and torch.cuda.is_current_stream_capturing()
+    on_device = guess is not None and pair.has_repair
+    if capturing and (adjoint is None or affine is None and not on_device):
+        return None  # settling needs the host
     lay = _Chunks(xs[0], chunks, width > 0)
     leaves = [lay.side_by_side(x) for x in xs] + lay.initial(s0) + [lay.param(p) for p in ps]
     n_in, n_st = len(xs), len(s0)
@@ -380,11 +432,20 @@ def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
             res = pair.forward(plain[:n_in] + starts + plain[n_in + n_st:])
             states = [res[i] for i in pair.state_ix]
             return res, (states if pair.final else [lay.last_steps(q) for q in states])
+        def repaired(starts):
+            args = plain[:n_in] + starts + plain[n_in + n_st:]
+            res = pair.forward(args)
+            pair.repair(args, res)
+            return res
         if affine is not None:
             record.from_carries()
             starts = affine.starts(plain[:n_in], plain[n_in:n_in + n_st],
                                    plain[n_in + n_st:], chunks)
             settled = launch(starts)[0], starts
+        elif on_device:
+            settled = _settle_on_device(
+                repaired, lambda starts: guess(plain[:n_in] + starts + plain[n_in + n_st:])[1],
+                plain[n_in:n_in + n_st], lay, rounds, record)
         else:
             settled = _settle(launch, plain[n_in:n_in + n_st], lay, rounds, record)
     if settled is None:

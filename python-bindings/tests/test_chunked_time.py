@@ -467,6 +467,121 @@ def test_random_cores_give_the_sequential_numbers(device, training):
             assert torch.equal(a.view(torch.int64), b.view(torch.int64)), case
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
+def test_random_cores_settle_on_the_device(training):
+    """scheme="auto" on a GPU, chunks read in place: random cores with
+    resets settle without the host (a guess launch, the kernel, its
+    repair kernel): outputs and final states bit for bit, the gradients
+    (composed adjoints) to rounding."""
+    import numpy as np
+    _cuda()
+    rng = np.random.default_rng(3)
+    for case in range(8):
+        num_states = 1 + case % 2
+        torch.manual_seed(case)
+        x = torch.randn(512, 4, 8, device="cuda", dtype=torch.float64) * 2
+        call = _random_call(_random_core(rng, num_states), num_states, x, training)
+        want = call()
+        for rounds in (1, 2):
+            with flexsn.chunked_time(8, rounds=rounds) as calls:
+                got = call()
+            assert calls.sequential == 0 and calls.affine == 0, (case, calls)
+            assert calls.launches == rounds + 1 + 3 * training, (case, calls)
+            for a, b in zip(got[:1 + num_states], want):
+                assert torch.equal(a.view(torch.int64), b.view(torch.int64)), (case, rounds)
+            for a, b in zip(got[1 + num_states:], want[1 + num_states:]):
+                torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def _cuda():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+
+
+def _never_fires(x, v, tau, v_th):  # a reset that never comes: never forgets its start
+    h = v + x
+    s = surrogate.ATan()(h - 1e30)
+    return s, h * (1 - s)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("core", [_lif, _never_fires], ids=["lif", "never-fires"])
+@pytest.mark.parametrize("seqs", [False, True], ids=["outputs", "state-seqs"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_the_repair_kernel_gives_the_sequential_scan_bit_for_bit(core, seqs, dtype):
+    """The chunk repair kernel reruns each chunk whose start was not what
+    the chunk before ends with. From the call's initial state (rounds=1)
+    nearly every chunk of LIF reruns, and every chunk of a neuron that
+    never forgets (the sequential scan, in effect); from a guess launch's
+    ends (rounds=2) few do: bit for bit each way, state sequences and
+    bf16 storage (f32 chunk borders) included."""
+    _cuda()
+    torch.manual_seed(0)
+    m = _neuron(core, "cuda", seqs).to(dtype)
+    x = (torch.rand(512, 4, 6, device="cuda") * 2).to(dtype)
+    v0 = torch.rand(4, 6, device="cuda").to(dtype)
+    run = _call_from(m, x, v0, seqs)
+    with torch.no_grad():
+        want = run()
+        for chunks in (2, 8, 64):
+            for rounds in (1, 2):
+                with flexsn.chunked_time(chunks, rounds=rounds) as calls:
+                    got = run()
+                assert (calls.calls, calls.sequential, calls.affine) == (1, 0, 0), calls
+                assert calls.launches == rounds + 1, calls
+                for a, b in zip(got, want):
+                    assert torch.equal(a.view(torch.int16 if dtype == torch.bfloat16
+                                              else torch.int32),
+                                       b.view(torch.int16 if dtype == torch.bfloat16
+                                              else torch.int32)), (chunks, rounds)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
+def test_a_reset_core_replays_from_a_cuda_graph(training):
+    """LIF's chunks settled on the device inside a CUDA graph capture,
+    replayed on new inputs: outputs and final states the eager sequential
+    scan's bit for bit, the gradient to rounding."""
+    _cuda()
+    torch.manual_seed(0)
+    lif = flexsn.neuron.LIFNode(tau=2.0, step_mode="m").to("cuda")
+    x = torch.rand(1024, 64, device="cuda") * 2
+    static = x.clone().requires_grad_(training)
+
+    def step(xg):
+        lif.reset()
+        with torch.set_grad_enabled(training):
+            out = lif(xg)
+            if training:
+                out.sum().backward()
+        return out.detach(), lif.v.detach()
+    with flexsn.chunked_time(16) as calls:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            step(static)  # compiles and warms up on the capturing stream
+            graph = torch.cuda.CUDAGraph()
+            static.grad = None
+            with torch.cuda.graph(graph):
+                out, v = step(static)
+        torch.cuda.current_stream().wait_stream(s)
+    assert calls.calls == 2 and calls.affine == 0 and calls.sequential == 0, calls
+    for trial in range(2):
+        new = torch.rand(1024, 64, device="cuda") * (2 + trial)
+        with torch.no_grad():
+            static.copy_(new)
+        if training:
+            static.grad.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        want_x = new.clone().requires_grad_(training)
+        want = step(want_x)
+        assert torch.equal(out, want[0]) and torch.equal(v, want[1]), trial
+        if training:
+            torch.testing.assert_close(static.grad, want_x.grad, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
 def test_half_precision_chunks_inference_and_runs_training_as_before(device, dtype):
     """A half-precision scan carries its states in float32 between steps:

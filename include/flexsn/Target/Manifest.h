@@ -50,6 +50,9 @@ struct ManifestKernel {
   std::string name, source, primal, computeType;
   /// "inference", "final_state", "forward" or "backward".
   std::string variant;
+  /// A chunk repair kernel (getRepairKernelName): the kernel whose chunks
+  /// it repairs, in place, with that kernel's arguments; else empty.
+  std::string repairs;
   bool reverse = false;
   unsigned numInputs = 0, numStates = 0, numOutputs = 0, numParams = 0;
   /// Over the primal function's inputs, initial states and params, in that

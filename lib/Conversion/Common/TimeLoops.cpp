@@ -914,6 +914,97 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(
       .emit();
 }
 
+void mlir::flexsn::emitChunkRepair(OpBuilder &b, Location loc, ScanOp scan,
+                                   KernelVariant variant, ValueRange args,
+                                   Value neuron) {
+  assert(hasChunkRepair(scan, variant) && "a scan without a repair kernel");
+  ScanOperands ops(scan, variant, args);
+  NeuronScanEmitter e(b, loc, scan, 1, LaneAccess::Scalar, neuron,
+                      args.front(), /*rawBits=*/false);
+  unsigned numSt = scan.getNumStates();
+  bool finals = variant == KernelVariant::FinalState;
+  Value zero = e.cst(0), one = e.cst(1), w = e.cst(scan.getChunkWidth());
+  Value T = ops.tSize;
+  // Whole chunks of a launch that has steps, and every start given: else
+  // the launch read rows of NCL or zeros, and there is nothing to repair.
+  Value ready = arith::AndIOp::create(
+      b, loc,
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                            arith::RemUIOp::create(b, loc, ops.ncl, w), zero),
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, T, zero));
+  for (auto &slot : ops.states)
+    ready = arith::AndIOp::create(b, loc, ready, e.isGiven(slot.first));
+  Value lastRow = arith::MulIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, T, one), w);
+  Value chunkSize = arith::MulIOp::create(b, loc, T, w);
+  // Where chunk `c`'s neuron sits in the per-neuron tensors, and where its
+  // state ends: its final state, or its last step (chunk c's block of T
+  // rows of W).
+  auto neuronOf = [&](OpBuilder &nb, Value c) -> Value {
+    return arith::AddIOp::create(nb, loc, arith::MulIOp::create(nb, loc, c, w),
+                                 neuron);
+  };
+  auto endOf = [&](OpBuilder &nb, unsigned k, Value c) -> Value {
+    auto [base, elt] = ops.stateOuts[k];
+    Value at = finals ? neuronOf(nb, c)
+                      : arith::AddIOp::create(
+                            nb, loc,
+                            arith::MulIOp::create(nb, loc, c, chunkSize),
+                            arith::AddIOp::create(nb, loc, lastRow, neuron))
+                            .getResult();
+    return LLVM::LoadOp::create(nb, loc, elt, e.gep(base, elt, at),
+                                e.bytes(elt));
+  };
+  auto bits = [&](OpBuilder &nb, Value v) -> Value {
+    Type t = nb.getIntegerType(v.getType().getIntOrFloatBitWidth());
+    return arith::BitcastOp::create(nb, loc, t, v);
+  };
+  scf::IfOp::create(b, loc, ready, [&](OpBuilder &tb, Location) {
+    SmallVector<Value> carry;
+    for (unsigned k = 0; k < numSt; ++k)
+      carry.push_back(endOf(tb, k, zero));
+    Value chunks = arith::DivUIOp::create(tb, loc, ops.ncl, w);
+    scf::ForOp::create(
+        tb, loc, one, chunks, one, carry,
+        [&](OpBuilder &lb, Location, Value c, ValueRange ends) {
+          Value at = neuronOf(lb, c);
+          // Chunk c ran from the state in its start; the chunk before
+          // truly ends with `ends`. Bit for bit alike: its steps are the
+          // sequential scan's.
+          Value wrong;
+          SmallVector<Value> startAddr;
+          for (unsigned k = 0; k < numSt; ++k) {
+            auto [base, elt] = ops.states[k];
+            startAddr.push_back(e.gep(base, elt, at));
+            Value start = LLVM::LoadOp::create(lb, loc, elt, startAddr.back(),
+                                               e.bytes(elt));
+            Value differs = arith::CmpIOp::create(
+                lb, loc, arith::CmpIPredicate::ne, bits(lb, start),
+                bits(lb, ends[k]));
+            wrong = wrong ? arith::OrIOp::create(lb, loc, wrong, differs)
+                                .getResult()
+                          : differs;
+          }
+          scf::IfOp::create(lb, loc, wrong, [&](OpBuilder &rb, Location) {
+            // Rerun it from the true state (plain loads: this thread has
+            // just written that state and will read what the rerun writes).
+            for (unsigned k = 0; k < numSt; ++k)
+              LLVM::StoreOp::create(rb, loc, ends[k], startAddr[k],
+                                    e.bytes(ops.states[k].second));
+            emitNeuronScan(rb, loc, scan, variant, args, at, 1,
+                           LaneAccess::Scalar, /*prefetch=*/1,
+                           CursorStep::Plain);
+            scf::YieldOp::create(rb, loc);
+          });
+          SmallVector<Value> next;
+          for (unsigned k = 0; k < numSt; ++k)
+            next.push_back(endOf(lb, k, c));
+          scf::YieldOp::create(lb, loc, next);
+        });
+    scf::YieldOp::create(tb, loc);
+  });
+}
+
 namespace {
 /// Emits a CPU kernel's scan of neurons [begin, end) in blocks
 /// (emitBlockScan): per block, the initial states into a stack buffer, the

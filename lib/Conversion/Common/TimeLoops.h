@@ -60,6 +60,18 @@ llvm::SmallVector<Value> emitNeuronScan(OpBuilder &b, Location loc,
                                         unsigned l2Ahead = 0,
                                         Value l2Gate = Value());
 
+/// GPU chunk repair kernels (hasChunkRepair): the kernel's chunks ran side
+/// by side, each from the state in its start pointer; this walks the chunks
+/// of neuron `neuron` (< the chunk width W) in order and reruns, in place,
+/// each whose start is not bit for bit the state the chunk before ends
+/// with, from that state (which it stores as the chunk's start). After it,
+/// every chunk's results and start are the sequential scan's: a chunk that
+/// started from the true state computed what the sequential scan computes.
+/// The walk compares C states and reruns only wrong chunks (none, where a
+/// guess of the starts was right); at worst it is the sequential scan.
+void emitChunkRepair(OpBuilder &b, Location loc, ScanOp scan,
+                     KernelVariant variant, ValueRange args, Value neuron);
+
 /// CPU kernels: emits the scan of neurons [begin, end) in blocks of `block`
 /// neurons, each block's time loop outside and its neuron loop inside, so
 /// that a step reads and writes consecutive elements of every sequence

@@ -137,6 +137,21 @@ struct ConvertFlexSNToGPUPass
             return signalPassFailure();
           addEntry(deepName, 1, deep);
         }
+        if (hasChunkRepair(scan, variant)) {
+          std::string repair = getRepairKernelName(spec.name);
+          if (!nameFree(repair))
+            return signalPassFailure();
+          b.setInsertionPointToEnd(module.getBody());
+          auto gpuModule = gpu::GPUModuleOp::create(b, loc, repair);
+          gpuModules.push_back(gpuModule);
+          b.setInsertionPointToEnd(gpuModule.getBody());
+          auto kernel = gpu::GPUFuncOp::create(
+              b, loc, repair, FunctionType::get(ctx, types, {}));
+          kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                          b.getUnitAttr());
+          kernel->setAttr(kVariantAttr, b.getStringAttr(spec.kind));
+          buildRepairBody(b, loc, scan, variant, kernel);
+        }
       }
       func.erase();
     }
@@ -170,6 +185,32 @@ struct ConvertFlexSNToGPUPass
       op.erase();
     });
     return success();
+  }
+
+  /// The body of a chunk repair kernel (emitChunkRepair): thread g walks
+  /// the chunks of neuron g < W, the chunk width; the others return.
+  void buildRepairBody(OpBuilder &b, Location loc, ScanOp scan,
+                       KernelVariant variant, gpu::GPUFuncOp kernel) {
+    Block &entry = kernel.getBody().front();
+    b.setInsertionPointToStart(&entry);
+    auto toI64 = [&](Value index) -> Value {
+      return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), index);
+    };
+    Value g = arith::AddIOp::create(
+        b, loc,
+        arith::MulIOp::create(
+            b, loc, toI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x)),
+            toI64(gpu::BlockDimOp::create(b, loc, gpu::Dimension::x))),
+        toI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x)));
+    Value inRange = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::slt, g,
+        arith::ConstantOp::create(b, loc,
+                                  b.getI64IntegerAttr(scan.getChunkWidth())));
+    scf::IfOp::create(b, loc, inRange, [&](OpBuilder &nb, Location) {
+      emitChunkRepair(nb, loc, scan, variant, entry.getArguments(), g);
+      scf::YieldOp::create(nb, loc);
+    });
+    gpu::ReturnOp::create(b, loc);
   }
 
   /// The body of a kernel entry scanning `lanes` neurons per thread: vector

@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/SmallBitVector.h"
 
 using namespace mlir;
 using namespace mlir::flexsn;
@@ -206,6 +207,27 @@ std::string mlir::flexsn::getScalarEntryName(StringRef kernel) {
 
 std::string mlir::flexsn::getDeepEntryName(StringRef kernel) {
   return (kernel + "_deep").str();
+}
+
+bool mlir::flexsn::hasChunkRepair(ScanOp scan, KernelVariant variant) {
+  if (!scan.getChunkWidth() || scan.getReverse())
+    return false;
+  unsigned numStates = scan.getNumStates();
+  llvm::SmallBitVector reads(numStates), writes(numStates);
+  for (const KernelArg &arg : getKernelABI(scan, variant, /*cpu=*/false)) {
+    if (arg.role == KernelArgRole::SumState)
+      return false;
+    if (arg.role == KernelArgRole::InitState)
+      reads.set(arg.index);
+    if (arg.role == KernelArgRole::StateSeq ||
+        arg.role == KernelArgRole::FinalState)
+      writes.set(arg.index);
+  }
+  return numStates > 0 && reads.all() && writes.all();
+}
+
+std::string mlir::flexsn::getRepairKernelName(StringRef kernel) {
+  return (kernel + "_repair").str();
 }
 
 LogicalResult mlir::flexsn::verifyKernelForm(ScanOp scan) {

@@ -1,0 +1,80 @@
+// The chunk repair kernel of a forward scan with flexsn.chunk_width W:
+// thread g < W walks the chunks of neuron g in order, compares each
+// chunk's start bit for bit with the end of the chunk before, and where
+// they differ stores that end as the start and reruns the chunk in place.
+// A reverse scan (the backward) and a scan without the attribute have none.
+// RUN: flexsn-opt %s --convert-flexsn-to-gpu --split-input-file | FileCheck %s
+// RUN: flexsn-opt %s --flexsn-differentiate --convert-flexsn-to-gpu --split-input-file | FileCheck %s --check-prefix=TRAIN
+// RUN: flexsn-translate --flexsn-to-manifest %s --split-input-file | FileCheck %s --check-prefix=MANIFEST
+// RUN: flexsn-translate --flexsn-to-cpu-manifest %s --split-input-file | FileCheck %s --check-prefix=CPU
+// REQUIRES: ptxas
+// RUN: flexsn-translate --flexsn-to-ptx --options='differentiate' %s -o %t.ptx
+// RUN: %ptxas -arch=sm_90 %t.ptx -o %t.cubin
+// RUN: FileCheck %s --input-file=%t.ptx --check-prefix=PTX
+
+// CHECK-LABEL: gpu.func @lif_final_state_repair(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: !llvm.ptr, %[[START:[a-z0-9]+]]: !llvm.ptr, %[[S:[a-z0-9]+]]: !llvm.ptr, %[[END:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i64, %[[NCL:[a-z0-9]+]]: i64)
+// CHECK: %[[W:.*]] = arith.constant 64 : i64
+// CHECK: %[[IN:.*]] = arith.cmpi slt, %[[G:.*]], %[[W]] : i64
+// CHECK: scf.if %[[IN]] {
+// The chunk before's end: chunk 0's final state, then each chunk's.
+// CHECK: %[[E0:.*]] = llvm.load
+// CHECK: scf.for %[[C:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[PREV:.*]] = %[[E0]]) -> (f32)
+// CHECK: %[[AT:.*]] = arith.addi %{{.*}}, %[[G]] : i64
+// CHECK: %[[SA:.*]] = llvm.getelementptr %[[START]][%[[AT]]]
+// CHECK: %[[S0:.*]] = llvm.load %[[SA]]
+// CHECK-DAG: %[[B1:.*]] = arith.bitcast %[[S0]] : f32 to i32
+// CHECK-DAG: %[[B2:.*]] = arith.bitcast %[[PREV]] : f32 to i32
+// CHECK: %[[NE:.*]] = arith.cmpi ne, %[[B1]], %[[B2]] : i32
+// CHECK: scf.if %[[NE]] {
+// CHECK: llvm.store %[[PREV]], %[[SA]]
+// CHECK: scf.for
+// CHECK: llvm.store %{{.*}}, %{{.*}} : f32, !llvm.ptr
+// CHECK: gpu.return
+// TRAIN: gpu.func @lif_forward_repair(
+// TRAIN-NOT: gpu.func @lif_backward_repair(
+// MANIFEST: "name": "lif_inference_repair"
+// MANIFEST-NEXT: "source": "lif"
+// MANIFEST-NEXT: "variant": "inference"
+// MANIFEST-NEXT: "repairs": "lif_inference"
+// MANIFEST: "neurons_per_thread": 1
+// MANIFEST-NOT: "scalar_entry"
+// MANIFEST: "args"
+// MANIFEST: "name": "lif_final_state_repair"
+// MANIFEST-NOT: "name": "plain_{{.*}}_repair"
+// CPU: "name": "lif_inference"
+// CPU-NOT: _repair
+// PTX: .visible .entry lif_inference_repair(
+// PTX: .visible .entry lif_final_state_repair(
+// PTX: .visible .entry lif_forward_repair(
+// PTX-NOT: .entry lif_backward_repair(
+func.func @lif(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  %s, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) attributes {flexsn.chunk_width = 64 : i64} -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %vt: f32):
+    %c2 = arith.constant 2.0 : f32
+    %c1 = arith.constant 1.0 : f32
+    %d = arith.subf %xt, %vt : f32
+    %q = arith.divf %d, %c2 : f32
+    %h = arith.addf %vt, %q : f32
+    %hm = arith.subf %h, %c1 : f32
+    %st = flexsn.spike %hm surrogate <sigmoid, alpha = 4.0> : f32
+    %ns = arith.subf %c1, %st : f32
+    %vn = arith.mulf %h, %ns : f32
+    flexsn.yield %st, %vn : f32, f32
+  }
+  return %s, %v : tensor<?x?xf32>, tensor<?x?xf32>
+}
+
+// -----
+
+// CHECK-NOT: gpu.func @plain_inference_repair(
+func.func @plain(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  %o, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %vt: f32):
+    %c = arith.constant 0.5 : f32
+    %d = arith.mulf %vt, %c : f32
+    %n = arith.addf %d, %xt : f32
+    flexsn.yield %n, %n : f32, f32
+  }
+  return %o, %v : tensor<?x?xf32>, tensor<?x?xf32>
+}
