@@ -96,7 +96,8 @@ def measure(a, device, bw, T, N, core, dt, job):
             xg.grad = None
             got = [t.clone() for t in call()]
             ms = timed(call, a.reps, device)
-            graph_ms = replayed(module, x, training, a.reps) if calls.affine and cuda else None
+            graph_ms = replayed(module, x, training, a.reps) \
+                if (calls.affine or calls.repaired) and cuda else None
         rows.append(dict(base, chunks=chunks, ms=ms, graph_ms=graph_ms,
                          launches=calls.launches / max(calls.calls, 1),
                          settled=calls.sequential == 0, diff=diff(got, want)))

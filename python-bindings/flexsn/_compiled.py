@@ -221,12 +221,15 @@ def chunking() -> Optional[tuple]:
 
 class ChunkedCalls:
     """What the calls inside a chunked_time did: `calls` ran as chunks,
-    `affine` of them from composed carries, `launches` in all (a settled
-    call's rounds; three for a call from carries), `sequential` of them
-    ran as the sequential scan after `rounds` launches did not settle."""
+    `affine` of them from composed carries, `repaired` settled on the
+    device (by the chunk repair kernel), `launches` in all (a settled
+    call's rounds; three for a call from carries; a repaired call's
+    guess launch, kernel and repair kernel), `sequential` of them ran as
+    the sequential scan after `rounds` launches did not settle. A call
+    from carries or repaired needs no host sync."""
 
     def __init__(self):
-        self.calls = self.affine = self.launches = self.sequential = 0
+        self.calls = self.affine = self.repaired = self.launches = self.sequential = 0
 
     def from_carries(self) -> None:
         """Counts a call from composed carries: the transfer, carry and
@@ -237,7 +240,8 @@ class ChunkedCalls:
 
     def __repr__(self):
         return (f"ChunkedCalls(calls={self.calls}, affine={self.affine}, "
-                f"launches={self.launches}, sequential={self.sequential})")
+                f"repaired={self.repaired}, launches={self.launches}, "
+                f"sequential={self.sequential})")
 
 
 @contextlib.contextmanager

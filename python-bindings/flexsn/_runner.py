@@ -294,6 +294,7 @@ def _settle_on_device(run, guess, first: list, lay: "_Chunks", rounds: int, reco
     the launch's results, the sequential scan's bit for bit."""
     starts = [lay.guess(f) for f in first]
     record.calls += 1
+    record.repaired += 1
     record.launches += 2
     if rounds > 1:
         ends = guess(starts)
