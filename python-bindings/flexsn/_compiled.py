@@ -47,13 +47,14 @@ class CompiledCore:
                 [torch.float32] * len(self.traced.params),
                 [False] * len(self.traced.params), [False] * n)
 
-    def ir(self, in_dtypes, param_dtypes, param_scalar, mask, chunk_width: int = 0) -> str:
+    def ir(self, in_dtypes, param_dtypes, param_scalar, mask, chunk_width: int = 0,
+           states_only: bool = False) -> str:
         key = (tuple(in_dtypes), tuple(param_dtypes), tuple(param_scalar), tuple(mask),
-               chunk_width)
+               chunk_width, states_only)
         text = self._ir.get(key)
         if text is None:
             text = _emit.emit(self.traced, in_dtypes, param_dtypes, param_scalar, mask,
-                              chunk_width=chunk_width)
+                              chunk_width=chunk_width, states_only=states_only)
             self._ir[key] = text
         return text
 
@@ -148,19 +149,21 @@ class InferenceConfig:
     GPU kernel reads chunks side by side in rows of that many neurons."""
 
     def __init__(self, compiled: "CompiledCore", dtype, device: torch.device, want_seqs: bool,
-                 p_dtypes, p_scalar, state_dtype=None, chunk_width: int = 0):
+                 p_dtypes, p_scalar, state_dtype=None, chunk_width: int = 0,
+                 states_only: bool = False):
         num_inputs, num_states = compiled.num_inputs, compiled.num_states
         num_params = len(p_dtypes)
         target, chip, index = _where(device)
         ir = compiled.ir([dtype] * num_inputs + [state_dtype or dtype] * num_states, p_dtypes,
                          p_scalar, [False] * (num_inputs + num_states + num_params),
-                         chunk_width)
+                         chunk_width, states_only)
         program = _program.get_program(ir, target, chip)
         entry = program.entry("core_inference" if want_seqs else "core_final_state", index)
         self.kernel = _program.KernelBinding(entry, _leaf_positions(num_inputs, num_states,
                                                                     num_params))
         self._repair = repair_of(program, self.kernel, index)
-        self.out_ix = [self.kernel.index(("output", k)) for k in range(compiled.num_outputs)]
+        self.out_ix = [] if states_only else \
+            [self.kernel.index(("output", k)) for k in range(compiled.num_outputs)]
         rest = "state_seq" if want_seqs else "final_state"
         self.rest_ix = [self.kernel.index((rest, s)) for s in range(num_states)]
         _backend.note_layout(self.kernel.native, num_inputs, num_states, self.out_ix,
@@ -518,18 +521,20 @@ class TrainingConfig:
 
 
 def inference_config(compiled: CompiledCore, dtype, device, want_seqs: bool, p_dtypes,
-                  p_scalar, state_dtype=None, chunk_width: int = 0) -> InferenceConfig:
+                  p_scalar, state_dtype=None, chunk_width: int = 0,
+                  states_only: bool = False) -> InferenceConfig:
     key = ("infer", dtype, device, want_seqs, tuple(p_dtypes), tuple(p_scalar))
     if state_dtype == dtype:
         state_dtype = None
-    chunked = state_dtype is not None or chunk_width > 0  # chunked_time's own kernels
+    # chunked_time's own kernels
+    chunked = state_dtype is not None or chunk_width > 0 or states_only
     if chunked:
-        key += (state_dtype, chunk_width)
+        key += (state_dtype, chunk_width, states_only)
     prep = compiled.prepared.get(key)
     if prep is None:
         prep = compiled.prepared[key] = InferenceConfig(compiled, dtype, device, want_seqs,
                                                         p_dtypes, p_scalar, state_dtype,
-                                                        chunk_width)
+                                                        chunk_width, states_only)
         if not want_seqs and not chunked:
             # the kernel that writes state sequences, for flexsn.backend
             owner = weakref.ref(compiled)

@@ -21,7 +21,7 @@ aten = torch.ops.aten
 def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
          param_dtypes: Sequence[torch.dtype], param_scalar: Sequence[bool],
          requires_grad: Sequence[bool], name: str = "core",
-         chunk_width: int = 0) -> str:
+         chunk_width: int = 0, states_only: bool = False) -> str:
     """The IR of `traced`: one kernel function `name` whose inputs and
     states are stored as `in_dtypes` (inputs then states; outputs take the
     first input's), whose parameters are scalars or per-neuron, and where
@@ -29,14 +29,16 @@ def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
     (Initial states that are zeros need no variant: every kernel reads a
     null initial-state pointer as zeros.) `chunk_width` > 0: the
     sequences hold chunks of steps side by side, rows of that many neurons
-    (flexsn.chunk_width; GPU kernels)."""
+    (flexsn.chunk_width; GPU kernels). `states_only`: the function returns
+    the states alone, so its kernels write no outputs (chunked_time's
+    guess of chunk ends)."""
     compute = "f64" if all(d == torch.float64 for d in in_dtypes) else "f32"
     B = Body(compute)
     values, block_args = _bind_arguments(traced, compute)
     result = _emit_nodes(traced, B, values)
     yielded = _yielded(traced, B, values, result)
     return _function_text(traced, B, block_args, yielded, in_dtypes, param_dtypes,
-                          param_scalar, requires_grad, name, chunk_width)
+                          param_scalar, requires_grad, name, chunk_width, states_only)
 
 
 def _bind_arguments(traced: TracedCore, compute: str):
@@ -129,7 +131,7 @@ def _yielded(traced: TracedCore, B: Body, values: dict, result) -> list:
 
 def _function_text(traced: TracedCore, B: Body, block_args: list, yielded: list,
                    in_dtypes, param_dtypes, param_scalar, requires_grad, name: str,
-                   chunk_width: int = 0) -> str:
+                   chunk_width: int = 0, states_only: bool = False) -> str:
     """The kernel function around the scan body `B`."""
     ni, ns, no = traced.num_inputs, traced.num_states, traced.num_outputs
     compute = B.ft
@@ -164,8 +166,9 @@ def _function_text(traced: TracedCore, B: Body, block_args: list, yielded: list,
 
     nres = len(result_types)
     res = "%r" if nres == 1 else f"%r:{nres}"
+    returned = slice(no if states_only else 0, nres)
     lines = [f"func.func @{name}(" + ", ".join(func_args) + ") -> ("
-             + ", ".join(result_types) + ") {"] + [
+             + ", ".join(result_types[returned]) + ") {"] + [
              f"  {res} = flexsn.scan" + group("ins", ins) + group("states", sts)
              + group("params", prs)
              + (f" attributes {{flexsn.chunk_width = {chunk_width} : i64}}" if chunk_width else "")
@@ -175,6 +178,6 @@ def _function_text(traced: TracedCore, B: Body, block_args: list, yielded: list,
     lines.append(f"    flexsn.yield {', '.join(yielded)} : {', '.join([compute] * len(yielded))}")
     lines.append("  }")
     rets = ["%r"] if nres == 1 else [f"%r#{k}" for k in range(nres)]
-    lines.append(f"  return {', '.join(rets)} : {', '.join(result_types)}")
+    lines.append(f"  return {', '.join(rets[returned])} : {', '.join(result_types[returned])}")
     lines.append("}")
     return "\n".join(lines) + "\n"

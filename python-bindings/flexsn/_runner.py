@@ -164,14 +164,14 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
 
 
 def _guess(compiled: CompiledCore, chunked: tuple, first: torch.Tensor, p_dtypes, p_scalar):
-    """The final-state kernel whose chunk ends are the guessed first
-    states of a call that settles on the device (chunks read in place,
-    neither composed nor settled on the host), else None."""
+    """The final-state kernel (writing no outputs) whose chunk ends are
+    the guessed first states of a call that settles on the device (chunks
+    read in place, neither composed nor settled on the host), else None."""
     _, _, _, affine, exact, width = chunked
     if affine is not None or exact or not width:
         return None
     return inference_config(compiled, first.dtype, first.device, False, p_dtypes, p_scalar,
-                            _border(first.dtype), width)
+                            _border(first.dtype), width, states_only=True)
 
 
 def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor,

@@ -496,6 +496,24 @@ def test_random_cores_settle_on_the_device(training):
                 torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
 
 
+def test_the_guess_kernel_writes_the_final_states_alone(device):
+    """A reset core's chunks settled on the device start from the chunk
+    ends of a final-state kernel of the core with its outputs dropped:
+    it writes no output sequence, and its final states are the call's."""
+    from flexsn._compiled import inference_config
+    torch.manual_seed(0)
+    m = _neuron(_lif, device)
+    x = torch.rand(64, 4, 6, device=device) * 2
+    v0 = torch.rand(4, 6, device=device)
+    want = _call_from(m, x, v0, False)()
+    tau, v_th = m.static_inputs
+    guess = inference_config(m.kernel.compiled, torch.float32, x.device, False,
+                             [torch.float32] * 2, [True, False], states_only=True)
+    assert guess.kernel.result_keys == [("final_state", 0)]
+    outs, finals = guess([x, v0, tau, v_th])
+    assert outs == [] and torch.equal(finals[0], want[1])
+
+
 def _cuda():
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
