@@ -914,6 +914,9 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(
       .emit();
 }
 
+/// Chunks whose starts a chunk repair kernel compares an iteration.
+static constexpr int kRepairScanUnroll = 8;
+
 void mlir::flexsn::emitChunkRepair(OpBuilder &b, Location loc, ScanOp scan,
                                    KernelVariant variant, ValueRange args,
                                    Value neuron) {
@@ -959,13 +962,57 @@ void mlir::flexsn::emitChunkRepair(OpBuilder &b, Location loc, ScanOp scan,
     Type t = nb.getIntegerType(v.getType().getIntOrFloatBitWidth());
     return arith::BitcastOp::create(nb, loc, t, v);
   };
+  // Whether chunk c started from a state other than what the chunk before
+  // ended with in this launch.
+  auto startDiffers = [&](OpBuilder &nb, Value c) -> Value {
+    Value at = neuronOf(nb, c);
+    Value before = arith::SubIOp::create(nb, loc, c, one);
+    Value differs;
+    for (unsigned k = 0; k < numSt; ++k) {
+      auto [base, elt] = ops.states[k];
+      Value start = LLVM::LoadOp::create(nb, loc, elt, e.gep(base, elt, at),
+                                         e.bytes(elt));
+      Value ne = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ne,
+                                       bits(nb, start),
+                                       bits(nb, endOf(nb, k, before)));
+      differs = differs ? arith::OrIOp::create(nb, loc, differs, ne).getResult()
+                        : ne;
+    }
+    return differs;
+  };
   scf::IfOp::create(b, loc, ready, [&](OpBuilder &tb, Location) {
-    SmallVector<Value> carry;
-    for (unsigned k = 0; k < numSt; ++k)
-      carry.push_back(endOf(tb, k, zero));
     Value chunks = arith::DivUIOp::create(tb, loc, ops.ncl, w);
+    // The first chunk whose start differs (C: none), kRepairScanUnroll
+    // chunks an iteration: their loads independent of one another, so
+    // that the common case, a guess right everywhere, costs C / unroll
+    // round trips to memory rather than C. The chunks before it are the
+    // sequential scan's.
+    Value unroll = e.cst(kRepairScanUnroll);
+    Value lastChunk = arith::SubIOp::create(tb, loc, chunks, one);
+    auto search = scf::ForOp::create(
+        tb, loc, one, chunks, unroll, ValueRange{chunks},
+        [&](OpBuilder &lb, Location, Value c0, ValueRange first) {
+          Value found = chunks;
+          for (int u = kRepairScanUnroll - 1; u >= 0; --u) {
+            Value c = arith::AddIOp::create(lb, loc, c0, e.cst(u));
+            Value inside = arith::CmpIOp::create(
+                lb, loc, arith::CmpIPredicate::ult, c, chunks);
+            Value hit = arith::AndIOp::create(
+                lb, loc, inside,
+                startDiffers(lb, arith::MinUIOp::create(lb, loc, c, lastChunk)));
+            found = arith::SelectOp::create(lb, loc, hit, c, found);
+          }
+          scf::YieldOp::create(
+              lb, loc,
+              ValueRange{arith::MinUIOp::create(lb, loc, first[0], found)});
+        });
+    Value firstWrong = search.getResult(0);
+    SmallVector<Value> carry;
+    Value before = arith::SubIOp::create(tb, loc, firstWrong, one);
+    for (unsigned k = 0; k < numSt; ++k)
+      carry.push_back(endOf(tb, k, before));
     scf::ForOp::create(
-        tb, loc, one, chunks, one, carry,
+        tb, loc, firstWrong, chunks, one, carry,
         [&](OpBuilder &lb, Location, Value c, ValueRange ends) {
           Value at = neuronOf(lb, c);
           // Chunk c ran from the state in its start; the chunk before

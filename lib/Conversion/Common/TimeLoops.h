@@ -67,8 +67,10 @@ llvm::SmallVector<Value> emitNeuronScan(OpBuilder &b, Location loc,
 /// with, from that state (which it stores as the chunk's start). After it,
 /// every chunk's results and start are the sequential scan's: a chunk that
 /// started from the true state computed what the sequential scan computes.
-/// The walk compares C states and reruns only wrong chunks (none, where a
-/// guess of the starts was right); at worst it is the sequential scan.
+/// It first finds the first chunk whose start differs from the end the
+/// chunk before had (comparing several chunks per round trip to memory),
+/// then walks from there; it reruns only wrong chunks (none, where a guess
+/// of the starts was right), and at worst it is the sequential scan.
 void emitChunkRepair(OpBuilder &b, Location loc, ScanOp scan,
                      KernelVariant variant, ValueRange args, Value neuron);
 

@@ -1,7 +1,8 @@
 // The chunk repair kernel of a forward scan with flexsn.chunk_width W:
-// thread g < W walks the chunks of neuron g in order, compares each
-// chunk's start bit for bit with the end of the chunk before, and where
-// they differ stores that end as the start and reruns the chunk in place.
+// thread g < W finds the first chunk of neuron g whose start differs bit
+// for bit from the end of the chunk before, then walks the chunks from it
+// in order: where a start differs from the true end before it, it stores
+// that end as the start and reruns the chunk in place.
 // A reverse scan (the backward) and a scan without the attribute have none.
 // RUN: flexsn-opt %s --convert-flexsn-to-gpu --split-input-file | FileCheck %s
 // RUN: flexsn-opt %s --flexsn-differentiate --convert-flexsn-to-gpu --split-input-file | FileCheck %s --check-prefix=TRAIN
@@ -17,9 +18,15 @@
 // CHECK: %[[W:.*]] = arith.constant 64 : i64
 // CHECK: %[[IN:.*]] = arith.cmpi slt, %[[G:.*]], %[[W]] : i64
 // CHECK: scf.if %[[IN]] {
-// The chunk before's end: chunk 0's final state, then each chunk's.
+// First the search for the first chunk whose start differs from the end
+// the chunk before had, 8 chunks an iteration (their loads independent):
+// CHECK: %[[CHUNKS:.*]] = arith.divui %[[NCL]], %[[W]] : i64
+// CHECK: %[[FIRST:.*]] = scf.for %{{.*}} = %{{.*}} to %[[CHUNKS]] step %c8_i64 iter_args(%{{.*}} = %[[CHUNKS]]) -> (i64)
+// CHECK-COUNT-8: arith.cmpi ne, %{{.*}}, %{{.*}} : i32
+// CHECK: arith.minui
+// Then the walk from it, the chunk before's end carried:
 // CHECK: %[[E0:.*]] = llvm.load
-// CHECK: scf.for %[[C:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[PREV:.*]] = %[[E0]]) -> (f32)
+// CHECK: scf.for %[[C:.*]] = %[[FIRST]] to %[[CHUNKS]] step %{{.*}} iter_args(%[[PREV:.*]] = %[[E0]]) -> (f32)
 // CHECK: %[[AT:.*]] = arith.addi %{{.*}}, %[[G]] : i64
 // CHECK: %[[SA:.*]] = llvm.getelementptr %[[START]][%[[AT]]]
 // CHECK: %[[S0:.*]] = llvm.load %[[SA]]
