@@ -914,8 +914,12 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(
       .emit();
 }
 
-/// Chunks whose starts a chunk repair kernel compares an iteration.
-static constexpr int kRepairScanUnroll = 8;
+/// Loads of states a chunk repair kernel's search keeps in flight (two a
+/// chunk and state): its thread per neuron is alone on its neuron's
+/// chunks, so the search's time is its round trips to memory (LIF at T =
+/// 65536, 256 neurons, 256 chunks: 97 us at 8 chunks a round trip on an
+/// H200).
+static constexpr unsigned kRepairScanLoads = 64;
 
 void mlir::flexsn::emitChunkRepair(OpBuilder &b, Location loc, ScanOp scan,
                                    KernelVariant variant, ValueRange args,
@@ -982,18 +986,19 @@ void mlir::flexsn::emitChunkRepair(OpBuilder &b, Location loc, ScanOp scan,
   };
   scf::IfOp::create(b, loc, ready, [&](OpBuilder &tb, Location) {
     Value chunks = arith::DivUIOp::create(tb, loc, ops.ncl, w);
-    // The first chunk whose start differs (C: none), kRepairScanUnroll
-    // chunks an iteration: their loads independent of one another, so
-    // that the common case, a guess right everywhere, costs C / unroll
-    // round trips to memory rather than C. The chunks before it are the
-    // sequential scan's.
-    Value unroll = e.cst(kRepairScanUnroll);
+    // The first chunk whose start differs (C: none), `perTrip` chunks an
+    // iteration: their loads independent of one another, so that the
+    // common case, a guess right everywhere, costs C / perTrip round trips
+    // to memory rather than C. The chunks before it are the sequential
+    // scan's.
+    int perTrip = std::clamp<int>(kRepairScanLoads / (2 * numSt), 4, 32);
+    Value unroll = e.cst(perTrip);
     Value lastChunk = arith::SubIOp::create(tb, loc, chunks, one);
     auto search = scf::ForOp::create(
         tb, loc, one, chunks, unroll, ValueRange{chunks},
         [&](OpBuilder &lb, Location, Value c0, ValueRange first) {
           Value found = chunks;
-          for (int u = kRepairScanUnroll - 1; u >= 0; --u) {
+          for (int u = perTrip - 1; u >= 0; --u) {
             Value c = arith::AddIOp::create(lb, loc, c0, e.cst(u));
             Value inside = arith::CmpIOp::create(
                 lb, loc, arith::CmpIPredicate::ult, c, chunks);

@@ -19,10 +19,10 @@
 // CHECK: %[[IN:.*]] = arith.cmpi slt, %[[G:.*]], %[[W]] : i64
 // CHECK: scf.if %[[IN]] {
 // First the search for the first chunk whose start differs from the end
-// the chunk before had, 8 chunks an iteration (their loads independent):
+// the chunk before had, 32 chunks an iteration (their loads independent):
 // CHECK: %[[CHUNKS:.*]] = arith.divui %[[NCL]], %[[W]] : i64
-// CHECK: %[[FIRST:.*]] = scf.for %{{.*}} = %{{.*}} to %[[CHUNKS]] step %c8_i64 iter_args(%{{.*}} = %[[CHUNKS]]) -> (i64)
-// CHECK-COUNT-8: arith.cmpi ne, %{{.*}}, %{{.*}} : i32
+// CHECK: %[[FIRST:.*]] = scf.for %{{.*}} = %{{.*}} to %[[CHUNKS]] step %c32_i64 iter_args(%{{.*}} = %[[CHUNKS]]) -> (i64)
+// CHECK-COUNT-32: arith.cmpi ne, %{{.*}}, %{{.*}} : i32
 // CHECK: arith.minui
 // Then the walk from it, the chunk before's end carried:
 // CHECK: %[[E0:.*]] = llvm.load
