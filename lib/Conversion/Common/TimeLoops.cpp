@@ -986,73 +986,76 @@ void mlir::flexsn::emitChunkRepair(OpBuilder &b, Location loc, ScanOp scan,
   };
   scf::IfOp::create(b, loc, ready, [&](OpBuilder &tb, Location) {
     Value chunks = arith::DivUIOp::create(tb, loc, ops.ncl, w);
-    // The first chunk whose start differs (C: none), `perTrip` chunks an
-    // iteration: their loads independent of one another, so that the
-    // common case, a guess right everywhere, costs C / perTrip round trips
-    // to memory rather than C. The chunks before it are the sequential
-    // scan's.
-    int perTrip = std::clamp<int>(kRepairScanLoads / (2 * numSt), 4, 32);
-    Value unroll = e.cst(perTrip);
     Value lastChunk = arith::SubIOp::create(tb, loc, chunks, one);
-    auto search = scf::ForOp::create(
-        tb, loc, one, chunks, unroll, ValueRange{chunks},
-        [&](OpBuilder &lb, Location, Value c0, ValueRange first) {
-          Value found = chunks;
-          for (int u = perTrip - 1; u >= 0; --u) {
-            Value c = arith::AddIOp::create(lb, loc, c0, e.cst(u));
-            Value inside = arith::CmpIOp::create(
-                lb, loc, arith::CmpIPredicate::ult, c, chunks);
-            Value hit = arith::AndIOp::create(
-                lb, loc, inside,
-                startDiffers(lb, arith::MinUIOp::create(lb, loc, c, lastChunk)));
-            found = arith::SelectOp::create(lb, loc, hit, c, found);
-          }
-          scf::YieldOp::create(
-              lb, loc,
-              ValueRange{arith::MinUIOp::create(lb, loc, first[0], found)});
-        });
-    Value firstWrong = search.getResult(0);
-    SmallVector<Value> carry;
-    Value before = arith::SubIOp::create(tb, loc, firstWrong, one);
-    for (unsigned k = 0; k < numSt; ++k)
-      carry.push_back(endOf(tb, k, before));
-    scf::ForOp::create(
-        tb, loc, firstWrong, chunks, one, carry,
-        [&](OpBuilder &lb, Location, Value c, ValueRange ends) {
-          Value at = neuronOf(lb, c);
-          // Chunk c ran from the state in its start; the chunk before
-          // truly ends with `ends`. Bit for bit alike: its steps are the
-          // sequential scan's.
-          Value wrong;
-          SmallVector<Value> startAddr;
+    int perTrip = std::clamp<int>(kRepairScanLoads / (2 * numSt), 4, 32);
+    // The first chunk from `from` on whose start differs from the end of
+    // the chunk before in memory (C: none), `perTrip` chunks an iteration
+    // up to the first that holds one: their loads independent of one
+    // another, so that a search costs about C / perTrip round trips to
+    // memory, not C.
+    auto firstWrongFrom = [&](OpBuilder &nb, Value from) -> Value {
+      Type i64 = nb.getI64Type();
+      auto search = scf::WhileOp::create(
+          nb, loc, TypeRange{i64, i64}, ValueRange{from, chunks},
+          [&](OpBuilder &wb, Location, ValueRange at) {
+            Value more = arith::AndIOp::create(
+                wb, loc,
+                arith::CmpIOp::create(wb, loc, arith::CmpIPredicate::ult,
+                                      at[0], chunks),
+                arith::CmpIOp::create(wb, loc, arith::CmpIPredicate::eq,
+                                      at[1], chunks));
+            scf::ConditionOp::create(wb, loc, more, at);
+          },
+          [&](OpBuilder &lb, Location, ValueRange at) {
+            Value found = chunks;
+            for (int u = perTrip - 1; u >= 0; --u) {
+              Value c = arith::AddIOp::create(lb, loc, at[0], e.cst(u));
+              Value inside = arith::CmpIOp::create(
+                  lb, loc, arith::CmpIPredicate::ult, c, chunks);
+              Value hit = arith::AndIOp::create(
+                  lb, loc, inside,
+                  startDiffers(lb,
+                               arith::MinUIOp::create(lb, loc, c, lastChunk)));
+              found = arith::SelectOp::create(lb, loc, hit, c, found);
+            }
+            scf::YieldOp::create(
+                lb, loc,
+                ValueRange{arith::AddIOp::create(lb, loc, at[0], e.cst(perTrip)),
+                           found});
+          });
+      return search.getResult(1);
+    };
+    // The chunks before `from` are the sequential scan's (chunk 0 is: it
+    // starts from the call's state). Each round finds the first wrong
+    // chunk from there, stores the end before it as its start and reruns
+    // it in place, which makes it the sequential scan's; the chunks after
+    // it that started from the end it now has are right without a rerun
+    // (a neuron that forgot where the wrong chunk started).
+    auto loop = scf::WhileOp::create(
+        tb, loc, TypeRange{tb.getI64Type()}, ValueRange{one},
+        [&](OpBuilder &wb, Location, ValueRange from) {
+          Value wrong = firstWrongFrom(wb, from[0]);
+          Value more = arith::CmpIOp::create(wb, loc, arith::CmpIPredicate::ult,
+                                             wrong, chunks);
+          scf::ConditionOp::create(wb, loc, more, ValueRange{wrong});
+        },
+        [&](OpBuilder &wb, Location, ValueRange wrong) {
+          Value c = wrong[0];
+          Value at = neuronOf(wb, c);
+          Value before = arith::SubIOp::create(wb, loc, c, one);
+          // Plain loads and stores: this thread writes the start it then
+          // reads, and reads the end the rerun writes.
           for (unsigned k = 0; k < numSt; ++k) {
             auto [base, elt] = ops.states[k];
-            startAddr.push_back(e.gep(base, elt, at));
-            Value start = LLVM::LoadOp::create(lb, loc, elt, startAddr.back(),
-                                               e.bytes(elt));
-            Value differs = arith::CmpIOp::create(
-                lb, loc, arith::CmpIPredicate::ne, bits(lb, start),
-                bits(lb, ends[k]));
-            wrong = wrong ? arith::OrIOp::create(lb, loc, wrong, differs)
-                                .getResult()
-                          : differs;
+            LLVM::StoreOp::create(wb, loc, endOf(wb, k, before),
+                                  e.gep(base, elt, at), e.bytes(elt));
           }
-          scf::IfOp::create(lb, loc, wrong, [&](OpBuilder &rb, Location) {
-            // Rerun it from the true state (plain loads: this thread has
-            // just written that state and will read what the rerun writes).
-            for (unsigned k = 0; k < numSt; ++k)
-              LLVM::StoreOp::create(rb, loc, ends[k], startAddr[k],
-                                    e.bytes(ops.states[k].second));
-            emitNeuronScan(rb, loc, scan, variant, args, at, 1,
-                           LaneAccess::Scalar, /*prefetch=*/1,
-                           CursorStep::Plain);
-            scf::YieldOp::create(rb, loc);
-          });
-          SmallVector<Value> next;
-          for (unsigned k = 0; k < numSt; ++k)
-            next.push_back(endOf(lb, k, c));
-          scf::YieldOp::create(lb, loc, next);
+          emitNeuronScan(wb, loc, scan, variant, args, at, 1,
+                         LaneAccess::Scalar, /*prefetch=*/1, CursorStep::Plain);
+          scf::YieldOp::create(
+              wb, loc, ValueRange{arith::AddIOp::create(wb, loc, c, one)});
         });
+    (void)loop;
     scf::YieldOp::create(tb, loc);
   });
 }

@@ -61,16 +61,14 @@ llvm::SmallVector<Value> emitNeuronScan(OpBuilder &b, Location loc,
                                         Value l2Gate = Value());
 
 /// GPU chunk repair kernels (hasChunkRepair): the kernel's chunks ran side
-/// by side, each from the state in its start pointer; this walks the chunks
-/// of neuron `neuron` (< the chunk width W) in order and reruns, in place,
-/// each whose start is not bit for bit the state the chunk before ends
-/// with, from that state (which it stores as the chunk's start). After it,
-/// every chunk's results and start are the sequential scan's: a chunk that
-/// started from the true state computed what the sequential scan computes.
-/// It first finds the first chunk whose start differs from the end the
-/// chunk before had (comparing several chunks per round trip to memory),
-/// then walks from there; it reruns only wrong chunks (none, where a guess
-/// of the starts was right), and at worst it is the sequential scan.
+/// by side, each from the state in its start pointer. For neuron `neuron`
+/// (< the chunk width W), rounds find the first chunk whose start is not
+/// bit for bit the end of the chunk before (comparing many chunks per round
+/// trip to memory), store that end as its start and rerun it in place.
+/// After them every chunk's results and start are the sequential scan's: a
+/// chunk that started from the true state computed what the sequential
+/// scan computes. A right guess of every start costs one search; a neuron
+/// that never forgets its start reruns every chunk (the sequential scan).
 void emitChunkRepair(OpBuilder &b, Location loc, ScanOp scan,
                      KernelVariant variant, ValueRange args, Value neuron);
 

@@ -1,8 +1,7 @@
 // The chunk repair kernel of a forward scan with flexsn.chunk_width W:
-// thread g < W finds the first chunk of neuron g whose start differs bit
-// for bit from the end of the chunk before, then walks the chunks from it
-// in order: where a start differs from the true end before it, it stores
-// that end as the start and reruns the chunk in place.
+// thread g < W repeatedly finds the first chunk of neuron g whose start
+// differs bit for bit from the end of the chunk before, stores that end
+// as its start and reruns it in place.
 // A reverse scan (the backward) and a scan without the attribute have none.
 // RUN: flexsn-opt %s --convert-flexsn-to-gpu --split-input-file | FileCheck %s
 // RUN: flexsn-opt %s --flexsn-differentiate --convert-flexsn-to-gpu --split-input-file | FileCheck %s --check-prefix=TRAIN
@@ -18,25 +17,24 @@
 // CHECK: %[[W:.*]] = arith.constant 64 : i64
 // CHECK: %[[IN:.*]] = arith.cmpi slt, %[[G:.*]], %[[W]] : i64
 // CHECK: scf.if %[[IN]] {
-// First the search for the first chunk whose start differs from the end
-// the chunk before had, 32 chunks an iteration (their loads independent):
 // CHECK: %[[CHUNKS:.*]] = arith.divui %[[NCL]], %[[W]] : i64
-// CHECK: %[[FIRST:.*]] = scf.for %{{.*}} = %{{.*}} to %[[CHUNKS]] step %c32_i64 iter_args(%{{.*}} = %[[CHUNKS]]) -> (i64)
+// Rounds from chunk 1: each searches for the first chunk from there whose
+// start differs from the end before it, 32 chunks an iteration (their
+// loads independent)...
+// CHECK: scf.while (%[[FROM:.*]] = %c1_i64) : (i64) -> i64 {
+// CHECK: scf.while (%{{.*}} = %[[FROM]], %{{.*}} = %[[CHUNKS]]) : (i64, i64) -> (i64, i64) {
 // CHECK-COUNT-32: arith.cmpi ne, %{{.*}}, %{{.*}} : i32
-// CHECK: arith.minui
-// Then the walk from it, the chunk before's end carried:
-// CHECK: %[[E0:.*]] = llvm.load
-// CHECK: scf.for %[[C:.*]] = %[[FIRST]] to %[[CHUNKS]] step %{{.*}} iter_args(%[[PREV:.*]] = %[[E0]]) -> (f32)
-// CHECK: %[[AT:.*]] = arith.addi %{{.*}}, %[[G]] : i64
-// CHECK: %[[SA:.*]] = llvm.getelementptr %[[START]][%[[AT]]]
-// CHECK: %[[S0:.*]] = llvm.load %[[SA]]
-// CHECK-DAG: %[[B1:.*]] = arith.bitcast %[[S0]] : f32 to i32
-// CHECK-DAG: %[[B2:.*]] = arith.bitcast %[[PREV]] : f32 to i32
-// CHECK: %[[NE:.*]] = arith.cmpi ne, %[[B1]], %[[B2]] : i32
-// CHECK: scf.if %[[NE]] {
-// CHECK: llvm.store %[[PREV]], %[[SA]]
+// CHECK: scf.condition
+// ...then stores that end as the chunk's start and reruns it in place.
+// CHECK: } do {
+// CHECK: ^bb0(%[[C:.*]]: i64):
+// CHECK: %[[SA:.*]] = llvm.getelementptr %[[START]]
+// CHECK: %[[E:.*]] = llvm.load
+// CHECK: llvm.store %[[E]], %[[SA]]
 // CHECK: scf.for
 // CHECK: llvm.store %{{.*}}, %{{.*}} : f32, !llvm.ptr
+// CHECK: %[[NEXT:.*]] = arith.addi %[[C]], %c1_i64 : i64
+// CHECK: scf.yield %[[NEXT]] : i64
 // CHECK: gpu.return
 // TRAIN: gpu.func @lif_forward_repair(
 // TRAIN-NOT: gpu.func @lif_backward_repair(
