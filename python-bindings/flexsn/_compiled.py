@@ -284,12 +284,20 @@ def chunked_time(chunks="auto", rounds: int = 4, scheme: str = "auto"):
     adjoint: three launches, no host sync, the gradients of this forward
     to rounding.
 
-    ``scheme="settle"`` (``"auto"`` for other cores: a reset through a
-    spike): each chunk runs from a guess of its first state (the call's
-    initial state), then again from the states the chunk before ended with,
-    until no chunk's first state changes. Each chunk then starts from the
-    sequential scan's state and computes what it computes: outputs, state
-    sequences and final states are the sequential scan's bit for bit. With
+    Other cores (a reset through a spike) settle. ``"auto"`` on a GPU
+    whose kernels read the chunks in place: a final-state kernel of the
+    core from the call's initial state guesses every chunk's end, the
+    kernel runs each chunk from the end before it, and the compiler's
+    chunk repair kernel reruns, in place, each chunk whose start was not
+    bit for bit what the chunk before ends with: three launches, no host
+    sync (a CUDA graph can hold them), the sequential scan at worst
+    (``rounds=1``: no guess, every chunk from the call's initial state).
+    ``scheme="settle"`` (and ``"auto"`` elsewhere): each chunk runs from a
+    guess of its first state (the call's initial state), then again from
+    the states the chunk before ended with, until no chunk's first state
+    changes. Settled either way, each chunk starts from the sequential
+    scan's state and computes what it computes: outputs, state sequences
+    and final states are the sequential scan's bit for bit. With
     ``scheme="settle"`` a training call's backward runs the same way from
     the last chunk (each chunk's end adjoint the first-state adjoint of the
     chunk after): the gradients of the inputs and initial states are the
@@ -303,9 +311,9 @@ def chunked_time(chunks="auto", rounds: int = 4, scheme: str = "auto"):
     not divide, a half-precision training call (its backward carries
     adjoints in float32, which chunk borders would round), a call inside
     recompute_states() and a call under torch.compile run as before. Each
-    settling round compares states on the host: a device sync, so a call
-    being captured into a CUDA graph runs as before unless its core is
-    affine. Yields a :class:`ChunkedCalls` that counts what the calls did.
+    round settling on the host compares states there: a device sync, so
+    such a call being captured into a CUDA graph runs as before. Yields a
+    :class:`ChunkedCalls` that counts what the calls did.
     On the CPU, "bit for bit" needs every neuron computed alike: a
     core with a function of glibc's vector math library (exp, log, ...)
     rounds it there in the vectorized loop and as libm does in its scalar
