@@ -558,6 +558,23 @@ def test_the_repair_kernel_gives_the_sequential_scan_bit_for_bit(core, seqs, dty
                                               else torch.int32)), (chunks, rounds)
 
 
+def _captured(step, leaf):
+    """`step(leaf)` inside chunked_time(16), warmed up on a side stream and
+    captured there into a CUDA graph: (the graph, what the captured call
+    returned, the ChunkedCalls of both calls)."""
+    with flexsn.chunked_time(16) as calls:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            step(leaf)  # compiles and warms up on the capturing stream
+            graph = torch.cuda.CUDAGraph()
+            leaf.grad = None
+            with torch.cuda.graph(graph):
+                got = step(leaf)
+        torch.cuda.current_stream().wait_stream(s)
+    return graph, got, calls
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
 def test_a_reset_core_replays_from_a_cuda_graph(training):
@@ -577,16 +594,7 @@ def test_a_reset_core_replays_from_a_cuda_graph(training):
             if training:
                 out.sum().backward()
         return out.detach(), lif.v.detach()
-    with flexsn.chunked_time(16) as calls:
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            step(static)  # compiles and warms up on the capturing stream
-            graph = torch.cuda.CUDAGraph()
-            static.grad = None
-            with torch.cuda.graph(graph):
-                out, v = step(static)
-        torch.cuda.current_stream().wait_stream(s)
+    graph, (out, v), calls = _captured(step, static)
     assert calls.calls == calls.repaired == 2 and calls.sequential == 0, calls
     for trial in range(2):
         new = torch.rand(1024, 64, device="cuda") * (2 + trial)
@@ -776,16 +784,7 @@ def test_affine_training_replays_from_a_cuda_graph():
     want = x.clone().requires_grad_()
     step(want)
     xg = x.clone().requires_grad_()
-    with flexsn.chunked_time(16) as calls:
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            step(xg)  # compiles and warms up on the capturing stream
-            graph = torch.cuda.CUDAGraph()
-            xg.grad = None
-            with torch.cuda.graph(graph):
-                step(xg)
-        torch.cuda.current_stream().wait_stream(s)
+    graph, _, calls = _captured(step, xg)
     xg.grad.zero_()
     graph.replay()
     torch.cuda.synchronize()

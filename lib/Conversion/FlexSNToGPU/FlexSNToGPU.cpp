@@ -97,7 +97,10 @@ struct ConvertFlexSNToGPUPass
         SmallVector<Type> types;
         for (const KernelArg &arg : abi)
           types.push_back(arg.isPointer() ? ptrType : arg.type);
-        auto addEntry = [&](StringRef name, unsigned lanes, unsigned depth) {
+        // A kernel function of the ABI's types in a gpu.module of its own.
+        // The block size is chosen at launch (cuda::chooseScanBlockSize):
+        // `block-size` is its maximum.
+        auto newKernel = [&](StringRef name) {
           b.setInsertionPointToEnd(module.getBody());
           auto gpuModule = gpu::GPUModuleOp::create(b, loc, name);
           gpuModules.push_back(gpuModule);
@@ -106,10 +109,12 @@ struct ConvertFlexSNToGPUPass
               b, loc, name, FunctionType::get(ctx, types, {}));
           kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                           b.getUnitAttr());
-          // The block size is chosen at launch (cuda::chooseScanBlockSize):
-          // `block-size` is its maximum.
           kernel->setAttr(kVariantAttr, b.getStringAttr(spec.kind));
-          buildKernelBody(b, loc, scan, variant, abi, kernel, lanes, depth);
+          return kernel;
+        };
+        auto addEntry = [&](StringRef name, unsigned lanes, unsigned depth) {
+          buildKernelBody(b, loc, scan, variant, abi, newKernel(name), lanes,
+                          depth);
         };
         auto depthAt = [&](unsigned lanes) {
           return prefetch ? unsigned(prefetch)
@@ -141,16 +146,7 @@ struct ConvertFlexSNToGPUPass
           std::string repair = getRepairKernelName(spec.name);
           if (!nameFree(repair))
             return signalPassFailure();
-          b.setInsertionPointToEnd(module.getBody());
-          auto gpuModule = gpu::GPUModuleOp::create(b, loc, repair);
-          gpuModules.push_back(gpuModule);
-          b.setInsertionPointToEnd(gpuModule.getBody());
-          auto kernel = gpu::GPUFuncOp::create(
-              b, loc, repair, FunctionType::get(ctx, types, {}));
-          kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                          b.getUnitAttr());
-          kernel->setAttr(kVariantAttr, b.getStringAttr(spec.kind));
-          buildRepairBody(b, loc, scan, variant, kernel);
+          buildRepairBody(b, loc, scan, variant, newKernel(repair));
         }
       }
       func.erase();
