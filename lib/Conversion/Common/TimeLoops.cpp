@@ -916,9 +916,7 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(
 
 /// Loads of states a chunk repair kernel's search keeps in flight (two a
 /// chunk and state): its thread per neuron is alone on its neuron's
-/// chunks, so the search's time is its round trips to memory (LIF at T =
-/// 65536, 256 neurons, 256 chunks: 97 us at 8 chunks a round trip on an
-/// H200).
+/// chunks, so the search's time is its round trips to memory.
 static constexpr unsigned kRepairScanLoads = 64;
 
 void mlir::flexsn::emitChunkRepair(OpBuilder &b, Location loc, ScanOp scan,
