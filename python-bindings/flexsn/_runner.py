@@ -188,7 +188,9 @@ def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor
     the row width of the kernels that read the chunks in place (GPU, NCL
     a multiple of 8 lanes), else 0 (the steps are transposed into chunk
     rows and back). A call being captured into a CUDA graph runs as chunks
-    only where nothing needs the host: a call of an affine core."""
+    only where nothing needs the host: a call of an affine core, or one
+    that settles on the device (chunks read in place, not
+    scheme="settle"; without a repair kernel it runs sequentially)."""
     chunked = chunking()
     dtype = first.dtype
     if chunked is None or not compiled.num_states or torch.compiler.is_compiling() or \
