@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <cstring>
 #include <map>
 
 #include <unistd.h>
@@ -318,6 +319,95 @@ harness::scanOperands(ScanOp scan, const std::vector<HostBuffer> &buffers,
     if (std::optional<double> c = getConstantInitState(scan, k))
       ops[firstState + k].assign(NCL, *c);
   return ops;
+}
+
+void harness::uniformChunkParams(std::vector<HostBuffer> &buffers,
+                                 int64_t W) {
+  for (HostBuffer &b : buffers) {
+    if (b.arg.role != KernelArgRole::Param)
+      continue;
+    size_t chunkBytes = size_t(W) * b.width();
+    for (size_t at = chunkBytes; at + chunkBytes <= b.bytes.size();
+         at += chunkBytes)
+      std::memcpy(b.bytes.data() + at, b.bytes.data(), chunkBytes);
+  }
+}
+
+Error harness::checkRepaired(ScanOp scan, int64_t T, int64_t NCL, int64_t W,
+                             const std::vector<HostBuffer> &buffers,
+                             const HarnessOptions &options,
+                             llvm::raw_ostream &os, CheckResult &result) {
+  if (T == 0) {
+    // Chunks without steps: the repair kernel leaves them as they are.
+    if (options.verbose)
+      os << "  repaired chunks: no steps, nothing to compare\n";
+    return Error::success();
+  }
+  // Chunk c of neuron n holds steps c * T .. c * T + T - 1 of a [C * T, W]
+  // sequence: the chunked layout is the sequential one.
+  int64_t C = NCL / W, steps = C * T;
+  std::vector<std::vector<double>> ops(scan->getNumOperands());
+  for (const HostBuffer &b : buffers) {
+    if (isResultRole(b.arg.role))
+      continue;
+    std::vector<double> v = b.decoded();
+    if (getArgShape(b.arg.role) == ArgShape::PerNeuron)
+      v.resize(W); // the first chunk's
+    ops[getArgSource(scan, b.arg).number] = std::move(v);
+  }
+  unsigned firstState = scan.getNumInputs() + 2 * scan.getNumLagged();
+  for (unsigned k = 0; k < scan.getNumStates(); ++k)
+    if (std::optional<double> c = getConstantInitState(scan, k))
+      ops[firstState + k].assign(W, *c);
+  Comparer cmp{options, os, W, {}, {}};
+  if (options.tieMargin > 0) {
+    if (Error e = nearTieMask(scan, steps, W, ops, options.tieMargin, cmp.mask))
+      return e;
+    cmp.result.masked = llvm::count(cmp.mask, 1);
+  }
+  std::vector<std::vector<double>> expected;
+  if (failed(interpretScan(scan, KernelVariant::Inference, steps, W, ops,
+                           expected)))
+    return makeDiagnosedError();
+  unsigned numOut = scan.getNumOutputs();
+  // Per chunk and neuron, the state at the step before `row` of chunk c.
+  auto perChunk = [&](unsigned k, int64_t row, const std::vector<double> &first) {
+    std::vector<double> v(NCL);
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t n = 0; n < W; ++n)
+        v[c * W + n] = c * T + row < 0
+                           ? first[n]
+                           : expected[numOut + k][(c * T + row) * W + n];
+    return v;
+  };
+  for (const HostBuffer &b : buffers) {
+    ArgDescription m = describeKernelArg(scan, b.arg);
+    std::string what = m.str() + " (repaired chunks)";
+    switch (b.arg.role) {
+    case KernelArgRole::Output:
+    case KernelArgRole::StateSeq:
+      cmp.compare(what, b, expected[getArgSource(scan, b.arg).number],
+                  scan.getComputeType());
+      break;
+    case KernelArgRole::FinalState:
+      cmp.compare(what, b, perChunk(b.arg.index, T - 1, {}),
+                  scan.getComputeType());
+      break;
+    case KernelArgRole::InitState:
+      cmp.compare(what, b, perChunk(b.arg.index, -1, ops[firstState + b.arg.index]),
+                  scan.getComputeType());
+      break;
+    default:
+      break;
+    }
+  }
+  if (!cmp.result.ok && result.ok)
+    result.firstFailure = cmp.result.firstFailure;
+  result.ok = result.ok && cmp.result.ok;
+  result.worst = std::max(result.worst, cmp.result.worst);
+  result.masked = std::max(result.masked, cmp.result.masked);
+  result.skipped += cmp.result.skipped;
+  return Error::success();
 }
 
 /// Compares every result buffer of a run of `scan`'s kernel of `variant`

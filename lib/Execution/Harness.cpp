@@ -243,12 +243,22 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
   auto firstSpec = kernelOf(first, training ? StringRef("forward") : kind);
   if (!firstSpec)
     return firstSpec.takeError();
+  int64_t W = chunkWidth(primal, NCL);
+  if (options.repair && (training || !W || !hasChunkRepair(first, firstSpec->variant)))
+    return makeError("'" + funcName + "' has no chunk repair kernel for a " + kind +
+                     " run at NCL=" + Twine(NCL) + ": it needs flexsn.chunk_width "
+                     "dividing NCL, states, and an inference or final_state kernel");
+  if (options.repair && bench)
+    return makeError("a chunk repair kernel is checked, not timed: its work "
+                     "depends on how many chunks were wrong");
   std::vector<HostBuffer> fwd =
       makeBuffers(getKernelABI(first, firstSpec->variant, /*cpu=*/true), T,
                   NCL);
   for (HostBuffer &b : fwd)
     if (!isResultRole(b.arg.role))
       fillOperand(b, describeKernelArg(first, b.arg).meaning, rng);
+  if (options.repair)
+    uniformChunkParams(fwd, W);
   if (Error e = runner.run(firstSpec->name, fwd, T, NCL))
     return std::move(e);
 
@@ -278,6 +288,17 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
     if (bench)
       if (Error e = runner.bench(firstSpec->name, fwd, T, NCL, os))
         return std::move(e);
+    if (options.repair) {
+      // Every chunk ran from a random start: the repair reruns them all.
+      std::string repair = getRepairKernelName(firstSpec->name);
+      if (Error e = runner.run(repair, fwd, T, NCL))
+        return std::move(e);
+      printRun(repair);
+      if (check)
+        if (Error e = checkRepaired(first, T, NCL, W, fwd, options, os,
+                                    cmp.result))
+          return std::move(e);
+    }
     return cmp.result;
   }
 

@@ -115,6 +115,18 @@ llvm::Error checkWithInterpreter(ScanOp scan, KernelVariant variant, int64_t T,
                                  int64_t NCL,
                                  const std::vector<HostBuffer> &buffers,
                                  Comparer &cmp, StringRef suffix = "");
+/// A chunked launch's per-neuron parameters made alike in every chunk of
+/// W neurons (the first chunk's), as chunks of one call have them.
+void uniformChunkParams(std::vector<HostBuffer> &buffers, int64_t W);
+/// After a chunk repair kernel ran on the buffers of a kernel of `scan`
+/// (T steps a chunk, NCL = C * W neurons): its outputs and state
+/// sequences, each chunk's final state and start against the interpreter's
+/// sequential scan of C * T steps of W neurons from the first chunk's
+/// starts (at T = 0 none: the kernel leaves chunks without steps alone).
+llvm::Error checkRepaired(ScanOp scan, int64_t T, int64_t NCL, int64_t W,
+                          const std::vector<HostBuffer> &buffers,
+                          const HarnessOptions &options, llvm::raw_ostream &os,
+                          CheckResult &result);
 /// The backward kernel's gradients (`got`) against central finite
 /// differences of the primal's loss, computed with the interpreter in f64.
 llvm::Error finiteDifferenceCheck(ScanOp primal, int64_t T, int64_t NCL,

@@ -120,12 +120,14 @@ FailureOr<Manifest> mlir::flexsn::buildManifest(ModuleOp module,
         a.accumulate = arg.role == KernelArgRole::SumState;
         a.optional = isOptionalKernelArg(scan, arg);
       }
-      if (target == ManifestTarget::CUDA && hasChunkRepair(scan, spec.variant)) {
-        // Its chunk repair kernel: the same arguments, one neuron a thread.
+      if (hasChunkRepair(scan, spec.variant)) {
+        // Its chunk repair kernel: the same arguments (on a GPU, one
+        // neuron a thread).
         ManifestKernel repair = k;
         repair.name = getRepairKernelName(k.name);
         repair.repairs = k.name;
-        repair.geometry->neuronsPerThread = 1;
+        if (repair.geometry)
+          repair.geometry->neuronsPerThread = 1;
         repair.scalarEntry.clear();
         repair.deepEntry.clear();
         repair.deepPrefetch = 0;

@@ -813,7 +813,7 @@ bool runCases(ModuleOp module, StringRef primal, ArrayRef<KernelCase> cases,
         recordError(out, label, result.takeError(), diagnostics);
         return false;
       }
-      out.kernels += StringRef(variant).starts_with("backward") ? 2 : 1;
+      out.kernels += StringRef(variant).starts_with("backward") || options.repair ? 2 : 1;
       out.masked = std::max(out.masked, result->masked);
       out.skipped += result->skipped;
       if (!result->ok) {
@@ -829,7 +829,8 @@ bool runCases(ModuleOp module, StringRef primal, ArrayRef<KernelCase> cases,
 
 /// The core again with its sequences holding chunks side by side
 /// (flexsn.chunk_width): its inference and final-state kernels against the
-/// interpreter, which the harness gives the chunks in rows.
+/// interpreter, which the harness gives the chunks in rows, and their
+/// chunk repair kernels.
 void runChunked(MLIRContext &context, const std::string &text, const Shape &shape,
                 ArrayRef<std::string> backends, const HarnessOptions &options,
                 const std::string &diagnostics, Outcome &out,
@@ -842,8 +843,12 @@ void runChunked(MLIRContext &context, const std::string &text, const Shape &shap
   auto func = prepareKernelModule(*module, "core", Type(), /*training=*/false, {});
   if (!func)
     return recordError(out, "chunked prepare", func.takeError(), diagnostics);
+  // Each chunk from a random start, then the chunk repair kernel: the
+  // chunks as one sequential scan of each neuron.
+  HarnessOptions repaired = options;
+  module->walk([&](flexsn::ScanOp scan) { repaired.repair = scan.getNumStates() > 0; });
   runCases(*module, *func, {{*func, "inference"}, {*func, "final_state"}}, shape.T,
-           chunkedNCL(shape), shape.seed, backends, options, "chunked ", diagnostics,
+           chunkedNCL(shape), shape.seed, backends, repaired, "chunked ", diagnostics,
            out, os);
 }
 
@@ -1101,12 +1106,14 @@ Totals runRange(unsigned first, unsigned last) {
     // reruns as flexsn-run --transfer=backward --variant=final_state.
     std::string transfer, flagsFor = variant;
     int64_t ncl = shape.NCL;
-    // A chunked run's ("chunked inference"): flexsn-run --chunk-width.
+    // A chunked run's ("chunked inference"): flexsn-run --chunk-width, and
+    // --repair where its core has states.
     std::string chunked;
     if (StringRef(o.variant).starts_with("chunked ")) {
       variant = StringRef(o.variant).ends_with("final_state") ? "final_state"
                                                                : "inference";
-      chunked = " --chunk-width=" + std::to_string(kChunkWidth);
+      chunked = " --chunk-width=" + std::to_string(kChunkWidth) +
+                (core.numSt ? " --repair" : "");
       ncl = chunkedNCL(shape);
     }
     auto [kernel, kernelVariant] = StringRef(o.variant).split(' ');

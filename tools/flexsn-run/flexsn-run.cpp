@@ -96,6 +96,13 @@ static cl::opt<int64_t> clChunkWidth(
              "steps side by side, W neurons a row (inference and "
              "final_state; 0: rows of NCL)"),
     cl::init(0));
+static cl::opt<bool> clRepair(
+    cl::cat(runCategory), "repair",
+    cl::desc("after the inference or final_state kernel of a scan with "
+             "flexsn.chunk_width (each chunk from a random start), run its "
+             "chunk repair kernel and check the chunks as one sequential "
+             "scan of each neuron"),
+    cl::init(false));
 static cl::opt<uint64_t> clSeed(cl::cat(runCategory), "seed",
                                 cl::desc("random seed"), cl::init(0));
 static cl::opt<unsigned> clThreads(cl::cat(runCategory), "threads",
@@ -297,6 +304,7 @@ int main(int argc, char **argv) {
   options.tolerance = clTolerance;
   options.finiteDifferences = clFiniteDifferences;
   options.tieMargin = clTieMargin;
+  options.repair = clRepair;
   auto runner = clBackend == "cpu"
                     ? createCPURunner(*module, options, pipeline)
                     : createCUDARunner(*module, options, pipeline);

@@ -56,6 +56,12 @@ struct HarnessOptions {
   double tieMargin = 0.0;
   /// Print one line per comparison.
   bool verbose = true;
+  /// Inference and final-state kernels of a scan with flexsn.chunk_width:
+  /// after the kernel's check (each chunk from a random start, a neuron of
+  /// its own), run its chunk repair kernel and check the chunks as one
+  /// sequential scan of each neuron (per-neuron parameters alike in every
+  /// chunk).
+  bool repair = false;
 };
 
 /// One kernel pointer argument's host buffer.

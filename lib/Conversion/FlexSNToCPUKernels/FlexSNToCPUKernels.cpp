@@ -101,6 +101,29 @@ void lowerScan(ScanOp scan, unsigned prefetch) {
     b.setInsertionPointToStart(entry);
     emitKernelBody(b, loc, scan, spec.variant, abi, entry->getArguments(),
                    prefetch);
+    if (!hasChunkRepair(scan, spec.variant))
+      continue;
+    // Its chunk repair kernel (emitChunkRepair): the neurons of the range
+    // below the chunk width walk their chunks.
+    b.setInsertionPoint(func);
+    auto repair =
+        func::FuncOp::create(b, loc, getRepairKernelName(spec.name),
+                             FunctionType::get(ctx, types, {}));
+    repair->setAttr(kVariantAttr, b.getStringAttr(spec.kind));
+    Block *body = repair.addEntryBlock();
+    b.setInsertionPointToStart(body);
+    ValueRange args = body->getArguments();
+    Value width = arith::ConstantOp::create(
+        b, loc, b.getI64IntegerAttr(scan.getChunkWidth()));
+    Value end = arith::MinSIOp::create(b, loc, args.back(), width);
+    scf::ForOp::create(
+        b, loc, args[args.size() - 2], end,
+        arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1)), ValueRange{},
+        [&](OpBuilder &nb, Location, Value n, ValueRange) {
+          emitChunkRepair(nb, loc, scan, spec.variant, args, n);
+          scf::YieldOp::create(nb, loc);
+        });
+    func::ReturnOp::create(b, loc);
   }
   func.erase();
 }

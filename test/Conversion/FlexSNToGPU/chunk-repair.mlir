@@ -7,10 +7,6 @@
 // RUN: flexsn-opt %s --flexsn-differentiate --convert-flexsn-to-gpu --split-input-file | FileCheck %s --check-prefix=TRAIN
 // RUN: flexsn-translate --flexsn-to-manifest %s --split-input-file | FileCheck %s --check-prefix=MANIFEST
 // RUN: flexsn-translate --flexsn-to-cpu-manifest %s --split-input-file | FileCheck %s --check-prefix=CPU
-// REQUIRES: ptxas
-// RUN: flexsn-translate --flexsn-to-ptx --options='differentiate' %s -o %t.ptx
-// RUN: %ptxas -arch=sm_90 %t.ptx -o %t.cubin
-// RUN: FileCheck %s --input-file=%t.ptx --check-prefix=PTX
 
 // CHECK-LABEL: gpu.func @lif_final_state_repair(
 // CHECK-SAME: %[[X:[a-z0-9]+]]: !llvm.ptr, %[[START:[a-z0-9]+]]: !llvm.ptr, %[[S:[a-z0-9]+]]: !llvm.ptr, %[[END:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i64, %[[NCL:[a-z0-9]+]]: i64)
@@ -47,12 +43,32 @@
 // MANIFEST: "args"
 // MANIFEST: "name": "lif_final_state_repair"
 // MANIFEST-NOT: "name": "plain_{{.*}}_repair"
-// CPU: "name": "lif_inference"
-// CPU-NOT: _repair
-// PTX: .visible .entry lif_inference_repair(
-// PTX: .visible .entry lif_final_state_repair(
-// PTX: .visible .entry lif_forward_repair(
-// PTX-NOT: .entry lif_backward_repair(
+// The CPU kernels have them too (one neuron of the range a time), and
+// flexsn-run --repair checks one: every chunk from a random start, then
+// the repair, against the interpreter's sequential scan of the chunks.
+// CPU: "name": "lif_inference_repair"
+// CPU-NEXT: "source": "lif"
+// CPU-NEXT: "variant": "inference"
+// CPU-NEXT: "repairs": "lif_inference"
+// RUN: flexsn-opt %s --convert-flexsn-to-cpu-kernels --split-input-file | FileCheck %s --check-prefix=CPUK
+// CPUK-LABEL: func.func @lif_inference_repair(
+// CPUK: %[[W:.*]] = arith.constant 64 : i64
+// CPUK: %[[END:.*]] = arith.minsi %{{.*}}, %[[W]] : i64
+// CPUK: scf.for %{{.*}} = %{{.*}} to %[[END]]
+// CPUK: scf.while
+// RUN: flexsn-run %s --func=lif --backend=cpu --repair --T=16 --ncl=256 --check | FileCheck %s --check-prefix=RAN
+// RUN: flexsn-run %s --func=lif --backend=cpu --variant=final_state --repair --T=16 --ncl=256 --check | FileCheck %s --check-prefix=RAN
+// RUN: flexsn-run %s --func=lif --backend=cpu --dtype=bf16 --repair --T=9 --ncl=192 --check | FileCheck %s --check-prefix=RAN
+// RAN: kernel lif_{{.*}}_repair: T={{[0-9]+}} NCL={{[0-9]+}} backend=cpu
+// RAN: init_state #0 (repaired chunks)
+// RAN: check: ok
+// A repair wants the attribute dividing NCL, and is checked, not timed:
+// RUN: not flexsn-run %s --func=lif --backend=cpu --repair --T=16 --ncl=100 --check 2>&1 | FileCheck %s --check-prefix=NODIV
+// NODIV: has no chunk repair kernel for a inference run at NCL=100
+// RUN: not flexsn-run %s --func=plain --backend=cpu --repair --T=16 --ncl=128 --check 2>&1 | FileCheck %s --check-prefix=NONE
+// NONE: 'plain' has no chunk repair kernel
+// RUN: not flexsn-run %s --func=lif --backend=cpu --repair --bench --T=16 --ncl=128 2>&1 | FileCheck %s --check-prefix=BENCH
+// BENCH: a chunk repair kernel is checked, not timed
 func.func @lif(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
   %s, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) attributes {flexsn.chunk_width = 64 : i64} -> (tensor<?x?xf32>, tensor<?x?xf32>) {
   ^bb0(%xt: f32, %vt: f32):
