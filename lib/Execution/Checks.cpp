@@ -333,6 +333,30 @@ void harness::uniformChunkParams(std::vector<HostBuffer> &buffers,
   }
 }
 
+void harness::startChunksFromEnds(std::vector<HostBuffer> &buffers,
+                                  int64_t T, int64_t NCL, int64_t W) {
+  if (T == 0)
+    return;
+  for (HostBuffer &start : buffers) {
+    if (start.arg.role != KernelArgRole::InitState)
+      continue;
+    for (const HostBuffer &end : buffers) {
+      bool finals = end.arg.role == KernelArgRole::FinalState;
+      if ((!finals && end.arg.role != KernelArgRole::StateSeq) ||
+          end.arg.index != start.arg.index)
+        continue;
+      size_t bytes = start.width();
+      // Chunk c's last step: row T - 1 of its block of T rows of W.
+      for (int64_t c = NCL / W - 1; c >= 1; --c)
+        for (int64_t n = 0; n < W; ++n) {
+          int64_t from = finals ? (c - 1) * W + n : ((c - 1) * T + T - 1) * W + n;
+          std::memcpy(start.bytes.data() + (c * W + n) * bytes,
+                      end.bytes.data() + from * bytes, bytes);
+        }
+    }
+  }
+}
+
 Error harness::checkRepaired(ScanOp scan, int64_t T, int64_t NCL, int64_t W,
                              const std::vector<HostBuffer> &buffers,
                              const HarnessOptions &options,

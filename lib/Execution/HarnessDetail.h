@@ -118,6 +118,11 @@ llvm::Error checkWithInterpreter(ScanOp scan, KernelVariant variant, int64_t T,
 /// A chunked launch's per-neuron parameters made alike in every chunk of
 /// W neurons (the first chunk's), as chunks of one call have them.
 void uniformChunkParams(std::vector<HostBuffer> &buffers, int64_t W);
+/// Each chunk's start (after the first's) set to the end of the chunk
+/// before in the run whose results the buffers hold, as chunked_time's
+/// device settling starts its kernel from a guess launch's chunk ends.
+void startChunksFromEnds(std::vector<HostBuffer> &buffers, int64_t T,
+                         int64_t NCL, int64_t W);
 /// After a chunk repair kernel ran on the buffers of a kernel of `scan`
 /// (T steps a chunk, NCL = C * W neurons): its outputs and state
 /// sequences, each chunk's final state and start against the interpreter's

@@ -99,9 +99,10 @@ static cl::opt<int64_t> clChunkWidth(
 static cl::opt<bool> clRepair(
     cl::cat(runCategory), "repair",
     cl::desc("after the inference or final_state kernel of a scan with "
-             "flexsn.chunk_width (each chunk from a random start), run its "
-             "chunk repair kernel and check the chunks as one sequential "
-             "scan of each neuron"),
+             "flexsn.chunk_width (each chunk from a random start), run it "
+             "again from the chunk ends it gave, then its chunk repair "
+             "kernel, and check the chunks as one sequential scan of each "
+             "neuron"),
     cl::init(false));
 static cl::opt<uint64_t> clSeed(cl::cat(runCategory), "seed",
                                 cl::desc("random seed"), cl::init(0));

@@ -58,9 +58,9 @@ struct HarnessOptions {
   bool verbose = true;
   /// Inference and final-state kernels of a scan with flexsn.chunk_width:
   /// after the kernel's check (each chunk from a random start, a neuron of
-  /// its own), run its chunk repair kernel and check the chunks as one
-  /// sequential scan of each neuron (per-neuron parameters alike in every
-  /// chunk).
+  /// its own), run the kernel again from the chunk ends it gave and its
+  /// chunk repair kernel, and check the chunks as one sequential scan of
+  /// each neuron (per-neuron parameters alike in every chunk).
   bool repair = false;
 };
 

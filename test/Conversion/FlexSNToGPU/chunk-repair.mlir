@@ -44,8 +44,9 @@
 // MANIFEST: "name": "lif_final_state_repair"
 // MANIFEST-NOT: "name": "plain_{{.*}}_repair"
 // The CPU kernels have them too (one neuron of the range a time), and
-// flexsn-run --repair checks one: every chunk from a random start, then
-// the repair, against the interpreter's sequential scan of the chunks.
+// flexsn-run --repair checks one as chunked_time uses it: the kernel from
+// random starts (a guess), again from the chunk ends it gave, then the
+// repair, against the interpreter's sequential scan of the chunks.
 // CPU: "name": "lif_inference_repair"
 // CPU-NEXT: "source": "lif"
 // CPU-NEXT: "variant": "inference"
