@@ -281,11 +281,8 @@ int64_t harness::chunkWidth(ScanOp scan, int64_t NCL) {
   return width && NCL > 0 && NCL % width == 0 ? width : 0;
 }
 
-/// `v`, a sequence of T steps of NCL neurons, between the kernel's layout
-/// of chunks side by side, W neurons a row (flexsn.chunk_width), and rows
-/// of NCL (the interpreter's): to rows with `toRows`, else back.
-static void reorderChunks(std::vector<double> &v, int64_t T, int64_t NCL,
-                          int64_t W, bool toRows) {
+void harness::reorderChunks(std::vector<double> &v, int64_t T, int64_t NCL,
+                            int64_t W, bool toRows) {
   std::vector<double> out(v.size());
   for (int64_t t = 0; t < T; ++t)
     for (int64_t n = 0; n < NCL; ++n) {

@@ -55,11 +55,14 @@ primalOperands(ScanOp primal, ScanOp first,
     return ops;
   unsigned firstState = primal.getNumInputs() + 2 * primal.getNumLagged();
   unsigned firstParam = firstState + primal.getNumStates();
+  int64_t W = chunkWidth(primal, NCL);
   for (const HostBuffer &b : fwd) {
     ArgDescription m = describeKernelArg(first, b.arg);
-    if (m.meaning == ArgMeaning::Input)
+    if (m.meaning == ArgMeaning::Input) {
       ops[m.index] = b.decoded();
-    else if (m.meaning == ArgMeaning::InitState)
+      if (W)
+        reorderChunks(ops[m.index], b.count / NCL, NCL, W, /*toRows=*/true);
+    } else if (m.meaning == ArgMeaning::InitState)
       ops[firstState + m.index] = b.decoded();
     else if (m.meaning == ArgMeaning::Param)
       ops[firstParam + m.index] = b.decoded();
@@ -125,8 +128,8 @@ backwardBuffers(ScanOp bscan, const KernelSpec &bspec, int64_t T, int64_t NCL,
 
 /// The reference adjoint's case: the same stored forward values and
 /// gradients the backward kernel read.
-static AdjointCase adjointCase(ScanOp primal, bool finalPair,
-                               const MeaningMap &byMeaning,
+static AdjointCase adjointCase(ScanOp primal, bool finalPair, int64_t T,
+                               int64_t NCL, const MeaningMap &byMeaning,
                                const MeaningMap &fromForward) {
   AdjointCase c;
   auto decodedOr = [&](ArgMeaning meaning, unsigned i) -> std::vector<double> {
@@ -155,6 +158,16 @@ static AdjointCase adjointCase(ScanOp primal, bool finalPair,
                                                   : std::vector<double>());
   }
   c.finalStates = finalPair;
+  // The reference adjoint reads sequences in rows of NCL.
+  if (int64_t W = chunkWidth(primal, NCL)) {
+    auto toRows = [&](std::vector<std::vector<double>> &seqs) {
+      for (std::vector<double> &v : seqs)
+        if (NCL > 0 && (int64_t)v.size() == T * NCL)
+          reorderChunks(v, T, NCL, W, /*toRows=*/true);
+    };
+    for (auto *seqs : {&c.inputs, &c.stateSeqs, &c.gradOutputs, &c.gradStates})
+      toRows(*seqs);
+  }
   return c;
 }
 
@@ -180,6 +193,13 @@ static Error checkBackward(ScanOp primal, ScanOp bscan, int64_t T, int64_t NCL,
                                                  : nullptr;
     if (!expected)
       return makeError("unexpected backward result " + m.str());
+    std::vector<double> inLayout;
+    if (int64_t W = chunkWidth(primal, NCL);
+        W && (int64_t)expected->size() == T * NCL) {
+      inLayout = *expected;
+      reorderChunks(inLayout, T, NCL, W, /*toRows=*/false);
+      expected = &inLayout;
+    }
     cmp.compare(m.str() + " vs reference adjoint", b, *expected,
                 bscan.getComputeType());
   }
@@ -194,7 +214,9 @@ static Error checkBackward(ScanOp primal, ScanOp bscan, int64_t T, int64_t NCL,
              llvm::all_of(bwd, [](const HostBuffer &b) {
                return b.arg.type.isF64();
              });
-  if (smooth && f64 && T > 0 && NCL > 0 && options.finiteDifferences)
+  // (Finite differences read the kernels' buffers in rows of NCL.)
+  bool rows = !chunkWidth(primal, NCL);
+  if (smooth && f64 && rows && T > 0 && NCL > 0 && options.finiteDifferences)
     // byMeaning holds the results too (grad_input, grad_init_state,
     // grad_param); gradients the backward does not read are empty in `c`
     // and left out of the loss.
@@ -204,7 +226,8 @@ static Error checkBackward(ScanOp primal, ScanOp bscan, int64_t T, int64_t NCL,
        << (!smooth ? "the body spikes or detaches: its gradient is not "
                      "the derivative"
            : !options.finiteDifferences ? "--finite-differences=false"
-                                        : "needs f64 storage and compute")
+                                        : !rows ? "chunks side by side"
+                                                : "needs f64 storage and compute")
        << ")\n";
   return Error::success();
 }
@@ -226,10 +249,6 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
   ScanOp primal = scanOf(module, funcName);
   if (!primal)
     return makeError("no kernel function named '" + funcName + "'");
-  if (training && chunkWidth(primal, NCL))
-    return makeError("'" + funcName + "' reads chunks side by side "
-                     "(flexsn.chunk_width): the harness checks that layout "
-                     "for inference and final_state kernels only");
 
   // The kernel that runs first: the primal's, or the training forward.
   ScanOp first =
@@ -263,6 +282,8 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
     return std::move(e);
 
   Comparer cmp{options, os, NCL, {}, {}};
+  cmp.chunkWidth = W;
+  cmp.steps = T;
   if (check && options.tieMargin > 0) {
     if (Error e = nearTieMask(primal, T, NCL,
                               primalOperands(primal, first, fwd, NCL),
@@ -341,7 +362,7 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
     if (Error e = checkWithInterpreter(first, firstSpec->variant, T, NCL, fwd,
                                        cmp, " (training forward)"))
       return std::move(e);
-    AdjointCase c = adjointCase(primal, finalPair, byMeaning, fromForward);
+    AdjointCase c = adjointCase(primal, finalPair, T, NCL, byMeaning, fromForward);
     if (Error e = checkBackward(primal, bscan, T, NCL, c, *bwd, byMeaning,
                                 options, cmp, os))
       return std::move(e);

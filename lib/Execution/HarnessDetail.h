@@ -48,6 +48,17 @@ struct Comparer {
   /// One flag per neuron; empty: none left out.
   std::vector<uint8_t> mask;
   CheckResult result;
+  /// Sequences of `steps` steps that hold chunks side by side, `chunkWidth`
+  /// neurons a row (flexsn.chunk_width; 0: rows of NCL).
+  int64_t chunkWidth = 0, steps = 0;
+
+  /// The neuron of element i of a compared vector of `size` elements.
+  int64_t neuronOf(size_t i, size_t size) const {
+    int64_t W = chunkWidth;
+    if (W && (int64_t)size == steps * NCL)
+      return int64_t(i) / (steps * W) * W + int64_t(i) % W;
+    return int64_t(i) % NCL;
+  }
 
   bool anyMasked() const {
     return llvm::any_of(mask, [](uint8_t m) { return m != 0; });
@@ -70,7 +81,7 @@ struct Comparer {
     double maxErr = 0.0, maxRef = 0.0;
     int64_t bad = 0, used = 0;
     for (size_t i = 0; i < ref.size(); ++i) {
-      if (perNeuron && !mask.empty() && mask[i % NCL])
+      if (perNeuron && !mask.empty() && mask[neuronOf(i, ref.size())])
         continue;
       ++used;
       double value = got.at(i);
@@ -104,6 +115,11 @@ using MeaningMap = std::map<std::pair<ArgMeaning, unsigned>,
 /// The chunk width W a launch of `scan` at NCL neurons reads its
 /// sequences in (flexsn.chunk_width, W dividing NCL), else 0 (rows of NCL).
 int64_t chunkWidth(ScanOp scan, int64_t NCL);
+/// `v`, a sequence of T steps of NCL neurons, between the kernel's layout
+/// of chunks side by side, W neurons a row (flexsn.chunk_width), and rows
+/// of NCL (the interpreter's): to rows with `toRows`, else back.
+void reorderChunks(std::vector<double> &v, int64_t T, int64_t NCL, int64_t W,
+                   bool toRows);
 /// The scan operands in operand order (for the interpreter), from the
 /// buffers and the constants of constant initial states; sequences in
 /// rows of NCL whatever the kernel's layout.

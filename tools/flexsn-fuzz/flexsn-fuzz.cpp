@@ -830,7 +830,8 @@ bool runCases(ModuleOp module, StringRef primal, ArrayRef<KernelCase> cases,
 /// The core again with its sequences holding chunks side by side
 /// (flexsn.chunk_width): its inference and final-state kernels against the
 /// interpreter, which the harness gives the chunks in rows, and their
-/// chunk repair kernels.
+/// chunk repair kernels; its training kernels against the reference
+/// adjoint.
 void runChunked(MLIRContext &context, const std::string &text, const Shape &shape,
                 ArrayRef<std::string> backends, const HarnessOptions &options,
                 const std::string &diagnostics, Outcome &out,
@@ -840,16 +841,26 @@ void runChunked(MLIRContext &context, const std::string &text, const Shape &shap
     scan->setAttr(kChunkWidthAttr,
                   IntegerAttr::get(IntegerType::get(&context, 64), kChunkWidth));
   });
-  auto func = prepareKernelModule(*module, "core", Type(), /*training=*/false, {});
+  std::vector<std::string> saveOps(pipeline.saveOps.begin(), pipeline.saveOps.end());
+  auto func = prepareKernelModule(*module, "core", Type(), /*training=*/true, saveOps);
   if (!func)
     return recordError(out, "chunked prepare", func.takeError(), diagnostics);
   // Each chunk from a random start, then the chunk repair kernel: the
   // chunks as one sequential scan of each neuron.
   HarnessOptions repaired = options;
-  module->walk([&](flexsn::ScanOp scan) { repaired.repair = scan.getNumStates() > 0; });
-  runCases(*module, *func, {{*func, "inference"}, {*func, "final_state"}}, shape.T,
-           chunkedNCL(shape), shape.seed, backends, repaired, "chunked ", diagnostics,
-           out, os);
+  repaired.repair = false;
+  module->walk([&](flexsn::ScanOp scan) {
+    if (cast<func::FuncOp>(scan->getParentOp()).getSymName() == *func)
+      repaired.repair = scan.getNumStates() > 0;
+  });
+  SmallVector<KernelCase> training = {{*func, "backward"}};
+  if (SymbolTable::lookupSymbolIn(*module, (*func + "_forward_final")))
+    training.push_back({*func, "backward_final"});
+  if (runCases(*module, *func, {{*func, "inference"}, {*func, "final_state"}}, shape.T,
+               chunkedNCL(shape), shape.seed, backends, repaired, "chunked ", diagnostics,
+               out, os))
+    runCases(*module, *func, training, shape.T, chunkedNCL(shape), shape.seed, backends,
+             options, "chunked ", diagnostics, out, os);
 }
 
 Outcome runCore(const Core &core, const Shape &shape, bool cuda) {
@@ -1110,11 +1121,15 @@ Totals runRange(unsigned first, unsigned last) {
     // --repair where its core has states.
     std::string chunked;
     if (StringRef(o.variant).starts_with("chunked ")) {
-      variant = StringRef(o.variant).ends_with("final_state") ? "final_state"
-                                                               : "inference";
+      variant = StringRef(o.variant).drop_front(strlen("chunked ")).str();
+      if (variant != "inference" && variant != "final_state" &&
+          variant != "backward_final")
+        variant = "backward";
+      bool repair = core.numSt && (variant == "inference" || variant == "final_state");
       chunked = " --chunk-width=" + std::to_string(kChunkWidth) +
-                (core.numSt ? " --repair" : "");
+                (repair ? " --repair" : "");
       ncl = chunkedNCL(shape);
+      flagsFor = variant;
     }
     auto [kernel, kernelVariant] = StringRef(o.variant).split(' ');
     if (chunked.empty() && !kernelVariant.empty() && kernel.consume_front("core") &&
