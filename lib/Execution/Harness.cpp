@@ -263,10 +263,11 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
   if (!firstSpec)
     return firstSpec.takeError();
   int64_t W = chunkWidth(primal, NCL);
-  if (options.repair && (training || !W || !hasChunkRepair(first, firstSpec->variant)))
+  if (options.repair &&
+      (kind == "backward" || !W || !hasChunkRepair(first, firstSpec->variant)))
     return makeError("'" + funcName + "' has no chunk repair kernel for a " + kind +
                      " run at NCL=" + Twine(NCL) + ": it needs flexsn.chunk_width "
-                     "dividing NCL, states, and an inference or final_state kernel");
+                     "dividing NCL, states, and a forward scan");
   if (options.repair && bench)
     return makeError("a chunk repair kernel is checked, not timed: its work "
                      "depends on how many chunks were wrong");

@@ -853,12 +853,15 @@ void runChunked(MLIRContext &context, const std::string &text, const Shape &shap
     if (cast<func::FuncOp>(scan->getParentOp()).getSymName() == *func)
       repaired.repair = scan.getNumStates() > 0;
   });
+  SmallVector<KernelCase> forward = {{*func, "inference"}, {*func, "final_state"},
+                                     {*func, "forward"}};
   SmallVector<KernelCase> training = {{*func, "backward"}};
-  if (SymbolTable::lookupSymbolIn(*module, (*func + "_forward_final")))
+  if (SymbolTable::lookupSymbolIn(*module, (*func + "_forward_final"))) {
+    forward.push_back({*func, "forward_final"});
     training.push_back({*func, "backward_final"});
-  if (runCases(*module, *func, {{*func, "inference"}, {*func, "final_state"}}, shape.T,
-               chunkedNCL(shape), shape.seed, backends, repaired, "chunked ", diagnostics,
-               out, os))
+  }
+  if (runCases(*module, *func, forward, shape.T, chunkedNCL(shape), shape.seed, backends,
+               repaired, "chunked ", diagnostics, out, os))
     runCases(*module, *func, training, shape.T, chunkedNCL(shape), shape.seed, backends,
              options, "chunked ", diagnostics, out, os);
 }
@@ -1071,7 +1074,8 @@ std::string pipelineFlags(StringRef backend, StringRef variant) {
     if (pipeline.blockSize != defaults.blockSize)
       flags += " --block-size=" + std::to_string(pipeline.blockSize);
   }
-  if (!pipeline.saveOps.empty() && variant.starts_with("backward"))
+  if (!pipeline.saveOps.empty() &&
+      (variant.starts_with("backward") || variant.starts_with("forward")))
     flags += " --save-ops=" + llvm::join(pipeline.saveOps, ",");
   return flags;
 }
@@ -1122,10 +1126,10 @@ Totals runRange(unsigned first, unsigned last) {
     std::string chunked;
     if (StringRef(o.variant).starts_with("chunked ")) {
       variant = StringRef(o.variant).drop_front(strlen("chunked ")).str();
-      if (variant != "inference" && variant != "final_state" &&
-          variant != "backward_final")
+      if (variant != "inference" && variant != "final_state" && variant != "forward" &&
+          variant != "forward_final" && variant != "backward_final")
         variant = "backward";
-      bool repair = core.numSt && (variant == "inference" || variant == "final_state");
+      bool repair = core.numSt && !StringRef(variant).starts_with("backward");
       chunked = " --chunk-width=" + std::to_string(kChunkWidth) +
                 (repair ? " --repair" : "");
       ncl = chunkedNCL(shape);

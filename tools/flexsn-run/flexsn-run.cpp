@@ -98,7 +98,7 @@ static cl::opt<int64_t> clChunkWidth(
     cl::init(0));
 static cl::opt<bool> clRepair(
     cl::cat(runCategory), "repair",
-    cl::desc("after the inference or final_state kernel of a scan with "
+    cl::desc("after the inference, final_state or forward kernel of a scan with "
              "flexsn.chunk_width (each chunk from a random start), run it "
              "again from the chunk ends it gave, then its chunk repair "
              "kernel, and check the chunks as one sequential scan of each "

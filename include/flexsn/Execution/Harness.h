@@ -56,7 +56,8 @@ struct HarnessOptions {
   double tieMargin = 0.0;
   /// Print one line per comparison.
   bool verbose = true;
-  /// Inference and final-state kernels of a scan with flexsn.chunk_width:
+  /// Inference, final-state and training forward kernels of a scan with
+  /// flexsn.chunk_width:
   /// after the kernel's check (each chunk from a random start, a neuron of
   /// its own), run the kernel again from the chunk ends it gave and its
   /// chunk repair kernel, and check the chunks as one sequential scan of

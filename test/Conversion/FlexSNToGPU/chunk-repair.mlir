@@ -60,6 +60,8 @@
 // RUN: flexsn-run %s --func=lif --backend=cpu --repair --T=16 --ncl=256 --check | FileCheck %s --check-prefix=RAN
 // RUN: flexsn-run %s --func=lif --backend=cpu --variant=final_state --repair --T=16 --ncl=256 --check | FileCheck %s --check-prefix=RAN
 // RUN: flexsn-run %s --func=lif --backend=cpu --dtype=bf16 --repair --T=9 --ncl=192 --check | FileCheck %s --check-prefix=RAN
+// RUN: flexsn-run %s --func=lif --backend=cpu --variant=forward --repair --T=16 --ncl=256 --check | FileCheck %s --check-prefix=RAN
+// RUN: flexsn-run %s --func=lif --backend=cpu --variant=forward_final --save-ops=auto --repair --T=16 --ncl=256 --check | FileCheck %s --check-prefix=RAN
 // RAN: kernel lif_{{.*}}_repair: T={{[0-9]+}} NCL={{[0-9]+}} backend=cpu
 // RAN: init_state #0 (repaired chunks)
 // RAN: check: ok
@@ -67,6 +69,8 @@
 // RUN: not flexsn-run %s --func=lif --backend=cpu --repair --T=16 --ncl=100 --check 2>&1 | FileCheck %s --check-prefix=NODIV
 // NODIV: has no chunk repair kernel for a inference run at NCL=100
 // RUN: not flexsn-run %s --func=plain --backend=cpu --repair --T=16 --ncl=128 --check 2>&1 | FileCheck %s --check-prefix=NONE
+// RUN: not flexsn-run %s --func=lif --backend=cpu --variant=backward --repair --T=16 --ncl=128 --check 2>&1 | FileCheck %s --check-prefix=BWD
+// BWD: 'lif' has no chunk repair kernel for a backward run
 // NONE: 'plain' has no chunk repair kernel
 // RUN: not flexsn-run %s --func=lif --backend=cpu --repair --bench --T=16 --ncl=128 2>&1 | FileCheck %s --check-prefix=BENCH
 // BENCH: a chunk repair kernel is checked, not timed
