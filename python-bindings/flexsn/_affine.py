@@ -128,7 +128,8 @@ class AdjointChunks:
         backward = pair._backward_entry.info
         name = backward["name"] + "_transfer_final_state"
         if name not in program.kernels:
-            raise NoAdjointChunks(f"the compiler built no transfer function for {name[:-20]}")
+            raise NoAdjointChunks(f"the compiler built no transfer function for "
+                                  f"{backward['name']}")
         entry = program.entry(name, index)
         info = entry.info
         ptrs = [a for a in backward["args"] if a["kind"] == "ptr"]
@@ -157,7 +158,7 @@ class AdjointChunks:
             if not a.get("optional", False):
                 self.fill.append((pair.positions[mine], _program.DTYPES[a["dtype"]]))
         self.transfer = _program.KernelBinding(entry, positions)
-        self.k, self.kb, self.n = k, kb, n
+        self.kb = kb
         self.carries = [carried[s] for s in range(k)]
         self.compute = _program.DTYPES[info["compute_type"]]
         self.b = [self.transfer.index(("final_state", carried[s])) for s in range(k)]

@@ -120,7 +120,7 @@ def call_result(outs, rest, final: bool, want_seqs: bool):
 
 
 def repair_of(program, kernel: "_program.KernelBinding", index: int):
-    """The chunk repair kernel of `kernel` (a GPU kernel of a scan with
+    """The chunk repair kernel of `kernel` (a kernel of a scan with
     flexsn.chunk_width), bound to a call's tensors followed by the
     kernel's results, which it rewrites in place; else None."""
     name = kernel.name + "_repair"
@@ -132,14 +132,26 @@ def repair_of(program, kernel: "_program.KernelBinding", index: int):
     return _program.KernelBinding(program.entry(name, index), positions, in_place=True)
 
 
-def _repair(binding, args: list, results: list) -> bool:
-    if binding is None:
-        return False
-    binding(list(args) + list(results))
-    return True
+class _Repairable:
+    """A configuration whose kernel may have a chunk repair kernel
+    (`_repair`, from repair_of)."""
+
+    _repair = None
+
+    @property
+    def has_repair(self) -> bool:
+        return self._repair is not None
+
+    def repair(self, args: list, results: list) -> bool:
+        """Runs the chunk repair kernel on a call's `args` and `results`
+        (chunked_time; False where there is none)."""
+        if self._repair is None:
+            return False
+        self._repair(list(args) + list(results))
+        return True
 
 
-class InferenceConfig:
+class InferenceConfig(_Repairable):
     """The inference kernel of one configuration (dtype, device, parameter
     kinds, state sequences or final states), its arguments bound: ``xs + s0
     + ps`` (inputs, initial states, parameters). An initial state may be
@@ -168,15 +180,6 @@ class InferenceConfig:
         self.rest_ix = [self.kernel.index((rest, s)) for s in range(num_states)]
         _backend.note_layout(self.kernel.native, num_inputs, num_states, self.out_ix,
                              self.rest_ix, not want_seqs)
-
-    @property
-    def has_repair(self) -> bool:
-        return self._repair is not None
-
-    def repair(self, args: list, results: list) -> bool:
-        """Runs the kernel's chunk repair kernel on a call's `args` and
-        `results` (chunked_time; False where it has none)."""
-        return _repair(self._repair, args, results)
 
     def __call__(self, args):
         """(outputs [T, *S], state sequences [T, *S] or final states [*S])."""
@@ -336,7 +339,7 @@ def chunked_time(chunks="auto", rounds: int = 4, scheme: str = "auto"):
         _chunking = before
 
 
-class TrainingBinding:
+class TrainingBinding(_Repairable):
     """One training forward and its backward, bound. The forward takes the
     leaves (inputs, initial states, parameters; an initial state None:
     zeros) and gives outputs, then per state its sequence (``final`` False)
@@ -408,15 +411,6 @@ class TrainingBinding:
             return
         if _native.release(native):
             _spikes.forget_spike_results(native)
-
-    @property
-    def has_repair(self) -> bool:
-        return self._repair is not None
-
-    def repair(self, args: list, results: list) -> bool:
-        """Runs the forward's chunk repair kernel on a forward call's `args`
-        and `results` (chunked_time; False where it has none)."""
-        return _repair(self._repair, args, results)
 
     def preload(self, NCL: int) -> None:
         """The backward's entry for NCL starts compiling in the background on

@@ -138,7 +138,7 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
             border = _border(first.dtype)
             r = run_chunks(inference_config(compiled, first.dtype, device, want_seqs, p_dtypes,
                                             p_scalar, border, chunked[-1]),
-                           xs, s0, ps, want_seqs, *chunked, border,
+                           xs, s0, ps, want_seqs, *chunked[:4], chunked[-1], border,
                            _guess(compiled, chunked, first, p_dtypes, p_scalar))
             if r is not None:
                 return r
@@ -306,7 +306,7 @@ def _settle_on_device(run, guess, first: list, lay: "_Chunks", rounds: int, reco
 
 
 def run_chunks(prep: InferenceConfig, xs: list, s0: list, ps: list, want_seqs: bool,
-               chunks: int, rounds: int, record, affine, exact, width, border, guess=None):
+               chunks: int, rounds: int, record, affine, width, border, guess=None):
     """An inference call's T steps as `chunks` chunks side by side
     (flexsn.chunked_time): (outputs, state sequences or None, final
     states). From `affine`'s carries: the sequential scan's to rounding;

@@ -93,8 +93,7 @@ static cl::opt<std::string> clTransfer(
 static cl::opt<int64_t> clChunkWidth(
     cl::cat(runCategory), "chunk-width",
     cl::desc("give the scans flexsn.chunk_width W: sequences hold chunks of "
-             "steps side by side, W neurons a row (inference and "
-             "final_state; 0: rows of NCL)"),
+             "steps side by side, W neurons a row (0: rows of NCL)"),
     cl::init(0));
 static cl::opt<bool> clRepair(
     cl::cat(runCategory), "repair",

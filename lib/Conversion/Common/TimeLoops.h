@@ -60,7 +60,7 @@ llvm::SmallVector<Value> emitNeuronScan(OpBuilder &b, Location loc,
                                         unsigned l2Ahead = 0,
                                         Value l2Gate = Value());
 
-/// GPU chunk repair kernels (hasChunkRepair): the kernel's chunks ran side
+/// Chunk repair kernels (hasChunkRepair): the kernel's chunks ran side
 /// by side, each from the state in its start pointer. For neuron `neuron`
 /// (< the chunk width W), rounds find the first chunk whose start is not
 /// bit for bit the end of the chunk before (comparing many chunks per round

@@ -78,13 +78,13 @@ std::string getScalarEntryName(llvm::StringRef kernel);
 /// threads per SM and a long T.
 std::string getDeepEntryName(llvm::StringRef kernel);
 
-/// Whether GPU kernel `variant` of `scan` has a chunk repair kernel
+/// Whether kernel `variant` of `scan` has a chunk repair kernel
 /// (getRepairKernelName): a forward scan with `flexsn.chunk_width`, each of
 /// whose states it reads initial values of and writes (as a sequence or a
 /// final value), and no sums over neurons.
 bool hasChunkRepair(ScanOp scan, KernelVariant variant);
 
-/// The chunk repair kernel of GPU kernel `kernel` (emitChunkRepair):
+/// The chunk repair kernel of kernel `kernel` (emitChunkRepair):
 /// `<kernel>_repair`, a kernel of its own in the manifest.
 std::string getRepairKernelName(llvm::StringRef kernel);
 
