@@ -1,6 +1,7 @@
 """Where a chunked training call spends the device's time: per kernel, the
-device microseconds of one eager flexsn.chunked_time training step (forward,
-.sum().backward() to the input), LIF and LI, f32 (a script, not a test; run
+device microseconds of one eager flexsn.chunked_time training step as
+chunked_time.py times it (forward, the backward of a random output
+gradient to the input's gradient), LIF and LI, f32 (a script, not a test; run
 it on the GPU machine). The kernels are those a replay from a CUDA graph
 runs; their sum is the replayed call's device time without its gaps.
 
@@ -13,7 +14,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import flexsn
-from chunked_time import make
+from chunked_time import make, step_of
 
 
 def main():
@@ -28,13 +29,9 @@ def main():
         shape, chunks = spec.split(":")
         T, N = (int(v) for v in shape.split("x"))
         for core in a.cores.split(","):
-            module = make(core, device, torch.float32)
-            x = (torch.rand(T, N, device=device) * 2).requires_grad_()
-
-            def call():
-                module.reset()
-                x.grad = None
-                module(x).sum().backward()
+            torch.manual_seed(0)
+            x = torch.rand(T, N, device=device) * 2
+            call = step_of(make(core, device, torch.float32), x, True)
             with flexsn.chunked_time(int(chunks)):
                 for _ in range(3):
                     call()

@@ -6,7 +6,8 @@ Cores: `lif` (LIFNode, tau=2, a hard reset: the chunks settle) and `li` (a
 leaky integrator without reset, tau=2: the compiler proves it affine and
 the chunks start from composed carries). Per shape (T steps, N neurons),
 core, dtype and job (inference without gradient; a training step: forward,
-.sum().backward() to the input), the time (CUDA events, median of --reps)
+then the backward of a random output gradient drawn once, to the input's
+gradient, which autograd.grad returns without accumulating), the time (CUDA events, median of --reps)
 of the sequential scan and of each chunk count, eager and, where the call
 needs no host sync, replayed from a CUDA graph (the device's time without
 the host's); the launches a chunked call made, whether it settled, and its
@@ -51,24 +52,28 @@ def make(core, device, dtype):
 
 
 def step_of(module, x, training):
+    """A call of the job: the module's forward, and in training the
+    backward of a random output gradient to x's gradient. The layer's own
+    work, the six sequences the floor counts: no loss reduction before it,
+    no accumulation into a .grad after it (a layer's input gradient flows
+    on to the layer before)."""
     xg = x.clone().requires_grad_(training)
+    g = torch.randn(x.shape, device=x.device).to(x.dtype) if training else None
 
     def call():
         module.reset()
         with torch.set_grad_enabled(training):
             out = module(xg)
-            if training:
-                out.float().sum().backward()
-        return [out.detach()] + ([xg.grad] if training else [])
-    return call, xg
+            if not training:
+                return [out]
+            gx, = torch.autograd.grad(out, xg, g)
+        return [out.detach(), gx]
+    return call
 
 
 def replayed(module, x, training, reps):
-    """The call replayed from a CUDA graph: on a fresh leaf, since one whose
-    gradient eager calls accumulated keeps that accumulation on the default
-    stream, which a capture on another stream cannot depend on."""
-    call, _ = step_of(module, x, training)
-    return timed(graphed(call), reps, x.device)
+    """The call replayed from a CUDA graph."""
+    return timed(graphed(step_of(module, x, training)), reps, x.device)
 
 
 def diff(got, want):
@@ -82,9 +87,8 @@ def measure(a, device, bw, T, N, core, dt, job):
     torch.manual_seed(0)
     x = (torch.rand(T, N, device=device) * 2).to(dtype)
     module = make(core, device, dtype)
-    call, xg = step_of(module, x, training)
+    call = step_of(module, x, training)
     base = {"T": T, "N": N, "core": core, "dtype": dt, "job": job, "floor_ms": floor}
-    xg.grad = None
     want = [t.clone() for t in call()]
     cuda = device.type == "cuda"
     rows = [dict(base, chunks=1, ms=timed(call, a.reps, device), launches=1.0, settled=True,
@@ -93,7 +97,6 @@ def measure(a, device, bw, T, N, core, dt, job):
         if T % chunks or T // chunks < 2:
             continue  # not eligible: the call would run sequentially
         with flexsn.chunked_time(chunks, a.rounds) as calls:
-            xg.grad = None
             got = [t.clone() for t in call()]
             ms = timed(call, a.reps, device)
             graph_ms = replayed(module, x, training, a.reps) \
@@ -102,7 +105,7 @@ def measure(a, device, bw, T, N, core, dt, job):
                          launches=calls.launches / max(calls.calls, 1),
                          settled=calls.sequential == 0, diff=diff(got, want)))
     if a.sj and core == "lif" and dt == "f32" and T <= 16384:
-        sj_call, _ = step_of(make("sj", device, dtype), x, training)
+        sj_call = step_of(make("sj", device, dtype), x, training)
         rows.append(dict(base, chunks=0, system="spikingjelly-lifnode",
                          ms=timed(sj_call, 3, device)))
     return rows
