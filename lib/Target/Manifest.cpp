@@ -99,7 +99,7 @@ FailureOr<Manifest> mlir::flexsn::buildManifest(ModuleOp module,
         k.geometry = options.getLaunchGeometry();
         if (k.geometry->neuronsPerThread > 1)
           k.scalarEntry = getScalarEntryName(k.name);
-        k.deepPrefetch = getDeepEntryPrefetch(scan, options.prefetch);
+        k.deepPrefetch = getDeepEntryPrefetch(scan, spec.variant, options.prefetch);
         if (k.deepPrefetch)
           k.deepEntry = getDeepEntryName(k.name);
       }

@@ -43,6 +43,7 @@ namespace flexsn {
 constexpr unsigned kMaxPrefetchDepth = 32;
 
 class ScanOp;
+enum class KernelVariant : uint32_t; // KernelABIEnums.td
 
 /// Steps of reads in flight in the deep entry of `scan`'s GPU kernels
 /// (getDeepEntryName), or 0 when they have none. The deep entry is the
@@ -53,8 +54,11 @@ class ScanOp;
 /// cuda::ScanKernel takes it). A kernel has one when that depth exceeds
 /// the scalar entry's automatic depth, within kMaxPrefetchDepth and an
 /// unrolled body of at most 512 op copies; with an explicit `prefetch`
-/// (`prefetchOption` > 0) no kernel has one.
-unsigned getDeepEntryPrefetch(ScanOp scan, unsigned prefetchOption);
+/// (`prefetchOption` > 0) no kernel has one. A `variant` kernel that
+/// writes no sequence (final states of a scan without outputs) keeps
+/// twice kDeepReadBytes in flight.
+unsigned getDeepEntryPrefetch(ScanOp scan, KernelVariant variant,
+                              unsigned prefetchOption);
 
 /// Neurons a CPU kernel scans together, time outside and neurons inside
 /// (emitBlockScan): a step of a block reads and writes runs of this many

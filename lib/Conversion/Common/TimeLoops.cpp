@@ -964,19 +964,27 @@ void mlir::flexsn::emitChunkRepair(OpBuilder &b, Location loc, ScanOp scan,
     Type t = nb.getIntegerType(v.getType().getIntOrFloatBitWidth());
     return arith::BitcastOp::create(nb, loc, t, v);
   };
-  // Whether chunk c started from a state other than what the chunk before
-  // ended with in this launch.
-  auto startDiffers = [&](OpBuilder &nb, Value c) -> Value {
+  // Chunk c's starts and the ends of the chunk before in this launch, in
+  // pairs (state k: 2k, 2k + 1).
+  auto borderOf = [&](OpBuilder &nb, Value c) -> SmallVector<Value> {
     Value at = neuronOf(nb, c);
     Value before = arith::SubIOp::create(nb, loc, c, one);
-    Value differs;
+    SmallVector<Value> vals;
     for (unsigned k = 0; k < numSt; ++k) {
       auto [base, elt] = ops.states[k];
-      Value start = LLVM::LoadOp::create(nb, loc, elt, e.gep(base, elt, at),
-                                         e.bytes(elt));
+      vals.push_back(LLVM::LoadOp::create(nb, loc, elt, e.gep(base, elt, at),
+                                          e.bytes(elt)));
+      vals.push_back(endOf(nb, k, before));
+    }
+    return vals;
+  };
+  // Whether a chunk started from a state other than the end before it.
+  auto startDiffers = [&](OpBuilder &nb, ArrayRef<Value> border) -> Value {
+    Value differs;
+    for (unsigned k = 0; k < numSt; ++k) {
       Value ne = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ne,
-                                       bits(nb, start),
-                                       bits(nb, endOf(nb, k, before)));
+                                       bits(nb, border[2 * k]),
+                                       bits(nb, border[2 * k + 1]));
       differs = differs ? arith::OrIOp::create(nb, loc, differs, ne).getResult()
                         : ne;
     }
@@ -1005,16 +1013,24 @@ void mlir::flexsn::emitChunkRepair(OpBuilder &b, Location loc, ScanOp scan,
             scf::ConditionOp::create(wb, loc, more, at);
           },
           [&](OpBuilder &lb, Location, ValueRange at) {
+            // Every load of the trip before the first comparison: ptxas
+            // keeps the order it is given here, and loads interleaved with
+            // their comparisons went one round trip at a time (about 150
+            // ns a chunk on an H200).
+            SmallVector<Value> cs;
+            SmallVector<SmallVector<Value>> borders;
+            for (int u = 0; u < perTrip; ++u) {
+              cs.push_back(arith::AddIOp::create(lb, loc, at[0], e.cst(u)));
+              borders.push_back(borderOf(
+                  lb, arith::MinUIOp::create(lb, loc, cs.back(), lastChunk)));
+            }
             Value found = chunks;
             for (int u = perTrip - 1; u >= 0; --u) {
-              Value c = arith::AddIOp::create(lb, loc, at[0], e.cst(u));
               Value inside = arith::CmpIOp::create(
-                  lb, loc, arith::CmpIPredicate::ult, c, chunks);
-              Value hit = arith::AndIOp::create(
-                  lb, loc, inside,
-                  startDiffers(lb,
-                               arith::MinUIOp::create(lb, loc, c, lastChunk)));
-              found = arith::SelectOp::create(lb, loc, hit, c, found);
+                  lb, loc, arith::CmpIPredicate::ult, cs[u], chunks);
+              Value hit = arith::AndIOp::create(lb, loc, inside,
+                                                startDiffers(lb, borders[u]));
+              found = arith::SelectOp::create(lb, loc, hit, cs[u], found);
             }
             scf::YieldOp::create(
                 lb, loc,
@@ -1048,8 +1064,13 @@ void mlir::flexsn::emitChunkRepair(OpBuilder &b, Location loc, ScanOp scan,
             LLVM::StoreOp::create(wb, loc, endOf(wb, k, before),
                                   e.gep(base, elt, at), e.bytes(elt));
           }
+          // Its reads in flight as the scalar entry has them: a core that
+          // never forgets reruns every chunk, which is then the
+          // sequential scan, and one step of reads in flight made that a
+          // round trip to memory a step.
           emitNeuronScan(wb, loc, scan, variant, args, at, 1,
-                         LaneAccess::Scalar, /*prefetch=*/1, CursorStep::Plain);
+                         LaneAccess::Scalar, choosePrefetchDepth(scan, 1),
+                         CursorStep::Plain);
           scf::YieldOp::create(
               wb, loc, ValueRange{arith::AddIOp::create(wb, loc, c, one)});
         });
@@ -1335,7 +1356,7 @@ SmallVector<Value> mlir::flexsn::emitBlockScan(OpBuilder &b, Location loc,
   return BlockScanEmitter(b, loc, scan, variant, args, block).emit(begin, end);
 }
 
-unsigned mlir::flexsn::getDeepEntryPrefetch(ScanOp scan,
+unsigned mlir::flexsn::getDeepEntryPrefetch(ScanOp scan, KernelVariant variant,
                                             unsigned prefetchOption) {
   if (prefetchOption)
     return 0;
@@ -1344,7 +1365,13 @@ unsigned mlir::flexsn::getDeepEntryPrefetch(ScanOp scan,
     bytes += getElementTypeOrSelf(v.getType()).getIntOrFloatBitWidth() / 8;
   if (bytes == 0)
     return 0;
-  // About kDeepReadBytes of reads, and at least kDeepMinSteps steps within
+  // A kernel that writes no sequence (final states alone: chunk guesses,
+  // transfer functions) moves only what it reads, so it needs twice the
+  // reads in flight of one that also writes to move bytes at the same pace.
+  bool readsOnly =
+      variant == KernelVariant::FinalState && scan.getNumOutputs() == 0;
+  unsigned wanted = readsOnly ? 2 * kDeepReadBytes : kDeepReadBytes;
+  // About `wanted` bytes of reads, and at least kDeepMinSteps steps within
   // kDeepMaxReadBytes: a kernel reading many 16-bit sequences a step
   // (two_in_two_state's bf16 backward: 8, 16 bytes) has a shallow scalar
   // entry (5 steps), and 64 bytes would be shallower still. Within the
@@ -1352,7 +1379,7 @@ unsigned mlir::flexsn::getDeepEntryPrefetch(ScanOp scan,
   // deep loop cheap once T is several depths long.
   unsigned minSteps = std::min(kDeepMinSteps, kDeepMaxReadBytes / bytes);
   unsigned depth = std::min({kMaxPrefetchDepth,
-                             std::max(kDeepReadBytes / bytes, minSteps),
+                             std::max(wanted / bytes, minSteps),
                              kMaxUnrolledOps / 2 / countBodyOps(scan)});
   return depth > choosePrefetchDepth(scan, 1) ? depth : 0;
 }

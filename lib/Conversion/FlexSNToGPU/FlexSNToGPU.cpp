@@ -136,7 +136,7 @@ struct ConvertFlexSNToGPUPass
             return signalPassFailure();
           addEntry(scalar, 1, depthAt(1));
         }
-        if (unsigned deep = getDeepEntryPrefetch(scan, prefetch)) {
+        if (unsigned deep = getDeepEntryPrefetch(scan, variant, prefetch)) {
           std::string deepName = getDeepEntryName(spec.name);
           if (!nameFree(deepName))
             return signalPassFailure();
