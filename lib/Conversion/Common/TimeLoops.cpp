@@ -1064,12 +1064,15 @@ void mlir::flexsn::emitChunkRepair(OpBuilder &b, Location loc, ScanOp scan,
             LLVM::StoreOp::create(wb, loc, endOf(wb, k, before),
                                   e.gep(base, elt, at), e.bytes(elt));
           }
-          // Its reads in flight as the scalar entry has them: a core that
-          // never forgets reruns every chunk, which is then the
-          // sequential scan, and one step of reads in flight made that a
-          // round trip to memory a step.
+          // Its reads in flight as the deep entry has them (one thread a
+          // neuron is a launch of few threads): a core that never forgets
+          // reruns every chunk, which is then the sequential scan, and one
+          // step of reads in flight made that a round trip to memory a
+          // step.
+          unsigned deep = getDeepEntryPrefetch(scan, variant, 0);
           emitNeuronScan(wb, loc, scan, variant, args, at, 1,
-                         LaneAccess::Scalar, choosePrefetchDepth(scan, 1),
+                         LaneAccess::Scalar,
+                         deep ? deep : choosePrefetchDepth(scan, 1),
                          CursorStep::Plain);
           scf::YieldOp::create(
               wb, loc, ValueRange{arith::AddIOp::create(wb, loc, c, one)});
