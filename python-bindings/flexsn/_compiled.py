@@ -48,13 +48,14 @@ class CompiledCore:
                 [False] * len(self.traced.params), [False] * n)
 
     def ir(self, in_dtypes, param_dtypes, param_scalar, mask, chunk_width: int = 0,
-           states_only: bool = False) -> str:
+           states_only: bool = False, state_storage=None) -> str:
         key = (tuple(in_dtypes), tuple(param_dtypes), tuple(param_scalar), tuple(mask),
-               chunk_width, states_only)
+               chunk_width, states_only, state_storage)
         text = self._ir.get(key)
         if text is None:
             text = _emit.emit(self.traced, in_dtypes, param_dtypes, param_scalar, mask,
-                              chunk_width=chunk_width, states_only=states_only)
+                              chunk_width=chunk_width, states_only=states_only,
+                              state_storage=state_storage)
             self._ir[key] = text
         return text
 
@@ -310,10 +311,12 @@ def chunked_time(chunks="auto", rounds: int = 4, scheme: str = "auto"):
     backward. A launch costs a pass
     over all T steps, so this pays where a step's latency, not bandwidth,
     bounds the scan (few neurons, many steps) and a neuron forgets where it
-    started (a leak, a reset) within a chunk. A call whose T the chunks do
-    not divide, a half-precision training call (its backward carries
-    adjoints in float32, which chunk borders would round), a call inside
-    recompute_states() and a call under torch.compile run as before. Each
+    started (a leak, a reset) within a chunk. A half-precision call's
+    chunks start and end in float32, as its kernels carry states from step
+    to step; in training its backward reads the states rounded as the
+    sequential scan stores them. A call whose T the chunks do not divide,
+    a call inside recompute_states() and a call under torch.compile run as
+    before. Each
     round settling on the host compares states there: a device sync, so
     such a call being captured into a CUDA graph runs as before. Yields a
     :class:`ChunkedCalls` that counts what the calls did.
@@ -437,12 +440,15 @@ class TrainingConfig:
     that only ever runs one pair compiles two kernels, not four."""
 
     def __init__(self, compiled: "CompiledCore", dtype, device: torch.device, p_dtypes, p_scalar,
-                 mask, chunk_width: int = 0):
+                 mask, chunk_width: int = 0, state_dtype=None):
         num_inputs, num_states = compiled.num_inputs, compiled.num_states
         num_outputs, num_params = compiled.num_outputs, len(p_dtypes)
         target, chip, index = _where(device)
-        ir = compiled.ir([dtype] * (num_inputs + num_states), p_dtypes, p_scalar, mask,
-                         chunk_width)
+        # States in `state_dtype` (chunk borders) save what states in
+        # `dtype` would: the sequential scan's choice.
+        ir = compiled.ir([dtype] * num_inputs + [state_dtype or dtype] * num_states, p_dtypes,
+                         p_scalar, mask, chunk_width,
+                         state_storage=dtype if state_dtype is not None else None)
         self._program = _program.get_program(ir, target, chip, differentiate=True,
                                              save_ops="auto")
         self._source = (ir, target, chip)
@@ -552,12 +558,18 @@ def inference_config(compiled: CompiledCore, dtype, device, want_seqs: bool, p_d
 
 
 def training_config(compiled: CompiledCore, dtype, device, p_dtypes, p_scalar,
-                    mask, chunk_width: int = 0) -> TrainingConfig:
+                    mask, chunk_width: int = 0, state_dtype=None) -> TrainingConfig:
+    """The training kernels of a configuration; `state_dtype`: the states'
+    storage when not the inputs' (chunked_time's float32 chunk borders of a
+    half-precision call: initial and final states, state sequences and
+    their adjoints)."""
+    if state_dtype == dtype:
+        state_dtype = None
     key = ("train", dtype, device, tuple(p_dtypes), tuple(p_scalar), tuple(mask))
-    if chunk_width:
-        key += (chunk_width,)
+    if chunk_width or state_dtype is not None:
+        key += (chunk_width, state_dtype)
     prep = compiled.prepared.get(key)
     if prep is None:
         prep = compiled.prepared[key] = TrainingConfig(compiled, dtype, device, p_dtypes,
-                                                       p_scalar, mask, chunk_width)
+                                                       p_scalar, mask, chunk_width, state_dtype)
     return prep

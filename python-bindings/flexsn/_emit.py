@@ -21,7 +21,7 @@ aten = torch.ops.aten
 def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
          param_dtypes: Sequence[torch.dtype], param_scalar: Sequence[bool],
          requires_grad: Sequence[bool], name: str = "core",
-         chunk_width: int = 0, states_only: bool = False) -> str:
+         chunk_width: int = 0, states_only: bool = False, state_storage=None) -> str:
     """The IR of `traced`: one kernel function `name` whose inputs and
     states are stored as `in_dtypes` (inputs then states; outputs take the
     first input's), whose parameters are scalars or per-neuron, and where
@@ -31,14 +31,18 @@ def emit(traced: TracedCore, in_dtypes: Sequence[torch.dtype],
     sequences hold chunks of steps side by side, rows of that many neurons
     (flexsn.chunk_width; GPU kernels). `states_only`: the function returns
     the states alone, so its kernels write no outputs (chunked_time's
-    guess of chunk ends)."""
+    guess of chunk ends). `state_storage`: the dtype the caller stores the
+    states in outside chunk borders, narrower than theirs here
+    (flexsn.state_storage: the training kernels save what they would save
+    with states of that dtype)."""
     compute = "f64" if all(d == torch.float64 for d in in_dtypes) else "f32"
     B = Body(compute)
     values, block_args = _bind_arguments(traced, compute)
     result = _emit_nodes(traced, B, values)
     yielded = _yielded(traced, B, values, result)
     return _function_text(traced, B, block_args, yielded, in_dtypes, param_dtypes,
-                          param_scalar, requires_grad, name, chunk_width, states_only)
+                          param_scalar, requires_grad, name, chunk_width, states_only,
+                          state_storage)
 
 
 def _bind_arguments(traced: TracedCore, compute: str):
@@ -129,9 +133,19 @@ def _yielded(traced: TracedCore, B: Body, values: dict, result) -> list:
     return yielded
 
 
+def _scan_attributes(chunk_width: int, state_storage) -> str:
+    attrs = []
+    if chunk_width:
+        attrs.append(f"flexsn.chunk_width = {chunk_width} : i64")
+    if state_storage is not None:
+        attrs.append(f"flexsn.state_storage = {STORAGE[state_storage]}")
+    return f" attributes {{{', '.join(attrs)}}}" if attrs else ""
+
+
 def _function_text(traced: TracedCore, B: Body, block_args: list, yielded: list,
                    in_dtypes, param_dtypes, param_scalar, requires_grad, name: str,
-                   chunk_width: int = 0, states_only: bool = False) -> str:
+                   chunk_width: int = 0, states_only: bool = False,
+                   state_storage=None) -> str:
     """The kernel function around the scan body `B`."""
     ni, ns, no = traced.num_inputs, traced.num_states, traced.num_outputs
     compute = B.ft
@@ -171,7 +185,7 @@ def _function_text(traced: TracedCore, B: Body, block_args: list, yielded: list,
              + ", ".join(result_types[returned]) + ") {"] + [
              f"  {res} = flexsn.scan" + group("ins", ins) + group("states", sts)
              + group("params", prs)
-             + (f" attributes {{flexsn.chunk_width = {chunk_width} : i64}}" if chunk_width else "")
+             + _scan_attributes(chunk_width, state_storage)
              + " -> (" + ", ".join(result_types) + ") {",
              "  ^bb0(" + ", ".join(block_args) + "):"]
     lines += B.lines

@@ -151,7 +151,7 @@ def run_compiled(compiled: CompiledCore, inputs, init_states, params, *, want_se
                 list(mask[n + compiled.num_states:])
             r = run_chunks_training(
                 training_config(compiled, first.dtype, device, p_dtypes, p_scalar, states_too,
-                                chunked[-1]),
+                                chunked[-1], _border(first.dtype)),
                 xs, s0, ps, want_seqs, *chunked,
                 _guess(compiled, chunked, first, p_dtypes, p_scalar))
             if r is not None:
@@ -178,10 +178,7 @@ def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor
              p_dtypes, p_scalar) -> Optional[tuple]:
     """chunked_time's (chunks, rounds, record, affine, exact, width) where this
     call runs as chunks: T a multiple of at least two steps each, a core with states,
-    not traced by torch.compile; a training call not recomputing, and in
-    float32 or float64: a half-precision backward carries its adjoints in
-    float32 from step to step, which a chunk's first-state adjoint, written
-    in the call's dtype, would round. `affine`: the core's AffineChunks
+    not traced by torch.compile; a training call not recomputing. `affine`: the core's AffineChunks
     where the scheme takes them, else None (the chunks settle). `exact`:
     scheme="settle", whose backward settles too (bit for bit, with host
     syncs) where the others compose adjoint carries. `width`:
@@ -194,7 +191,7 @@ def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor
     chunked = chunking()
     dtype = first.dtype
     if chunked is None or not compiled.num_states or torch.compiler.is_compiling() or \
-            training and (recompute_active() or dtype not in (torch.float32, torch.float64)):
+            training and recompute_active():
         return None
     chunks, rounds, record, scheme = chunked
     if chunks != "auto" and (T % chunks or T // chunks < 2):
@@ -426,7 +423,13 @@ def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
     if capturing and (adjoint is None or affine is None and not on_device):
         return None  # settling needs the host
     lay = _Chunks(xs[0], chunks, width > 0)
-    leaves = [lay.side_by_side(x) for x in xs] + lay.initial(s0) + [lay.param(p) for p in ps]
+    dtype = xs[0].dtype  # the states' storage outside the chunks
+    # The chunks' states in the border dtype (float32 for half precision),
+    # their adjoints too: the backward carries adjoints in float32 from step
+    # to step, which a chunk's first-state adjoint in half precision would
+    # round.
+    leaves = [lay.side_by_side(x) for x in xs] + \
+        [s.to(_border(dtype)) for s in lay.initial(s0)] + [lay.param(p) for p in ps]
     n_in, n_st = len(xs), len(s0)
     with torch.no_grad():
         plain = [t.detach() for t in leaves]
@@ -455,13 +458,15 @@ def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
         return None
     res, starts = settled
     run = _ChunkedRun(pair, lay, res, starts, n_in, n_st, rounds, record)
+    if _border(dtype) != dtype:
+        run.stored = dtype
     run.adjoint = adjoint
     results = _ChunkedTraining.apply(run, *leaves)
     outs = [lay.in_order(o) for o in results[:len(pair.out_ix)]]
     states = results[len(pair.out_ix):]
     if pair.final:
-        return outs, None, [q[-1] for q in states]
-    seqs = [lay.in_order(q) for q in states]
+        return outs, None, [q[-1].to(dtype) for q in states]
+    seqs = [lay.in_order(q).to(dtype) for q in states]
     return outs, (seqs if want_seqs else None), [q[-1] for q in seqs]
 
 
@@ -473,6 +478,26 @@ class _ChunkedRun:
         self.pair, self.lay, self.res, self.starts = pair, lay, res, starts
         self.n_in, self.n_st, self.rounds, self.record = n_in, n_st, rounds, record
         self.adjoint = None  # the pair's AdjointChunks, where the backward composes carries
+        # A half-precision call's dtype: its chunks keep states in float32,
+        # which the sequential scan stores rounded to it
+        self.stored = None
+
+    def as_stored(self, states: list) -> list:
+        """States (float32 chunk borders, state sequences) as the sequential
+        scan stores them and its backward reads them: rounded to a
+        half-precision call's dtype (else as they are). With the kernels
+        saving what the sequential scan's save (flexsn.state_storage), the
+        backward reads the sequential backward's numbers."""
+        if self.stored is None:
+            return states
+        return [s.to(self.stored).to(s.dtype) for s in states]
+
+    def kept(self, res: list) -> list:
+        """The forward results the backward reads, state sequences as
+        stored (as_stored)."""
+        keys = self.pair.forward.result_keys
+        return [self.as_stored([res[i]])[0] if keys[i][0] == "state_seq" else res[i]
+                for i in self.pair.kept_ix]
 
     def backward(self, leaves: list, kept: list, grads: tuple) -> list:
         """Each leaf's gradient (None where none is wanted), `kept` the
@@ -485,7 +510,7 @@ class _ChunkedRun:
         n_out = len(pair.out_ix)
         grads = [None if g is None else g.contiguous() for g in grads]
         g_out, g_state = grads[:n_out], grads[n_out:]
-        args = leaves[:n_in] + self.starts + leaves[n_in + n_st:]
+        args = leaves[:n_in] + self.as_stored(self.starts) + leaves[n_in + n_st:]
         ix = [pair.backward.index(("grad_init_state", s)) for s in range(n_st)]
 
         def launch(shift):
@@ -558,7 +583,7 @@ class _ChunkedRun:
         args = [lay.in_order(x) for x in leaves[:n_in]] + \
             [s[0] for s in self.starts] + params
         res = pair.forward(args)
-        kept = [res[i] for i in pair.kept_ix]
+        kept = self.kept(res)
         order = [None if g is None else lay.in_order(g).contiguous() for g in g_out]
         if pair.final:
             state = [None if g is None else g[-1] for g in g_state]
@@ -580,7 +605,7 @@ class _ChunkedTraining(torch.autograd.Function):
     def forward(ctx, run, *leaves):
         pair = run.pair
         ctx.run, ctx.num_leaves = run, len(leaves)
-        ctx.save_for_backward(*leaves, *(run.res[i] for i in pair.kept_ix))
+        ctx.save_for_backward(*leaves, *run.kept(run.res))
         outs = tuple(run.res[i] for i in pair.out_ix + pair.state_ix)
         run.res = None
         return outs

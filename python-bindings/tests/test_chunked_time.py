@@ -612,16 +612,20 @@ def test_a_reset_core_replays_from_a_cuda_graph(training):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
-def test_half_precision_chunks_inference_and_runs_training_as_before(device, dtype):
+@pytest.mark.parametrize("scheme", ["auto", "settle"])
+def test_half_precision_chunks_give_the_sequential_numbers(device, dtype, scheme):
     """A half-precision scan carries its states in float32 between steps:
-    its inference chunks start and end in float32 too, bit for bit (64
-    chunks of 64 steps: chunk borders rounded to half precision flipped
-    spikes). Its backward reads the state sequence the forward stored in
-    half precision, and carries adjoints in float32: its training calls
-    stay sequential."""
+    its chunks start and end in float32 too, bit for bit (64 chunks of 64
+    steps: chunk borders rounded to half precision flipped spikes). In
+    training the chunks' kernels save what the sequential scan's save
+    (flexsn.state_storage) and the backward reads the states rounded as the
+    sequential one stores them: the gradient is the sequential scan's to
+    the rounding of the composed adjoints (without both, LIF's f16
+    gradient differed from it in 829 of 6144 elements, by up to 0.117)."""
     torch.manual_seed(0)
     lif = flexsn.neuron.LIFNode(tau=2.0, step_mode="m").to(device)
     x = (torch.rand(4096, 256, device=device) * 2).to(dtype)
+    g = torch.randn(4096, 256, device=device).to(dtype)
     for training in (False, True):
         xg = x.clone().requires_grad_(training)
 
@@ -631,14 +635,18 @@ def test_half_precision_chunks_inference_and_runs_training_as_before(device, dty
                 out = lif(xg)
                 got = [out.detach(), lif.v.detach()]
                 if training:
-                    got += list(torch.autograd.grad(out.float().sum(), xg))
+                    got += list(torch.autograd.grad(out, xg, g))
             return got
         want = call()
-        with flexsn.chunked_time(64, scheme="settle") as calls:
+        with flexsn.chunked_time(64, rounds=8, scheme=scheme) as calls:
             got = call()
-        assert calls.calls == (0 if training else 1), calls
-        for a, b in zip(got, want):
+        assert calls.calls == 1 and calls.sequential == 0, calls
+        for a, b in zip(got[:2], want[:2]):
             assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+        if training:
+            # a few ulps of the largest gradient, in a handful of elements
+            assert _close(got[2], want[2], dtype)
+            assert (got[2] != want[2]).float().mean().item() < 1e-3
 
 
 def _close(a, b, dtype):

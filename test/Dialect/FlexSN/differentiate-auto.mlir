@@ -95,6 +95,58 @@ func.func @lif_bf16(%x: tensor<?x?xbf16>, %v0: tensor<?xbf16>)
 
 // -----
 
+// bf16 inputs and f32 states stored as bf16 outside chunk borders
+// (flexsn.state_storage): the cut weighs the state sequence at 2 bytes, as
+// for @lif_bf16, and makes @lif_bf16's choice (no saved value; the backward
+// reads x and the state sequence), with the kernels' f32 state types.
+// Without the attribute the same scan saves h.
+// CHECK-LABEL: func.func @lif_bf16_f32_states_forward_final(
+// CHECK-SAME: -> (tensor<?x?xbf16> {flexsn.index = 0 : i64, flexsn.role = "output"}, tensor<?xf32> {flexsn.index = 0 : i64, flexsn.role = "final_state"}, tensor<?x?xf32> {flexsn.index = 0 : i64, flexsn.role = "state_seq"})
+// CHECK-LABEL: func.func @lif_bf16_f32_states_backward_final(
+// CHECK-SAME: flexsn.role = "input"
+// CHECK-SAME: flexsn.role = "state_seq"
+// CHECK-NOT: "saved"
+// CHECK-SAME: flexsn.kernel = "backward"
+// CHECK-LABEL: func.func @lif_f32_states_forward_final(
+// CHECK-SAME: flexsn.role = "final_state"
+// CHECK-SAME: tensor<?x?xf32> {flexsn.index = 0 : i64, flexsn.role = "saved"}
+func.func @lif_bf16_f32_states(%x: tensor<?x?xbf16>, %v0: tensor<?xf32>)
+    -> (tensor<?x?xbf16>, tensor<?x?xf32>) {
+  %s, %v = flexsn.scan ins(%x : tensor<?x?xbf16>) states(%v0 : tensor<?xf32>) attributes {flexsn.state_storage = bf16} -> (tensor<?x?xbf16>, tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %vt: f32):
+    %c2 = arith.constant 2.0 : f32
+    %c1 = arith.constant 1.0 : f32
+    %d = arith.subf %xt, %vt : f32
+    %q = arith.divf %d, %c2 : f32
+    %h = arith.addf %vt, %q : f32
+    %hm = arith.subf %h, %c1 : f32
+    %st = flexsn.spike %hm surrogate <sigmoid, alpha = 4.0> : f32
+    %ns = arith.subf %c1, %st : f32
+    %vn = arith.mulf %h, %ns : f32
+    flexsn.yield %st, %vn : f32, f32
+  }
+  return %s, %v : tensor<?x?xbf16>, tensor<?x?xf32>
+}
+func.func @lif_f32_states(%x: tensor<?x?xbf16>, %v0: tensor<?xf32>)
+    -> (tensor<?x?xbf16>, tensor<?x?xf32>) {
+  %s, %v = flexsn.scan ins(%x : tensor<?x?xbf16>) states(%v0 : tensor<?xf32>) -> (tensor<?x?xbf16>, tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %vt: f32):
+    %c2 = arith.constant 2.0 : f32
+    %c1 = arith.constant 1.0 : f32
+    %d = arith.subf %xt, %vt : f32
+    %q = arith.divf %d, %c2 : f32
+    %h = arith.addf %vt, %q : f32
+    %hm = arith.subf %h, %c1 : f32
+    %st = flexsn.spike %hm surrogate <sigmoid, alpha = 4.0> : f32
+    %ns = arith.subf %c1, %st : f32
+    %vn = arith.mulf %h, %ns : f32
+    flexsn.yield %st, %vn : f32, f32
+  }
+  return %s, %v : tensor<?x?xbf16>, tensor<?x?xf32>
+}
+
+// -----
+
 // A state the backward needs directly (v' = v * x: its adjoint reads both):
 // no cut avoids the state sequence, so nothing is saved (the sequences are
 // written anyway), and the final-state pair writes that sequence too.

@@ -58,7 +58,7 @@ func.func @f() attributes {flexsn.role = "input"} { return }
 
 // -----
 
-// expected-error @+1 {{unknown attribute 'flexsn.colour' of the flexsn dialect (known: flexsn.kernel, flexsn.primal, flexsn.role, flexsn.index, flexsn.no_grad, flexsn.save, flexsn.variant, flexsn.affine_states, flexsn.state_reads, flexsn.chunk_width)}}
+// expected-error @+1 {{unknown attribute 'flexsn.colour' of the flexsn dialect (known: flexsn.kernel, flexsn.primal, flexsn.role, flexsn.index, flexsn.no_grad, flexsn.save, flexsn.variant, flexsn.affine_states, flexsn.state_reads, flexsn.chunk_width, flexsn.state_storage)}}
 func.func @f() attributes {flexsn.colour = "red"} { return }
 
 // -----
@@ -183,6 +183,33 @@ func.func @f(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<?x?xf32> {
 func.func @f(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<?x?xf32> {
   // expected-error @+1 {{'flexsn.chunk_width' must be an i64 of at least 1 (the neurons of a chunk's row), got 8 : i32}}
   %o, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) attributes {flexsn.chunk_width = 8 : i32} -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %vt: f32):
+    flexsn.yield %xt, %vt : f32, f32
+  }
+  return %o : tensor<?x?xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'flexsn.state_storage' belongs on a flexsn.scan}}
+func.func @f() attributes {flexsn.state_storage = bf16} { return }
+
+// -----
+
+func.func @f(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{'flexsn.state_storage' must be a float type (the states' storage outside chunk borders), got i16}}
+  %o, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) attributes {flexsn.state_storage = i16} -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  ^bb0(%xt: f32, %vt: f32):
+    flexsn.yield %xt, %vt : f32, f32
+  }
+  return %o : tensor<?x?xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<?x?xf32>, %v0: tensor<?xf32>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{'flexsn.state_storage' must be a float type (the states' storage outside chunk borders), got "bf16"}}
+  %o, %v = flexsn.scan ins(%x : tensor<?x?xf32>) states(%v0 : tensor<?xf32>) attributes {flexsn.state_storage = "bf16"} -> (tensor<?x?xf32>, tensor<?x?xf32>) {
   ^bb0(%xt: f32, %vt: f32):
     flexsn.yield %xt, %vt : f32, f32
   }

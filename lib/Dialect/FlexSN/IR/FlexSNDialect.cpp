@@ -38,7 +38,7 @@ static std::string knownNames() {
   std::string names;
   for (StringRef n : {kKernelKindAttr, kPrimalAttr, kRoleAttr, kIndexAttr,
                       kNoGradAttr, kSaveAttr, kVariantAttr, kAffineStatesAttr,
-                      kStateReadsAttr, kChunkWidthAttr})
+                      kStateReadsAttr, kChunkWidthAttr, kStateStorageAttr})
     names += (names.empty() ? "" : ", ") + n.str();
   return names;
 }
@@ -143,6 +143,17 @@ LogicalResult FlexSNDialect::verifyOperationAttribute(Operation *op,
                              << attr.getValue();
     return success();
   }
+  if (name == kStateStorageAttr) {
+    auto type = dyn_cast<TypeAttr>(attr.getValue());
+    if (!isa<ScanOp>(op))
+      return op->emitError() << "'" << name << "' belongs on a flexsn.scan";
+    if (!type || !isa<FloatType>(type.getValue()))
+      return op->emitError() << "'" << name
+                             << "' must be a float type (the states' "
+                                "storage outside chunk borders), got "
+                             << attr.getValue();
+    return success();
+  }
   if (name == kRoleAttr || name == kIndexAttr || name == kNoGradAttr)
     return op->emitError() << "'" << name
                            << "' belongs on a function argument or result";
@@ -188,7 +199,8 @@ static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
   }
   if (name == kKernelKindAttr || name == kPrimalAttr || name == kSaveAttr ||
       name == kVariantAttr || name == kAffineStatesAttr ||
-      name == kStateReadsAttr || name == kChunkWidthAttr)
+      name == kStateReadsAttr || name == kChunkWidthAttr ||
+      name == kStateStorageAttr)
     return fail() << "'" << name << "' belongs on an op, not on a "
                   << (what == "argument" ? "function argument"
                                          : "function result");

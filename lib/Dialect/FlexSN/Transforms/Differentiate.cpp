@@ -230,6 +230,16 @@ LogicalResult Differentiator::analyze() {
   return success();
 }
 
+/// The bytes a step of state `i`'s sequence costs the cut: its storage
+/// outside chunk borders (flexsn.state_storage) where the scan names one,
+/// else its type's.
+static int64_t stateSeqBytes(ScanOp scan, unsigned i) {
+  Type t = getElementTypeOrSelf(scan.getInitStates()[i].getType());
+  if (auto storage = scan->getAttrOfType<TypeAttr>(kStateStorageAttr))
+    t = storage.getValue();
+  return t.getIntOrFloatBitWidth() / 8;
+}
+
 /// The `auto` policy. What the backward's adjoint reads of the step (its
 /// "needs") must come from the forward: read (an input: its bytes; a state:
 /// a sequence the forward writes and the backward reads), saved (a
@@ -257,8 +267,8 @@ LogicalResult Differentiator::chooseSaves() {
   if (failed(noSeqs) || failed(seqs))
     return failure();
   int64_t seqWrites = 0;
-  for (Value v : scan.getInitStates())
-    seqWrites += getElementTypeOrSelf(v.getType()).getIntOrFloatBitWidth() / 8;
+  for (unsigned i = 0; i < scan.getNumStates(); ++i)
+    seqWrites += stateSeqBytes(scan, i);
   const SaveCut &best =
       !noSeqs->hasState && noSeqs->cost < seqs->cost + seqWrites ? *noSeqs
                                                                  : *seqs;
@@ -386,7 +396,7 @@ Differentiator::minimumSaveCut(const llvm::DenseSet<Value> &needs,
   for (auto [i, a] : llvm::enumerate(scan.getStateArgs())) {
     graph.addEdge(source, 2 * id[a], inf);
     graph.addEdge(2 * id[a], 2 * id[a] + 1,
-                  stateReads * bytes(scan.getInitStates()[i].getType()));
+                  stateReads * stateSeqBytes(scan, i));
   }
   // Params are read by both scans anyway: free, never cut.
   for (Value a : scan.getParamArgs())

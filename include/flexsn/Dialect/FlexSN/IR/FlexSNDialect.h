@@ -35,6 +35,9 @@ inline constexpr llvm::StringLiteral kStateReadsAttr = "flexsn.state_reads";
 /// On a flexsn.scan: its sequences hold chunks of steps side by side, each
 /// neuron row `flexsn.chunk_width` wide (GPU kernels; see the op's doc).
 inline constexpr llvm::StringLiteral kChunkWidthAttr = "flexsn.chunk_width";
+/// On a flexsn.scan: the float type its states are stored in outside
+/// chunk borders (see the op's doc).
+inline constexpr llvm::StringLiteral kStateStorageAttr = "flexsn.state_storage";
 
 } // namespace flexsn
 } // namespace mlir

@@ -62,6 +62,13 @@ def FlexSN_ScanOp : FlexSN_Op<"scan", [
     be a multiple of the kernels' neurons per thread; a launch whose NCL is
     not a multiple of W reads rows of NCL, as without the attribute.
 
+    `flexsn.state_storage = T` (a float type): outside chunk borders the
+    caller stores the states as T, narrower than the state types (a
+    half-precision call whose chunks start and end in f32). The training
+    forward's choice of what to save (flexsn-differentiate, save-ops=auto)
+    weighs a state sequence at T's width, so that it saves and reads what a
+    scan with T states would; the kernels' types are unchanged.
+
     Example (LIF, hard reset, sigmoid surrogate):
 
     ```mlir
