@@ -839,6 +839,8 @@ def test_auto_runs_the_sequential_scan_on_the_cpu_and_where_chunks_do_not_pay(de
     assert auto_chunks(16384, 1024, g, False, True) == 64
     assert auto_chunks(65536, 256, g, True, True) == 256
     assert auto_chunks(16384, 1024, g, True, True) is None  # eager training: host-bound
+    assert auto_chunks(16384, 1024, g, True, False) == 64   # LIF's: fewer host ops
+    assert auto_chunks(4096, 4096, g, True, False) is None
     assert auto_chunks(4096, 4096, g, False, True) is None  # eager: too few steps
     assert auto_chunks(65536, 8192, g, False, True) is None
     assert auto_chunks(1024, 16, g, False, True) is None    # too few steps to pay
