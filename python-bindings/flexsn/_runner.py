@@ -178,8 +178,9 @@ def _chunked(compiled: CompiledCore, T: int, training: bool, first: torch.Tensor
              p_dtypes, p_scalar) -> Optional[tuple]:
     """chunked_time's (chunks, rounds, record, affine, exact, width) where this
     call runs as chunks: T a multiple of at least two steps each, a core with states,
-    not traced by torch.compile; a training call not recomputing. `affine`: the core's AffineChunks
-    where the scheme takes them, else None (the chunks settle). `exact`:
+    not traced by torch.compile; a training call not recomputing. `affine`:
+    the core's AffineChunks where the scheme takes them, else None (the
+    chunks settle). `exact`:
     scheme="settle", whose backward settles too (bit for bit, with host
     syncs) where the others compose adjoint carries. `width`:
     the row width of the kernels that read the chunks in place (GPU, NCL

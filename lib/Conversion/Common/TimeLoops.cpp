@@ -919,17 +919,164 @@ SmallVector<Value> mlir::flexsn::emitNeuronScan(
 /// chunks, so the search's time is its round trips to memory.
 static constexpr unsigned kRepairScanLoads = 64;
 
-void mlir::flexsn::emitChunkRepair(OpBuilder &b, Location loc, ScanOp scan,
-                                   KernelVariant variant, ValueRange args,
-                                   Value neuron) {
-  assert(hasChunkRepair(scan, variant) && "a scan without a repair kernel");
-  ScanOperands ops(scan, variant, args);
-  NeuronScanEmitter e(b, loc, scan, 1, LaneAccess::Scalar, neuron,
-                      args.front(), /*rawBits=*/false);
-  unsigned numSt = scan.getNumStates();
-  bool finals = variant == KernelVariant::FinalState;
-  Value zero = e.cst(0), one = e.cst(1), w = e.cst(scan.getChunkWidth());
-  Value T = ops.tSize;
+namespace {
+/// Emits a chunk repair kernel's body (emitChunkRepair) for the thread of
+/// one neuron.
+class ChunkRepairEmitter {
+public:
+  ChunkRepairEmitter(OpBuilder &b, Location loc, ScanOp scan,
+                     KernelVariant variant, ValueRange args, Value neuron)
+      : b(b), loc(loc), scan(scan), variant(variant), args(args),
+        neuron(neuron), ops(scan, variant, args),
+        e(b, loc, scan, 1, LaneAccess::Scalar, neuron, args.front(),
+          /*rawBits=*/false),
+        numSt(scan.getNumStates()),
+        finals(variant == KernelVariant::FinalState), one(e.cst(1)),
+        w(e.cst(scan.getChunkWidth())) {}
+
+  void emit();
+
+private:
+  /// Where chunk `c`'s neuron sits in the per-neuron tensors.
+  Value neuronOf(OpBuilder &nb, Value c) {
+    return arith::AddIOp::create(nb, loc, arith::MulIOp::create(nb, loc, c, w),
+                                 neuron);
+  }
+  /// State k where chunk `c` ends: its final state, or its last step
+  /// (chunk c's block of T rows of W).
+  Value endOf(OpBuilder &nb, unsigned k, Value c);
+  /// Chunk c's starts and the ends of the chunk before in this launch, in
+  /// pairs (state k: 2k, 2k + 1).
+  SmallVector<Value> borderOf(OpBuilder &nb, Value c);
+  /// Whether a chunk started from a state other than the end before it.
+  Value startDiffers(OpBuilder &nb, ArrayRef<Value> border);
+  /// The first chunk from `from` on whose start differs from the end of
+  /// the chunk before in memory (C: none).
+  Value firstWrongFrom(OpBuilder &nb, Value from);
+  /// Chunk `c`'s start set to the end before it, and the chunk rerun.
+  void rerun(OpBuilder &nb, Value c);
+
+  OpBuilder &b;
+  Location loc;
+  ScanOp scan;
+  KernelVariant variant;
+  ValueRange args;
+  Value neuron;
+  ScanOperands ops;
+  NeuronScanEmitter e;
+  unsigned numSt;
+  bool finals;
+  Value one, w;
+  Value lastRow, chunkSize, chunks, lastChunk; // set by emit()
+};
+} // namespace
+
+Value ChunkRepairEmitter::endOf(OpBuilder &nb, unsigned k, Value c) {
+  auto [base, elt] = ops.stateOuts[k];
+  Value at = finals ? neuronOf(nb, c)
+                    : arith::AddIOp::create(
+                          nb, loc, arith::MulIOp::create(nb, loc, c, chunkSize),
+                          arith::AddIOp::create(nb, loc, lastRow, neuron))
+                          .getResult();
+  return LLVM::LoadOp::create(nb, loc, elt, e.gep(base, elt, at),
+                              e.bytes(elt));
+}
+
+SmallVector<Value> ChunkRepairEmitter::borderOf(OpBuilder &nb, Value c) {
+  Value at = neuronOf(nb, c);
+  Value before = arith::SubIOp::create(nb, loc, c, one);
+  SmallVector<Value> vals;
+  for (unsigned k = 0; k < numSt; ++k) {
+    auto [base, elt] = ops.states[k];
+    vals.push_back(LLVM::LoadOp::create(nb, loc, elt, e.gep(base, elt, at),
+                                        e.bytes(elt)));
+    vals.push_back(endOf(nb, k, before));
+  }
+  return vals;
+}
+
+Value ChunkRepairEmitter::startDiffers(OpBuilder &nb, ArrayRef<Value> border) {
+  auto bits = [&](Value v) -> Value {
+    Type t = nb.getIntegerType(v.getType().getIntOrFloatBitWidth());
+    return arith::BitcastOp::create(nb, loc, t, v);
+  };
+  Value differs;
+  for (unsigned k = 0; k < numSt; ++k) {
+    Value ne = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ne,
+                                     bits(border[2 * k]),
+                                     bits(border[2 * k + 1]));
+    differs = differs ? arith::OrIOp::create(nb, loc, differs, ne).getResult()
+                      : ne;
+  }
+  return differs;
+}
+
+// `perTrip` chunks an iteration up to the first that holds one: their loads
+// independent of one another, so that a search costs about C / perTrip
+// round trips to memory, not C.
+Value ChunkRepairEmitter::firstWrongFrom(OpBuilder &nb, Value from) {
+  int perTrip = std::clamp<int>(kRepairScanLoads / (2 * numSt), 4, 32);
+  Type i64 = nb.getI64Type();
+  auto search = scf::WhileOp::create(
+      nb, loc, TypeRange{i64, i64}, ValueRange{from, chunks},
+      [&](OpBuilder &wb, Location, ValueRange at) {
+        Value more = arith::AndIOp::create(
+            wb, loc,
+            arith::CmpIOp::create(wb, loc, arith::CmpIPredicate::ult, at[0],
+                                  chunks),
+            arith::CmpIOp::create(wb, loc, arith::CmpIPredicate::eq, at[1],
+                                  chunks));
+        scf::ConditionOp::create(wb, loc, more, at);
+      },
+      [&](OpBuilder &lb, Location, ValueRange at) {
+        // Every load of the trip before the first comparison: ptxas keeps
+        // the order it is given here, and loads interleaved with their
+        // comparisons went one round trip at a time (about 150 ns a chunk
+        // on an H200).
+        SmallVector<Value> cs;
+        SmallVector<SmallVector<Value>> borders;
+        for (int u = 0; u < perTrip; ++u) {
+          cs.push_back(arith::AddIOp::create(lb, loc, at[0], e.cst(u)));
+          borders.push_back(borderOf(
+              lb, arith::MinUIOp::create(lb, loc, cs.back(), lastChunk)));
+        }
+        Value found = chunks;
+        for (int u = perTrip - 1; u >= 0; --u) {
+          Value inside = arith::CmpIOp::create(
+              lb, loc, arith::CmpIPredicate::ult, cs[u], chunks);
+          Value hit = arith::AndIOp::create(lb, loc, inside,
+                                            startDiffers(lb, borders[u]));
+          found = arith::SelectOp::create(lb, loc, hit, cs[u], found);
+        }
+        scf::YieldOp::create(
+            lb, loc,
+            ValueRange{arith::AddIOp::create(lb, loc, at[0], e.cst(perTrip)),
+                       found});
+      });
+  return search.getResult(1);
+}
+
+void ChunkRepairEmitter::rerun(OpBuilder &nb, Value c) {
+  Value at = neuronOf(nb, c);
+  Value before = arith::SubIOp::create(nb, loc, c, one);
+  // Plain loads and stores: this thread writes the start it then reads,
+  // and reads the end the rerun writes.
+  for (unsigned k = 0; k < numSt; ++k) {
+    auto [base, elt] = ops.states[k];
+    LLVM::StoreOp::create(nb, loc, endOf(nb, k, before), e.gep(base, elt, at),
+                          e.bytes(elt));
+  }
+  // Its reads in flight as the deep entry has them (one thread a neuron
+  // is a launch of few threads): a core that never forgets reruns every
+  // chunk, which is then the sequential scan, and one step of reads in
+  // flight made that a round trip to memory a step.
+  unsigned deep = getDeepEntryPrefetch(scan, variant, 0);
+  emitNeuronScan(nb, loc, scan, variant, args, at, 1, LaneAccess::Scalar,
+                 deep ? deep : choosePrefetchDepth(scan, 1), CursorStep::Plain);
+}
+
+void ChunkRepairEmitter::emit() {
+  Value zero = e.cst(0), T = ops.tSize;
   // Whole chunks of a launch that has steps, and every start given: else
   // the launch read rows of NCL or zeros, and there is nothing to repair.
   Value ready = arith::AndIOp::create(
@@ -939,113 +1086,19 @@ void mlir::flexsn::emitChunkRepair(OpBuilder &b, Location loc, ScanOp scan,
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, T, zero));
   for (auto &slot : ops.states)
     ready = arith::AndIOp::create(b, loc, ready, e.isGiven(slot.first));
-  Value lastRow = arith::MulIOp::create(
-      b, loc, arith::SubIOp::create(b, loc, T, one), w);
-  Value chunkSize = arith::MulIOp::create(b, loc, T, w);
-  // Where chunk `c`'s neuron sits in the per-neuron tensors, and where its
-  // state ends: its final state, or its last step (chunk c's block of T
-  // rows of W).
-  auto neuronOf = [&](OpBuilder &nb, Value c) -> Value {
-    return arith::AddIOp::create(nb, loc, arith::MulIOp::create(nb, loc, c, w),
-                                 neuron);
-  };
-  auto endOf = [&](OpBuilder &nb, unsigned k, Value c) -> Value {
-    auto [base, elt] = ops.stateOuts[k];
-    Value at = finals ? neuronOf(nb, c)
-                      : arith::AddIOp::create(
-                            nb, loc,
-                            arith::MulIOp::create(nb, loc, c, chunkSize),
-                            arith::AddIOp::create(nb, loc, lastRow, neuron))
-                            .getResult();
-    return LLVM::LoadOp::create(nb, loc, elt, e.gep(base, elt, at),
-                                e.bytes(elt));
-  };
-  auto bits = [&](OpBuilder &nb, Value v) -> Value {
-    Type t = nb.getIntegerType(v.getType().getIntOrFloatBitWidth());
-    return arith::BitcastOp::create(nb, loc, t, v);
-  };
-  // Chunk c's starts and the ends of the chunk before in this launch, in
-  // pairs (state k: 2k, 2k + 1).
-  auto borderOf = [&](OpBuilder &nb, Value c) -> SmallVector<Value> {
-    Value at = neuronOf(nb, c);
-    Value before = arith::SubIOp::create(nb, loc, c, one);
-    SmallVector<Value> vals;
-    for (unsigned k = 0; k < numSt; ++k) {
-      auto [base, elt] = ops.states[k];
-      vals.push_back(LLVM::LoadOp::create(nb, loc, elt, e.gep(base, elt, at),
-                                          e.bytes(elt)));
-      vals.push_back(endOf(nb, k, before));
-    }
-    return vals;
-  };
-  // Whether a chunk started from a state other than the end before it.
-  auto startDiffers = [&](OpBuilder &nb, ArrayRef<Value> border) -> Value {
-    Value differs;
-    for (unsigned k = 0; k < numSt; ++k) {
-      Value ne = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ne,
-                                       bits(nb, border[2 * k]),
-                                       bits(nb, border[2 * k + 1]));
-      differs = differs ? arith::OrIOp::create(nb, loc, differs, ne).getResult()
-                        : ne;
-    }
-    return differs;
-  };
+  lastRow = arith::MulIOp::create(b, loc, arith::SubIOp::create(b, loc, T, one),
+                                  w);
+  chunkSize = arith::MulIOp::create(b, loc, T, w);
   scf::IfOp::create(b, loc, ready, [&](OpBuilder &tb, Location) {
-    Value chunks = arith::DivUIOp::create(tb, loc, ops.ncl, w);
-    Value lastChunk = arith::SubIOp::create(tb, loc, chunks, one);
-    int perTrip = std::clamp<int>(kRepairScanLoads / (2 * numSt), 4, 32);
-    // The first chunk from `from` on whose start differs from the end of
-    // the chunk before in memory (C: none), `perTrip` chunks an iteration
-    // up to the first that holds one: their loads independent of one
-    // another, so that a search costs about C / perTrip round trips to
-    // memory, not C.
-    auto firstWrongFrom = [&](OpBuilder &nb, Value from) -> Value {
-      Type i64 = nb.getI64Type();
-      auto search = scf::WhileOp::create(
-          nb, loc, TypeRange{i64, i64}, ValueRange{from, chunks},
-          [&](OpBuilder &wb, Location, ValueRange at) {
-            Value more = arith::AndIOp::create(
-                wb, loc,
-                arith::CmpIOp::create(wb, loc, arith::CmpIPredicate::ult,
-                                      at[0], chunks),
-                arith::CmpIOp::create(wb, loc, arith::CmpIPredicate::eq,
-                                      at[1], chunks));
-            scf::ConditionOp::create(wb, loc, more, at);
-          },
-          [&](OpBuilder &lb, Location, ValueRange at) {
-            // Every load of the trip before the first comparison: ptxas
-            // keeps the order it is given here, and loads interleaved with
-            // their comparisons went one round trip at a time (about 150
-            // ns a chunk on an H200).
-            SmallVector<Value> cs;
-            SmallVector<SmallVector<Value>> borders;
-            for (int u = 0; u < perTrip; ++u) {
-              cs.push_back(arith::AddIOp::create(lb, loc, at[0], e.cst(u)));
-              borders.push_back(borderOf(
-                  lb, arith::MinUIOp::create(lb, loc, cs.back(), lastChunk)));
-            }
-            Value found = chunks;
-            for (int u = perTrip - 1; u >= 0; --u) {
-              Value inside = arith::CmpIOp::create(
-                  lb, loc, arith::CmpIPredicate::ult, cs[u], chunks);
-              Value hit = arith::AndIOp::create(lb, loc, inside,
-                                                startDiffers(lb, borders[u]));
-              found = arith::SelectOp::create(lb, loc, hit, cs[u], found);
-            }
-            scf::YieldOp::create(
-                lb, loc,
-                ValueRange{arith::AddIOp::create(lb, loc, at[0], e.cst(perTrip)),
-                           found});
-          });
-      return search.getResult(1);
-    };
+    chunks = arith::DivUIOp::create(tb, loc, ops.ncl, w);
+    lastChunk = arith::SubIOp::create(tb, loc, chunks, one);
     // The chunks before `from` are the sequential scan's (chunk 0 is: it
     // starts from the call's state). Each round finds the first wrong
     // chunk from there, stores the end before it as its start and reruns
     // it in place, which makes it the sequential scan's; the chunks after
     // it that started from the end it now has are right without a rerun
     // (a neuron that forgot where the wrong chunk started).
-    auto loop = scf::WhileOp::create(
+    scf::WhileOp::create(
         tb, loc, TypeRange{tb.getI64Type()}, ValueRange{one},
         [&](OpBuilder &wb, Location, ValueRange from) {
           Value wrong = firstWrongFrom(wb, from[0]);
@@ -1054,32 +1107,19 @@ void mlir::flexsn::emitChunkRepair(OpBuilder &b, Location loc, ScanOp scan,
           scf::ConditionOp::create(wb, loc, more, ValueRange{wrong});
         },
         [&](OpBuilder &wb, Location, ValueRange wrong) {
-          Value c = wrong[0];
-          Value at = neuronOf(wb, c);
-          Value before = arith::SubIOp::create(wb, loc, c, one);
-          // Plain loads and stores: this thread writes the start it then
-          // reads, and reads the end the rerun writes.
-          for (unsigned k = 0; k < numSt; ++k) {
-            auto [base, elt] = ops.states[k];
-            LLVM::StoreOp::create(wb, loc, endOf(wb, k, before),
-                                  e.gep(base, elt, at), e.bytes(elt));
-          }
-          // Its reads in flight as the deep entry has them (one thread a
-          // neuron is a launch of few threads): a core that never forgets
-          // reruns every chunk, which is then the sequential scan, and one
-          // step of reads in flight made that a round trip to memory a
-          // step.
-          unsigned deep = getDeepEntryPrefetch(scan, variant, 0);
-          emitNeuronScan(wb, loc, scan, variant, args, at, 1,
-                         LaneAccess::Scalar,
-                         deep ? deep : choosePrefetchDepth(scan, 1),
-                         CursorStep::Plain);
+          rerun(wb, wrong[0]);
           scf::YieldOp::create(
-              wb, loc, ValueRange{arith::AddIOp::create(wb, loc, c, one)});
+              wb, loc, ValueRange{arith::AddIOp::create(wb, loc, wrong[0], one)});
         });
-    (void)loop;
     scf::YieldOp::create(tb, loc);
   });
+}
+
+void mlir::flexsn::emitChunkRepair(OpBuilder &b, Location loc, ScanOp scan,
+                                   KernelVariant variant, ValueRange args,
+                                   Value neuron) {
+  assert(hasChunkRepair(scan, variant) && "a scan without a repair kernel");
+  ChunkRepairEmitter(b, loc, scan, variant, args, neuron).emit();
 }
 
 namespace {
