@@ -232,6 +232,49 @@ static Error checkBackward(ScanOp primal, ScanOp bscan, int64_t T, int64_t NCL,
   return Error::success();
 }
 
+/// "kernel NAME: T=.. NCL=.. backend=.. [entry=..]", after its run.
+static void printKernelRun(llvm::raw_ostream &os, KernelRunner &runner,
+                           StringRef name, int64_t T, int64_t NCL) {
+  os << "kernel " << name << ": T=" << T << " NCL=" << NCL
+     << " backend=" << runner.backend();
+  if (std::string entry = runner.lastEntry(); !entry.empty())
+    os << " entry=" << entry;
+  os << "\n";
+}
+
+/// `scan`'s kernel buffers by what they mean.
+static MeaningMap meaningsOf(ScanOp scan,
+                             const std::vector<HostBuffer> &buffers) {
+  MeaningMap byMeaning;
+  for (const HostBuffer &b : buffers) {
+    ArgDescription m = describeKernelArg(scan, b.arg);
+    byMeaning[{m.meaning, m.index}] = &b;
+  }
+  return byMeaning;
+}
+
+/// As chunked_time settles on the device: the run of `kernel` from random
+/// starts (already in `fwd`) was the guess; the kernel again from the ends
+/// it gave (right where a neuron forgot its start within a chunk: the
+/// repair's search passes those), then the repair, which reruns the
+/// others; with `check`, the chunks against one sequential scan.
+static Error runRepaired(ScanOp first, StringRef kernel, int64_t T,
+                         int64_t NCL, int64_t W, std::vector<HostBuffer> &fwd,
+                         KernelRunner &runner, const HarnessOptions &options,
+                         bool check, CheckResult &result,
+                         llvm::raw_ostream &os) {
+  startChunksFromEnds(fwd, T, NCL, W);
+  if (Error e = runner.run(kernel, fwd, T, NCL))
+    return e;
+  std::string repair = getRepairKernelName(kernel);
+  if (Error e = runner.run(repair, fwd, T, NCL))
+    return e;
+  printKernelRun(os, runner, repair, T, NCL);
+  if (check)
+    return checkRepaired(first, T, NCL, W, fwd, options, os, result);
+  return Error::success();
+}
+
 Expected<CheckResult> mlir::flexsn::runKernelCase(
     ModuleOp module, StringRef funcName, StringRef kind, int64_t T,
     int64_t NCL, uint64_t seed, KernelRunner &runner,
@@ -293,14 +336,7 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
     cmp.result.masked = llvm::count(cmp.mask, 1);
   }
 
-  // "kernel NAME: T=.. NCL=.. backend=.. [entry=..]", after its run.
-  auto printRun = [&](StringRef name) {
-    os << "kernel " << name << ": T=" << T << " NCL=" << NCL
-       << " backend=" << runner.backend();
-    if (std::string entry = runner.lastEntry(); !entry.empty())
-      os << " entry=" << entry;
-    os << "\n";
-  };
+  auto printRun = [&](StringRef name) { printKernelRun(os, runner, name, T, NCL); };
   if (kind != "backward") {
     printRun(firstSpec->name);
     if (check)
@@ -310,23 +346,10 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
     if (bench)
       if (Error e = runner.bench(firstSpec->name, fwd, T, NCL, os))
         return std::move(e);
-    if (options.repair) {
-      // As chunked_time settles on the device: the run from random starts
-      // was the guess; the kernel again from the ends it gave (right where
-      // a neuron forgot its start within a chunk: the repair's search
-      // passes those), then the repair, which reruns the others.
-      startChunksFromEnds(fwd, T, NCL, W);
-      if (Error e = runner.run(firstSpec->name, fwd, T, NCL))
+    if (options.repair)
+      if (Error e = runRepaired(first, firstSpec->name, T, NCL, W, fwd, runner,
+                                options, check, cmp.result, os))
         return std::move(e);
-      std::string repair = getRepairKernelName(firstSpec->name);
-      if (Error e = runner.run(repair, fwd, T, NCL))
-        return std::move(e);
-      printRun(repair);
-      if (check)
-        if (Error e = checkRepaired(first, T, NCL, W, fwd, options, os,
-                                    cmp.result))
-          return std::move(e);
-    }
     return cmp.result;
   }
 
@@ -335,11 +358,7 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
   auto bspec = kernelOf(bscan, "backward");
   if (!bspec)
     return bspec.takeError();
-  MeaningMap fromForward;
-  for (const HostBuffer &b : fwd) {
-    ArgDescription m = describeKernelArg(first, b.arg);
-    fromForward[{m.meaning, m.index}] = &b;
-  }
+  MeaningMap fromForward = meaningsOf(first, fwd);
   std::vector<HostBuffer> seqFwd;
   if (finalPair && check)
     if (Error e = runSequenceForward(module, funcName, T, NCL, runner,
@@ -349,11 +368,7 @@ Expected<CheckResult> mlir::flexsn::runKernelCase(
       backwardBuffers(bscan, *bspec, T, NCL, fromForward, rng);
   if (!bwd)
     return bwd.takeError();
-  MeaningMap byMeaning;
-  for (HostBuffer &b : *bwd) {
-    ArgDescription m = describeKernelArg(bscan, b.arg);
-    byMeaning[{m.meaning, m.index}] = &b;
-  }
+  MeaningMap byMeaning = meaningsOf(bscan, *bwd);
   if (Error e = runner.run(bspec->name, *bwd, T, NCL))
     return std::move(e);
   printRun(bspec->name);
