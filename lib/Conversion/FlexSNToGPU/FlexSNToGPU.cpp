@@ -32,26 +32,28 @@ struct ConvertFlexSNToGPUPass
     : public mlir::flexsn::impl::ConvertFlexSNToGPUBase<ConvertFlexSNToGPUPass> {
   using Base::Base;
 
+  /// The pass's options in their ranges, else an error naming the option.
+  LogicalResult checkOptions(ModuleOp module) {
+    unsigned width = neuronsPerThread;
+    if (width != 1 && width != 2 && width != 4 && width != 8)
+      return module.emitError()
+             << "neurons-per-thread must be 1, 2, 4 or 8, got " << width;
+    if (l2Prefetch > kMaxL2Prefetch)
+      return module.emitError()
+             << "l2-prefetch must be 0 (none) to " << kMaxL2Prefetch
+             << " steps, got " << static_cast<unsigned>(l2Prefetch);
+    if (prefetch > kMaxPrefetchDepth)
+      return module.emitError()
+             << "prefetch must be 0 (automatic) to " << kMaxPrefetchDepth
+             << ", got " << static_cast<unsigned>(prefetch);
+    return success();
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (failed(checkOptions(module)))
+      return signalPassFailure();
     unsigned width = neuronsPerThread;
-    if (width != 1 && width != 2 && width != 4 && width != 8) {
-      module.emitError() << "neurons-per-thread must be 1, 2, 4 or 8, got "
-                         << width;
-      return signalPassFailure();
-    }
-    if (l2Prefetch > kMaxL2Prefetch) {
-      module.emitError() << "l2-prefetch must be 0 (none) to "
-                         << kMaxL2Prefetch << " steps, got "
-                         << static_cast<unsigned>(l2Prefetch);
-      return signalPassFailure();
-    }
-    if (prefetch > kMaxPrefetchDepth) {
-      module.emitError() << "prefetch must be 0 (automatic) to "
-                         << kMaxPrefetchDepth << ", got "
-                         << static_cast<unsigned>(prefetch);
-      return signalPassFailure();
-    }
     SmallVector<ScanOp> scans;
     if (failed(collectKernelScans(module, "GPU", scans)))
       return signalPassFailure();
