@@ -196,6 +196,32 @@ static int report(llvm::Error error, int code) {
   return diagnosed ? 1 : code;
 }
 
+/// --T and --ncl: non-negative, and every buffer (at most T * NCL elements
+/// of 8 bytes) a byte count that fits in 64 bits (a wrapped size would pass
+/// the memory guard); else the error.
+static std::string checkSizes() {
+  if (clT < 0 || clNCL < 0)
+    return "--T and --ncl must be >= 0";
+  int64_t elements, bytes;
+  if (__builtin_mul_overflow(int64_t(clT), int64_t(clNCL), &elements) ||
+      __builtin_mul_overflow(elements, int64_t(8), &bytes))
+    return "--T=" + std::to_string(clT) + " times --ncl=" +
+           std::to_string(clNCL) + " overflows 64-bit buffer sizes";
+  return "";
+}
+
+/// --tie-margin in [0, 1) and a given --tolerance finite and >= 0; else
+/// the error.
+static std::string checkTolerances() {
+  if (!(clTieMargin >= 0 && clTieMargin < 1))
+    return "--tie-margin must be in [0, 1), not " + std::to_string(clTieMargin);
+  if (clTolerance.getNumOccurrences() &&
+      !(clTolerance >= 0 && std::isfinite(clTolerance)))
+    return "--tolerance must be a finite number >= 0, not " +
+           std::to_string(clTolerance);
+  return "";
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
   // The compilation's flags, declared once, by PipelineOptions.
@@ -227,25 +253,13 @@ int main(int argc, char **argv) {
     return fail((transfer.empty() ? "--variant=" + kind : "--transfer=" + transfer) +
                 " runs the final-state pair, which only --save-ops=auto "
                 "builds");
-  if (clT < 0 || clNCL < 0)
-    return fail("--T and --ncl must be >= 0");
-  // Every buffer is at most T * NCL elements of 8 bytes: its byte count
-  // must fit in 64 bits (a wrapped size would pass the memory guard).
-  int64_t elements, bytes;
-  if (__builtin_mul_overflow(int64_t(clT), int64_t(clNCL), &elements) ||
-      __builtin_mul_overflow(elements, int64_t(8), &bytes))
-    return fail("--T=" + std::to_string(clT) + " times --ncl=" +
-                std::to_string(clNCL) + " overflows 64-bit buffer sizes");
+  if (std::string error = checkSizes(); !error.empty())
+    return fail(error);
   pipeline.differentiate = training;
   if (std::string error = pipeline.validate(); !error.empty())
     return fail("--" + error);
-  if (!(clTieMargin >= 0 && clTieMargin < 1))
-    return fail("--tie-margin must be in [0, 1), not " +
-                std::to_string(clTieMargin));
-  if (clTolerance.getNumOccurrences() &&
-      !(clTolerance >= 0 && std::isfinite(clTolerance)))
-    return fail("--tolerance must be a finite number >= 0, not " +
-                std::to_string(clTolerance));
+  if (std::string error = checkTolerances(); !error.empty())
+    return fail(error);
 
   DialectRegistry registry;
   registerAllDialects(registry);
