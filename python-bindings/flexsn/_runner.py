@@ -458,10 +458,8 @@ def run_chunks_training(prep, xs: list, s0: list, ps: list, want_seqs: bool,
     if settled is None:
         return None
     res, starts = settled
-    run = _ChunkedRun(pair, lay, res, starts, n_in, n_st, rounds, record)
-    if _border(dtype) != dtype:
-        run.stored = dtype
-    run.adjoint = adjoint
+    run = _ChunkedRun(pair, lay, res, starts, n_in, n_st, rounds, record, adjoint,
+                      dtype if _border(dtype) != dtype else None)
     results = _ChunkedTraining.apply(run, *leaves)
     outs = [lay.in_order(o) for o in results[:len(pair.out_ix)]]
     states = results[len(pair.out_ix):]
@@ -475,29 +473,28 @@ class _ChunkedRun:
     """The settled forward launch of run_chunks_training and what its
     backward needs."""
 
-    def __init__(self, pair, lay, res, starts, n_in, n_st, rounds, record):
+    def __init__(self, pair, lay, res, starts, n_in, n_st, rounds, record, adjoint=None,
+                 stored=None):
         self.pair, self.lay, self.res, self.starts = pair, lay, res, starts
         self.n_in, self.n_st, self.rounds, self.record = n_in, n_st, rounds, record
-        self.adjoint = None  # the pair's AdjointChunks, where the backward composes carries
+        self.adjoint = adjoint  # the pair's AdjointChunks, where the backward composes carries
         # A half-precision call's dtype: its chunks keep states in float32,
         # which the sequential scan stores rounded to it
-        self.stored = None
+        self.stored = stored
 
-    def as_stored(self, states: list) -> list:
-        """States (float32 chunk borders, state sequences) as the sequential
-        scan stores them and its backward reads them: rounded to a
-        half-precision call's dtype (else as they are). With the kernels
+    def as_stored(self, state: torch.Tensor) -> torch.Tensor:
+        """A state (a float32 chunk border or state sequence) as the
+        sequential scan stores it and its backward reads it: rounded to a
+        half-precision call's dtype (else as it is). With the kernels
         saving what the sequential scan's save (flexsn.state_storage), the
         backward reads the sequential backward's numbers."""
-        if self.stored is None:
-            return states
-        return [s.to(self.stored).to(s.dtype) for s in states]
+        return state if self.stored is None else state.to(self.stored).to(state.dtype)
 
     def kept(self, res: list) -> list:
         """The forward results the backward reads, state sequences as
         stored (as_stored)."""
         keys = self.pair.forward.result_keys
-        return [self.as_stored([res[i]])[0] if keys[i][0] == "state_seq" else res[i]
+        return [self.as_stored(res[i]) if keys[i][0] == "state_seq" else res[i]
                 for i in self.pair.kept_ix]
 
     def backward(self, leaves: list, kept: list, grads: tuple) -> list:
@@ -511,7 +508,8 @@ class _ChunkedRun:
         n_out = len(pair.out_ix)
         grads = [None if g is None else g.contiguous() for g in grads]
         g_out, g_state = grads[:n_out], grads[n_out:]
-        args = leaves[:n_in] + self.as_stored(self.starts) + leaves[n_in + n_st:]
+        args = leaves[:n_in] + [self.as_stored(s) for s in self.starts] + \
+            leaves[n_in + n_st:]
         ix = [pair.backward.index(("grad_init_state", s)) for s in range(n_st)]
 
         def launch(shift):
