@@ -24,7 +24,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <cstring>
 #include <map>
 
 #include <unistd.h>
